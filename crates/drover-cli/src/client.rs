@@ -1,0 +1,388 @@
+//! The connection to a drover cluster: any server, with failover.
+//!
+//! A [`Client`] knows every server of the cluster (from `client.yaml` or
+//! flags) and talks to one at a time. When that one is down or answers
+//! UNAVAILABLE it moves to the next, until a deadline. Writes carry a random
+//! request id, so retrying one after an ambiguous failure applies it at
+//! most once.
+
+use drover_proto::v1::cluster_client::ClusterClient;
+use drover_proto::v1::store_client::StoreClient;
+use drover_proto::v1::{self as pb, op, Op};
+use rand::Rng;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+const MAX_MESSAGE: usize = 256 << 20;
+
+/// Where the client finds the cluster and its credentials.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ClientConfig {
+    pub servers: Vec<String>,
+    pub token: String,
+}
+
+/// What a client call can fail with. Messages name the object and say what
+/// to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{message}")]
+    Server { code: Code, message: String },
+    #[error("no server answered within {waited:?} (tried {servers}): {last}")]
+    Unreachable {
+        waited: Duration,
+        servers: String,
+        last: String,
+    },
+}
+
+impl ClientError {
+    /// The gRPC code of a server answer, if it was one.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            ClientError::Server { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<Status> for ClientError {
+    fn from(s: Status) -> Self {
+        let message = match s.code() {
+            Code::Unauthenticated | Code::PermissionDenied => {
+                format!("the server refused the credentials: {}", s.message())
+            }
+            _ => s.message().to_string(),
+        };
+        ClientError::Server {
+            code: s.code(),
+            message,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Reads a `client.yaml` as servers write it.
+    pub fn load(path: &Path) -> Result<ClientConfig, ClientError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ClientError::Config(format!("cannot read the client config {}: {e}", path.display()))
+        })?;
+        let cfg: ClientConfig = serde_saphyr::from_str(&text).map_err(|e| {
+            ClientError::Config(format!(
+                "{} is not a drover client config (servers: [..], token: ..): {e}",
+                path.display()
+            ))
+        })?;
+        cfg.check(&path.display().to_string())?;
+        Ok(cfg)
+    }
+
+    fn check(&self, origin: &str) -> Result<(), ClientError> {
+        if self.servers.is_empty() {
+            return Err(ClientError::Config(format!("{origin}: servers: lists no server")));
+        }
+        if self.token.is_empty() {
+            return Err(ClientError::Config(format!("{origin}: token: is empty")));
+        }
+        Ok(())
+    }
+
+    /// Resolves the configuration the way every command does: `--server`
+    /// and `--token` first, then `--config FILE`, then `DROVER_CONFIG` (both
+    /// given by the caller as `config`), then the default path.
+    pub fn resolve(
+        servers: Option<&str>,
+        token: Option<&str>,
+        config: Option<&Path>,
+    ) -> Result<ClientConfig, ClientError> {
+        if let Some(s) = servers {
+            let Some(t) = token else {
+                return Err(ClientError::Config(
+                    "--server needs --token (the admin token from the server's client.yaml)".into(),
+                ));
+            };
+            let cfg = ClientConfig {
+                servers: s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
+                token: t.to_string(),
+            };
+            cfg.check("--server")?;
+            return Ok(cfg);
+        }
+        let path = match config {
+            Some(p) => p.to_path_buf(),
+            None => match default_config_path() {
+                Some(p) if p.exists() => p,
+                _ => {
+                    return Err(ClientError::Config(
+                        "no cluster configured: pass --server ADDR --token T, or --config FILE / DROVER_CONFIG \
+                         (every server writes DATA_DIR/client.yaml)"
+                            .into(),
+                    ))
+                }
+            },
+        };
+        let mut cfg = ClientConfig::load(&path)?;
+        if let Some(t) = token {
+            cfg.token = t.to_string();
+        }
+        Ok(cfg)
+    }
+}
+
+/// `$XDG_CONFIG_HOME/drover/client.yaml` or `~/.config/drover/client.yaml`.
+pub fn default_config_path() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|x| !x.is_empty()) {
+        return Some(PathBuf::from(x).join("drover/client.yaml"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/drover/client.yaml"))
+}
+
+/// A connection to a cluster.
+#[derive(Clone)]
+pub struct Client {
+    servers: Vec<String>,
+    channels: Vec<Channel>,
+    auth: MetadataValue<tonic::metadata::Ascii>,
+    current: std::sync::Arc<AtomicUsize>,
+    /// How long a call keeps trying other servers.
+    pub deadline: Duration,
+}
+
+impl Client {
+    /// Prepares connections to every server (they connect lazily).
+    pub fn new(cfg: &ClientConfig) -> Result<Client, ClientError> {
+        let mut channels = Vec::new();
+        for s in &cfg.servers {
+            let url = if s.contains("://") { s.clone() } else { format!("http://{s}") };
+            let ep = Endpoint::from_shared(url)
+                .map_err(|e| ClientError::Config(format!("server address {s:?} is invalid: {e}")))?
+                .connect_timeout(Duration::from_secs(1))
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(Duration::from_secs(10));
+            channels.push(ep.connect_lazy());
+        }
+        let auth = MetadataValue::try_from(format!("Bearer {}", cfg.token))
+            .map_err(|_| ClientError::Config("token: must be printable ASCII".into()))?;
+        let start = rand::rng().random_range(0..channels.len().max(1));
+        Ok(Client {
+            servers: cfg.servers.clone(),
+            channels,
+            auth,
+            current: std::sync::Arc::new(AtomicUsize::new(start)),
+            deadline: Duration::from_secs(15),
+        })
+    }
+
+    /// Connects to one server only, with no failover.
+    pub fn single(addr: &str, token: &str) -> Result<Client, ClientError> {
+        let mut c = Client::new(&ClientConfig {
+            servers: vec![addr.to_string()],
+            token: token.to_string(),
+        })?;
+        c.deadline = Duration::from_secs(3);
+        Ok(c)
+    }
+
+    pub fn servers(&self) -> &[String] {
+        &self.servers
+    }
+
+    fn req<T>(&self, body: T, timeout: Duration) -> Request<T> {
+        let mut r = Request::new(body);
+        r.metadata_mut().insert("authorization", self.auth.clone());
+        r.set_timeout(timeout);
+        r
+    }
+
+    /// Runs `f` against servers in turn until it answers something other
+    /// than UNAVAILABLE, or the deadline passes.
+    async fn call<T, F, Fut>(&self, f: F) -> Result<T, ClientError>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Status>>,
+    {
+        let start = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let i = self.current.load(Ordering::Relaxed) % self.channels.len();
+            match f(self.channels[i].clone()).await {
+                Ok(v) => return Ok(v),
+                Err(s) if matches!(s.code(), Code::Unavailable | Code::Unknown | Code::Cancelled)
+                    || (s.code() == Code::DeadlineExceeded && s.message().contains("Timeout expired")) =>
+                {
+                    let last = format!("{}: {}", self.servers[i], s.message());
+                    // Next server; after a full round, pause a little.
+                    self.current.store(i + 1, Ordering::Relaxed);
+                    attempt += 1;
+                    if start.elapsed() >= self.deadline {
+                        return Err(ClientError::Unreachable {
+                            waited: start.elapsed(),
+                            servers: self.servers.join(", "),
+                            last,
+                        });
+                    }
+                    if attempt as usize % self.channels.len() == 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                Err(s) => return Err(s.into()),
+            }
+        }
+    }
+
+    fn store(&self, ch: Channel) -> StoreClient<Channel> {
+        StoreClient::new(ch)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    /// Reads one object (None when absent) and the revision of the read.
+    pub async fn get(&self, key: &str, local: bool) -> Result<(Option<pb::KeyValue>, u64), ClientError> {
+        let body = pb::GetRequest {
+            key: key.to_string(),
+            local,
+        };
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.store(ch).get(req).await }
+            })
+            .await?
+            .into_inner();
+        Ok((r.kv, r.revision))
+    }
+
+    /// Lists every object under `prefix` and the revision of the list.
+    pub async fn list(&self, prefix: &str, local: bool) -> Result<(Vec<pb::KeyValue>, u64), ClientError> {
+        let body = pb::ListRequest {
+            prefix: prefix.to_string(),
+            local,
+        };
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.store(ch).list(req).await }
+            })
+            .await?
+            .into_inner();
+        Ok((r.kvs, r.revision))
+    }
+
+    /// Applies one write, retried on other servers with the same request id.
+    pub async fn write(&self, o: op::Op) -> Result<pb::WriteResponse, ClientError> {
+        let request_id = loop {
+            let id: u64 = rand::rng().random();
+            if id != 0 {
+                break id;
+            }
+        };
+        let body = pb::WriteRequest {
+            op: Some(Op { op: Some(o) }),
+            request_id,
+        };
+        Ok(self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.store(ch).write(req).await }
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Creates an object; fails with ALREADY_EXISTS when the key is taken.
+    pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<pb::WriteResponse, ClientError> {
+        self.write(op::Op::Create(pb::Create {
+            key: key.to_string(),
+            value,
+        }))
+        .await
+    }
+
+    /// Replaces an object; `expected_revision` 0 means unconditional.
+    pub async fn update(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected_revision: u64,
+        upsert: bool,
+    ) -> Result<pb::WriteResponse, ClientError> {
+        self.write(op::Op::Update(pb::Update {
+            key: key.to_string(),
+            value,
+            expected_revision,
+            upsert,
+        }))
+        .await
+    }
+
+    /// Deletes an object; `expected_revision` 0 means unconditional.
+    pub async fn delete(&self, key: &str, expected_revision: u64) -> Result<pb::WriteResponse, ClientError> {
+        self.write(op::Op::Delete(pb::Delete {
+            key: key.to_string(),
+            expected_revision,
+        }))
+        .await
+    }
+
+    /// Follows changes under `prefix` after `start_revision` (0: from now).
+    pub async fn watch(
+        &self,
+        prefix: &str,
+        start_revision: u64,
+    ) -> Result<tonic::Streaming<pb::WatchResponse>, ClientError> {
+        let body = pb::WatchRequest {
+            prefix: prefix.to_string(),
+            start_revision,
+        };
+        Ok(self
+            .call(|ch| {
+                let mut req = Request::new(body.clone());
+                req.metadata_mut().insert("authorization", self.auth.clone());
+                async move { self.store(ch).watch(req).await }
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// The status of whichever server answers.
+    pub async fn status(&self) -> Result<pb::StatusResponse, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let req = self.req(pb::StatusRequest {}, Duration::from_secs(5));
+                async move { ClusterClient::new(ch).status(req).await }
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Removes a member (by id) from the cluster.
+    pub async fn remove_member(&self, id: u64) -> Result<Vec<pb::Member>, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let req = self.req(pb::RemoveMemberRequest { id }, Duration::from_secs(15));
+                async move { ClusterClient::new(ch).remove_member(req).await }
+            })
+            .await?
+            .into_inner()
+            .members)
+    }
+
+    /// The same client, pointed at one of its servers' peers by address.
+    pub fn with_server(&self, addr: &str) -> Result<Client, ClientError> {
+        let token = self
+            .auth
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default()
+            .to_string();
+        Client::single(addr, &token)
+    }
+}

@@ -1,0 +1,213 @@
+//! The commands of issue one: cluster membership and generic objects (`kv`).
+//!
+//! Every function takes a connected [`Client`] and a writer, so tests can run
+//! them in-process and check what a user would see.
+
+use crate::client::{Client, ClientError};
+use crate::table;
+use anyhow::{bail, Context, Result};
+use drover_proto::v1 as pb;
+use std::io::Write;
+use std::path::Path;
+
+/// A member id as users see it: 16 hex digits.
+pub fn fmt_id(id: u64) -> String {
+    format!("{id:016x}")
+}
+
+/// Parses a member id given in hex (as `cluster status` prints it).
+pub fn parse_id(s: &str) -> Result<u64> {
+    let t = s.trim().trim_start_matches("0x");
+    match u64::from_str_radix(t, 16) {
+        Ok(0) | Err(_) => bail!("member id {s:?} is not valid: give the hex ID that `drover cluster status` shows"),
+        Ok(id) => Ok(id),
+    }
+}
+
+/// `drover cluster status`: every member, its address, role, term and
+/// indexes, as each member itself reports them.
+pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
+    let first = c.status().await?;
+    let mut rows = Vec::new();
+    let mut members = first.members.clone();
+    members.sort_by_key(|m| m.addr.clone());
+    for m in &members {
+        let st = match c.with_server(&m.addr) {
+            Ok(one) => one.status().await.ok(),
+            Err(_) => None,
+        };
+        let row = match st {
+            Some(s) => vec![
+                fmt_id(m.id),
+                m.addr.clone(),
+                m.http.clone(),
+                if s.role == "leader" { "leader".into() } else { s.role.clone() },
+                s.term.to_string(),
+                s.commit.to_string(),
+                s.applied.to_string(),
+                "true".into(),
+            ],
+            None => vec![
+                fmt_id(m.id),
+                m.addr.clone(),
+                m.http.clone(),
+                if m.learner { "learner" } else { "voter" }.into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "false (unreachable)".into(),
+            ],
+        };
+        rows.push(row);
+    }
+    let leader = if first.leader == 0 {
+        "none elected".to_string()
+    } else {
+        fmt_id(first.leader)
+    };
+    write!(
+        out,
+        "{}",
+        table::render(
+            &["ID", "ADDRESS", "HTTP", "ROLE", "TERM", "COMMIT", "APPLIED", "HEALTHY"],
+            &rows
+        )
+    )?;
+    writeln!(out, "\nleader: {leader}   term: {}   members: {}", first.term, members.len())?;
+    Ok(())
+}
+
+/// `drover cluster remove ID|ADDR`.
+pub async fn cluster_remove(c: &Client, who: &str, out: &mut impl Write) -> Result<()> {
+    let st = c.status().await?;
+    let id = match st.members.iter().find(|m| m.addr == who) {
+        Some(m) => m.id,
+        None => parse_id(who)?,
+    };
+    let left = c.remove_member(id).await?;
+    writeln!(out, "member {} removed; {} members remain", fmt_id(id), left.len())?;
+    Ok(())
+}
+
+/// `drover server leave --data-dir DIR`: removes the member whose data dir
+/// this is, using the data dir's own client.yaml.
+pub async fn server_leave(dir: &Path, out: &mut impl Write) -> Result<()> {
+    let ident = dir.join("server.json");
+    let text = std::fs::read(&ident)
+        .with_context(|| format!("{} not found: is {} a server's data dir?", ident.display(), dir.display()))?;
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is corrupt", ident.display()))?;
+    let id = v
+        .get("id")
+        .and_then(|x| x.as_str())
+        .map(parse_id)
+        .transpose()?
+        .with_context(|| format!("{} has no member id", ident.display()))?;
+    let cfg = crate::ClientConfig::load(&dir.join("client.yaml"))?;
+    let c = Client::new(&cfg)?;
+    let left = c.remove_member(id).await?;
+    writeln!(out, "member {} left the cluster; {} members remain", fmt_id(id), left.len())?;
+    Ok(())
+}
+
+/// Output formats of the kv commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvOutput {
+    /// The value only.
+    Value,
+    /// One JSON object per entry: key, value, createRevision, modRevision.
+    Json,
+}
+
+fn kv_json(kv: &pb::KeyValue) -> serde_json::Value {
+    serde_json::json!({
+        "key": kv.key,
+        "value": String::from_utf8_lossy(&kv.value),
+        "createRevision": kv.create_revision,
+        "modRevision": kv.mod_revision,
+    })
+}
+
+/// `drover kv get KEY`.
+pub async fn kv_get(c: &Client, key: &str, local: bool, o: KvOutput, out: &mut impl Write) -> Result<()> {
+    let (kv, _) = c.get(key, local).await?;
+    let Some(kv) = kv else {
+        bail!("{key:?} not found");
+    };
+    match o {
+        KvOutput::Value => out.write_all(&kv.value)?,
+        KvOutput::Json => serde_json::to_writer(&mut *out, &kv_json(&kv))?,
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// `drover kv put KEY VALUE [--create | --if-revision N]`.
+pub async fn kv_put(
+    c: &Client,
+    key: &str,
+    value: &str,
+    create: bool,
+    if_revision: Option<u64>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let r = if create {
+        c.create(key, value.as_bytes().to_vec()).await
+    } else {
+        match if_revision {
+            Some(rev) if rev > 0 => c.update(key, value.as_bytes().to_vec(), rev, false).await,
+            Some(_) => bail!("--if-revision: must be a revision above 0 (see `drover kv get -o json`)"),
+            None => c.update(key, value.as_bytes().to_vec(), 0, true).await,
+        }
+    };
+    let r = r?;
+    writeln!(out, "{key} written at revision {}", r.revision)?;
+    Ok(())
+}
+
+/// `drover kv delete KEY [--if-revision N]`.
+pub async fn kv_delete(c: &Client, key: &str, if_revision: Option<u64>, out: &mut impl Write) -> Result<()> {
+    let r = c.delete(key, if_revision.unwrap_or(0)).await?;
+    writeln!(out, "{key} deleted at revision {}", r.revision)?;
+    Ok(())
+}
+
+/// `drover kv list [PREFIX]`.
+pub async fn kv_list(c: &Client, prefix: &str, local: bool, o: KvOutput, out: &mut impl Write) -> Result<()> {
+    let (kvs, rev) = c.list(prefix, local).await?;
+    match o {
+        KvOutput::Value => {
+            let rows: Vec<Vec<String>> = kvs
+                .iter()
+                .map(|kv| {
+                    vec![
+                        kv.key.clone(),
+                        kv.mod_revision.to_string(),
+                        String::from_utf8_lossy(&kv.value).chars().take(60).collect(),
+                    ]
+                })
+                .collect();
+            write!(out, "{}", table::render(&["KEY", "REVISION", "VALUE"], &rows))?;
+        }
+        KvOutput::Json => {
+            let items: Vec<_> = kvs.iter().map(kv_json).collect();
+            serde_json::to_writer_pretty(&mut *out, &serde_json::json!({"revision": rev, "items": items}))?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// `drover kv watch PREFIX [--from REV]`: one line per change until stopped.
+pub async fn kv_watch(c: &Client, prefix: &str, from: u64, out: &mut impl Write) -> Result<()> {
+    let mut s = c.watch(prefix, from).await?;
+    while let Some(r) = s.message().await.map_err(ClientError::from)? {
+        for e in r.events {
+            let Some(kv) = e.kv else { continue };
+            let kind = if e.r#type == pb::event::Type::Delete as i32 { "DELETE" } else { "PUT" };
+            writeln!(out, "{} {kind} {} {}", r.revision, kv.key, String::from_utf8_lossy(&kv.value))?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! `drover server`: one control-plane member.
+//!
+//! A member owns one [`drover_store::Store`] and serves, on one gRPC port,
+//! the client API, membership and the raft transport ([`service`]), and on
+//! one HTTP port health and status ([`http`]). [`Server::start`] bootstraps
+//! a new cluster, joins an existing one, or resumes from the data dir.
+//!
+//! Start-up, in order: read or create the identity (`server.json`), open the
+//! store, bind and serve both ports, then (joining only) call `Cluster.Join`
+//! on the given member until the leader has added this member as a learner,
+//! let it catch up and promoted it. `client.yaml` and `join-token` are written
+//! as soon as the member serves, and `client.yaml` again whenever the
+//! membership changes.
+
+pub mod auth;
+pub mod http;
+pub mod identity;
+pub mod service;
+pub mod transport;
+
+use anyhow::{bail, Context, Result};
+use drover_proto::v1::cluster_client::ClusterClient;
+use drover_proto::v1::{cluster_server::ClusterServer, raft_server::RaftServer, store_server::StoreServer};
+use drover_store::{Init, Member, Store, StoreConfig};
+use identity::Identity;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Everything `drover server` takes.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub data_dir: PathBuf,
+    /// gRPC listen address (default 127.0.0.1:7600; port 0 picks one).
+    pub listen: Option<String>,
+    /// HTTP listen address (default 127.0.0.1:7680).
+    pub http: Option<String>,
+    /// The gRPC address others use, when it differs from `listen`.
+    pub advertise: Option<String>,
+    /// Join the cluster of this member instead of bootstrapping.
+    pub join: Option<String>,
+    /// Bootstrap: the join token to use (generated when absent). Join: the
+    /// cluster's join token.
+    pub token: Option<String>,
+    /// Bootstrap: the admin token to use (generated when absent).
+    pub admin_token: Option<String>,
+    pub tick: Duration,
+    pub election_ticks: usize,
+    pub snapshot_every: u64,
+    pub keep_entries: u64,
+}
+
+impl ServerOptions {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ServerOptions {
+            data_dir: data_dir.into(),
+            listen: None,
+            http: None,
+            advertise: None,
+            join: None,
+            token: None,
+            admin_token: None,
+            tick: Duration::from_millis(100),
+            election_ticks: 10,
+            snapshot_every: 10_000,
+            keep_entries: 5_000,
+        }
+    }
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7600";
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7680";
+
+/// A running member.
+pub struct Server {
+    pub store: Store,
+    pub identity: Identity,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+async fn bind(addr: &str, what: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({what}); is another server using it? choose another with --{what}"))
+}
+
+impl Server {
+    /// Starts a member: see the crate docs for the order of things.
+    pub async fn start(opts: ServerOptions) -> Result<Server> {
+        let dir = &opts.data_dir;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the data dir {}", dir.display()))?;
+        let existing = Identity::load(dir)?;
+        if let Some(id) = &existing {
+            for (flag, given, kept) in [
+                ("listen", &opts.listen, &id.addr),
+                ("advertise", &opts.advertise, &id.addr),
+                ("http", &opts.http, &id.http),
+            ] {
+                if let Some(g) = given {
+                    if flag != "listen" && g != kept && !g.ends_with(":0") {
+                        bail!("--{flag} {g} differs from {kept}, which this data dir's member uses; members keep their address (remove the member and join anew to move it)");
+                    }
+                }
+            }
+        }
+        // Bind first: with port 0 the real address goes into the identity.
+        let listen = existing
+            .as_ref()
+            .map(|i| i.addr.clone())
+            .or_else(|| opts.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let listen = if existing.is_some() {
+            opts.listen.clone().unwrap_or(listen)
+        } else {
+            listen
+        };
+        let http = existing
+            .as_ref()
+            .map(|i| i.http.clone())
+            .or_else(|| opts.http.clone())
+            .unwrap_or_else(|| DEFAULT_HTTP.to_string());
+        let grpc_l = bind(&listen, "listen").await?;
+        let http_l = bind(&http, "http").await?;
+        let grpc_addr = grpc_l.local_addr()?;
+        let http_addr = http_l.local_addr()?;
+
+        let (identity, init) = match existing {
+            Some(id) => (id, Init::Join),
+            None => {
+                let addr = opts.advertise.clone().unwrap_or_else(|| grpc_addr.to_string());
+                let id = identity::new_id();
+                let (join_token, admin_token, init) = match &opts.join {
+                    None => {
+                        let jt = match &opts.token {
+                            Some(t) => {
+                                identity::check_token(t, "--token")?;
+                                t.clone()
+                            }
+                            None => identity::new_token("join"),
+                        };
+                        let at = match &opts.admin_token {
+                            Some(t) => {
+                                identity::check_token(t, "--admin-token")?;
+                                t.clone()
+                            }
+                            None => identity::new_token("admin"),
+                        };
+                        let me = Member {
+                            id,
+                            addr: addr.clone(),
+                            http: http_addr.to_string(),
+                            learner: false,
+                            removed: false,
+                        };
+                        (jt, at, Init::Bootstrap(me))
+                    }
+                    Some(_) => {
+                        let Some(t) = opts.token.clone() else {
+                            bail!("--join needs --token: the join token of the cluster (the file join-token in a member's data dir)");
+                        };
+                        (t, String::new(), Init::Join)
+                    }
+                };
+                let ident = Identity {
+                    id,
+                    addr,
+                    http: http_addr.to_string(),
+                    join_token,
+                    admin_token,
+                    join: opts.join.clone(),
+                };
+                ident.save(dir)?;
+                (ident, init)
+            }
+        };
+
+        let mut cfg = StoreConfig::new(identity.id, dir.join("store"));
+        cfg.tick = opts.tick;
+        cfg.election_ticks = opts.election_ticks;
+        cfg.snapshot_every = opts.snapshot_every;
+        cfg.keep_entries = opts.keep_entries;
+        let timeout = cfg.request_timeout;
+        let transport = Arc::new(transport::GrpcTransport::new(
+            identity.id,
+            identity.addr.clone(),
+            identity.join_token.clone(),
+            tokio::runtime::Handle::current(),
+        ));
+        let store = match Store::open(cfg, init, transport) {
+            Ok(s) => s,
+            Err(drover_store::Error::Removed) => bail!(
+                "member {:016x} in {} was removed from its cluster; start with an empty data dir to join again",
+                identity.id,
+                dir.display()
+            ),
+            Err(e) => return Err(e).context("cannot open the store"),
+        };
+
+        let ctx = Arc::new(service::Ctx::new(
+            store.clone(),
+            identity.admin_token.clone(),
+            identity.join_token.clone(),
+            timeout,
+        ));
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(serve_grpc(grpc_l, ctx.clone(), shutdown_rx.clone())));
+        tasks.push(tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())));
+
+        let mut server = Server {
+            store,
+            identity,
+            grpc_addr,
+            http_addr,
+            shutdown,
+            tasks,
+        };
+        if !server.identity.admin_token.is_empty() {
+            server.write_client_files()?;
+        }
+        if let Some(join) = server.identity.join.clone() {
+            if let Err(e) = server.join(&join, &ctx).await {
+                server.shutdown().await;
+                return Err(e);
+            }
+        }
+        server.tasks.push(tokio::spawn(keep_client_file(
+            server.store.clone(),
+            server.identity.clone(),
+            dir.clone(),
+            shutdown_rx,
+        )));
+        Ok(server)
+    }
+
+    fn write_client_files(&self) -> Result<()> {
+        let servers = server_list(&self.store, &self.identity);
+        identity::write_client_files(&self.opts_dir(), &self.identity, &servers)
+    }
+
+    fn opts_dir(&self) -> PathBuf {
+        // The store lives in DIR/store.
+        self.store
+            .config()
+            .dir
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default()
+    }
+
+    async fn join(&mut self, target: &str, ctx: &Arc<service::Ctx>) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut last_err = String::new();
+        let mut targets = vec![target.to_string()];
+        loop {
+            for t in targets.clone() {
+                let req = drover_proto::v1::JoinRequest {
+                    id: self.identity.id,
+                    addr: self.identity.addr.clone(),
+                    http: self.identity.http.clone(),
+                    join_token: self.identity.join_token.clone(),
+                };
+                let ep = tonic::transport::Endpoint::from_shared(format!("http://{t}"))
+                    .with_context(|| format!("--join {t}: not a host:port address"))?
+                    .connect_timeout(Duration::from_secs(2));
+                let res = match ep.connect().await {
+                    Ok(ch) => {
+                        let mut r = tonic::Request::new(req);
+                        r.set_timeout(Duration::from_secs(90));
+                        ClusterClient::new(ch).join(r).await.map_err(|s| s.into())
+                    }
+                    Err(e) => Err(anyhow::Error::from(e)),
+                };
+                match res {
+                    Ok(resp) => {
+                        let resp = resp.into_inner();
+                        self.identity.admin_token = resp.admin_token.clone();
+                        self.identity.join = None;
+                        self.identity.save(&self.opts_dir())?;
+                        *ctx.admin_token.write().unwrap_or_else(|e| e.into_inner()) = resp.admin_token;
+                        self.write_client_files()?;
+                        tracing::info!(
+                            "joined the cluster as member {:016x} ({} members)",
+                            self.identity.id,
+                            resp.members.len()
+                        );
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        if let Some(s) = e.downcast_ref::<tonic::Status>() {
+                            if matches!(
+                                s.code(),
+                                tonic::Code::PermissionDenied | tonic::Code::InvalidArgument
+                            ) {
+                                bail!("joining {t} was refused: {}", s.message());
+                            }
+                        }
+                        last_err = format!("{t}: {e:#}");
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                bail!("could not join the cluster within 120 s; last error: {last_err}");
+            }
+            // Known members are worth a try too if the first one is down.
+            for m in self.store.members().values() {
+                if !m.removed && m.id != self.identity.id && !targets.contains(&m.addr) {
+                    targets.push(m.addr.clone());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Resolves when the store stopped by itself (removed, storage failure).
+    pub async fn stopped(&self) -> drover_store::Error {
+        self.store.stopped().await
+    }
+
+    /// Stops serving and closes the store.
+    pub async fn shutdown(&mut self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        self.store.shutdown().await;
+    }
+}
+
+fn server_list(store: &Store, me: &Identity) -> Vec<String> {
+    let mut servers: Vec<String> = vec![me.addr.clone()];
+    for m in store.members().values() {
+        if !m.removed && !m.addr.is_empty() && !servers.contains(&m.addr) {
+            servers.push(m.addr.clone());
+        }
+    }
+    servers
+}
+
+async fn serve_grpc(l: TcpListener, ctx: Arc<service::Ctx>, mut stop: watch::Receiver<bool>) {
+    use auth::MAX_MESSAGE;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+    let r = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .add_service(
+            StoreServer::new(service::StoreSvc(ctx.clone()))
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        )
+        .add_service(ClusterServer::new(service::ClusterSvc(ctx.clone())))
+        .add_service(
+            RaftServer::new(service::RaftSvc(ctx))
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        )
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await;
+    if let Err(e) = r {
+        tracing::error!("the gRPC server failed: {e}");
+    }
+}
+
+async fn serve_http(l: TcpListener, store: Store, mut stop: watch::Receiver<bool>) {
+    let r = axum::serve(l, http::router(store))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await;
+    if let Err(e) = r {
+        tracing::error!("the HTTP server failed: {e}");
+    }
+}
+
+/// Rewrites client.yaml when the membership changes.
+async fn keep_client_file(store: Store, me: Identity, dir: PathBuf, mut stop: watch::Receiver<bool>) {
+    let mut last = server_list(&store, &me);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let now = server_list(&store, &me);
+        if now != last {
+            // The identity on disk has the admin token once joined.
+            if let Ok(Some(id)) = Identity::load(&dir) {
+                if !id.admin_token.is_empty() {
+                    if let Err(e) = identity::write_client_files(&dir, &id, &now) {
+                        tracing::warn!("cannot rewrite client.yaml: {e:#}");
+                    }
+                }
+            }
+            last = now;
+        }
+    }
+}

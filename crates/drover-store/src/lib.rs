@@ -1,0 +1,70 @@
+//! drover's replicated object store.
+//!
+//! Every object of the cluster (nodes, DaemonSets, pods, revisions, events)
+//! lives here: an ordered map from string keys to opaque values, replicated
+//! with [raft-rs](https://docs.rs/raft) and persisted in [sled].
+//!
+//! # How a write flows
+//!
+//! 1. A caller awaits [`Store::write`] with one [`Op`] (create, update with
+//!    compare-and-swap on the object's revision, or delete).
+//! 2. The request goes over a channel to the *raft thread*, the one owner of
+//!    the `RawNode` (see `node.rs`). Every request that arrived while the
+//!    previous round was being flushed is packed into one raft entry, so many
+//!    concurrent writes cost one log append and one fsync.
+//! 3. raft-rs replicates the entry. An entry is committed once it is flushed
+//!    (`sled::Db::flush`) on a quorum of members.
+//! 4. Every member applies committed entries to its state machine (the `k`
+//!    keys of the same sled tree) in one atomic batch together with the
+//!    applied index, records one watch event per change, and the member that
+//!    proposed the entry answers its waiting callers. The revision of a write
+//!    (its `resourceVersion`) is the raft index of its entry.
+//!
+//! Reads are linearizable by default (raft ReadIndex, then wait until the
+//! local state machine has applied that index) or local when the caller asks.
+//!
+//! # Layout of the sled tree
+//!
+//! One tree holds everything so that one `Batch` per raft round is atomic:
+//!
+//! | key                         | value                                  |
+//! |-----------------------------|----------------------------------------|
+//! | `l` + index (u64 BE)        | raft log entry (raft-rs protobuf)      |
+//! | `m/hs`, `m/cs`              | raft hard state, conf state            |
+//! | `m/compact`                 | index and term of the last compacted entry |
+//! | `m/applied`                 | index and term of the last applied entry |
+//! | `m/removed`                 | present once this member was removed   |
+//! | `k` + key                   | [`StoredValue`] of an object           |
+//! | `h` + revision + seq        | watch history [`Event`]                |
+//! | `M` + member id             | [`Member`] (addresses)                 |
+//! | `r` + client request id     | [`DedupRecord`] of an idempotent write |
+
+mod error;
+mod logger;
+mod machine;
+mod node;
+mod storage;
+mod store;
+mod watch;
+
+pub use drover_proto::v1::{
+    op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Update,
+};
+pub use drover_proto::v1::event::Type as EventType;
+pub use error::{Error, Result};
+pub use raft::eraftpb::Message as RaftMessage;
+pub use store::{
+    Consistency, Init, MemberChange, Role, Status, Store, StoreConfig, Transport, WriteResult,
+};
+pub use watch::{WatchBatch, WatchStream};
+
+pub(crate) use drover_proto::v1::DedupRecord;
+pub use node::Reporter;
+
+/// The applied index as persisted with the state machine.
+pub(crate) fn storage_applied(tree: &sled::Tree) -> Result<u64> {
+    Ok(match tree.get(b"m/applied")? {
+        Some(v) if v.len() == 16 => u64::from_be_bytes(v[..8].try_into().expect("8 bytes")),
+        _ => 0,
+    })
+}

@@ -1,0 +1,855 @@
+//! The raft thread: the one owner of the `RawNode`.
+//!
+//! Everything that touches raft goes through [`Msg`] on one channel: writes
+//! to propose, reads that need a ReadIndex, membership changes, messages from
+//! peers, transport feedback. The loop drains the channel, proposes every
+//! queued write as one entry, ticks every `tick`, and runs the Ready cycle:
+//!
+//! 1. send the leader's messages (they may go before the local append);
+//! 2. install a snapshot, apply committed entries, append new entries and the
+//!    hard state, all in one sled batch, then `flush` (the fsync);
+//! 3. send the messages that had to wait for the flush;
+//! 4. `advance`, then apply what the light ready committed;
+//! 5. answer waiting writers and readers, publish watch events.
+//!
+//! sled's flush blocks, which is why this is a thread and not a task.
+
+use crate::error::{Error, Result};
+use crate::machine::{self, Applier, Outcome, RevisionEvents, WriteResult};
+use crate::storage::SledStorage;
+use crate::store::{LeaderState, MemberChange, Role, Status, StoreConfig, Transport};
+use crate::{Member, Op};
+use drover_proto::v1::{ConfChangeContext, Proposal, Request, SnapshotData};
+use prost::Message as _;
+use protobuf::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeType, ConfChangeV2, EntryType, Message, Snapshot};
+use raft::{RawNode, SnapshotStatus, StateRole, Storage};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use tokio::sync::{broadcast, oneshot, watch};
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
+
+pub(crate) enum Msg {
+    Write {
+        op: Op,
+        client_request_id: u64,
+        tx: Reply<WriteResult>,
+    },
+    Read {
+        tx: Reply<u64>,
+    },
+    Change {
+        change: MemberChange,
+        tx: Reply<Vec<Member>>,
+    },
+    Raft(Box<Message>),
+    Unreachable(u64),
+    SnapshotDone(u64, bool),
+    LearnPeer(u64, String),
+    Removed,
+    Status(oneshot::Sender<Status>),
+    TransferLeader(u64),
+    Shutdown,
+}
+
+/// A cheap handle the transport uses to tell raft how sending went.
+#[derive(Clone)]
+pub struct Reporter(pub(crate) Sender<Msg>);
+
+impl Reporter {
+    /// The peer could not be reached; raft slows down its replication.
+    pub fn unreachable(&self, id: u64) {
+        let _ = self.0.send(Msg::Unreachable(id));
+    }
+    /// A snapshot message was delivered (`ok`) or failed.
+    pub fn snapshot(&self, id: u64, ok: bool) {
+        let _ = self.0.send(Msg::SnapshotDone(id, ok));
+    }
+    /// A peer answered that this member was removed from the cluster.
+    pub fn removed(&self) {
+        let _ = self.0.send(Msg::Removed);
+    }
+}
+
+/// State shared by the raft thread and the async handles.
+pub(crate) struct Shared {
+    pub db: sled::Db,
+    pub tree: sled::Tree,
+    /// Held for writing while a batch is applied, for reading while a list
+    /// scans, so a list never sees half a raft round.
+    pub apply_lock: RwLock<()>,
+    pub applied: watch::Sender<u64>,
+    pub leader: watch::Sender<LeaderState>,
+    pub events: broadcast::Sender<Arc<RevisionEvents>>,
+    /// History at or below this revision is gone (watch answers TooOld).
+    pub compacted: AtomicU64,
+    pub members: RwLock<BTreeMap<u64, Member>>,
+    /// Set once the thread stopped, with the reason.
+    pub stopped: watch::Sender<Option<Error>>,
+}
+
+impl Shared {
+    pub fn members(&self) -> BTreeMap<u64, Member> {
+        self.members.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+struct PendingRead {
+    tx: Reply<u64>,
+    deadline: Instant,
+}
+
+pub(crate) struct Node {
+    id: u64,
+    cfg: StoreConfig,
+    raw: RawNode<SledStorage>,
+    storage: SledStorage,
+    shared: Arc<Shared>,
+    transport: Arc<dyn Transport>,
+    reporter: Reporter,
+    next_id: u64,
+    queued: Vec<(Request, Reply<WriteResult>)>,
+    writes: HashMap<u64, Reply<WriteResult>>,
+    changes: HashMap<u64, Reply<Vec<Member>>>,
+    reads: HashMap<Vec<u8>, PendingRead>,
+    /// Addresses learnt from inbound traffic, for peers not yet in the
+    /// replicated membership (a joiner talking to its leader).
+    learnt: HashMap<u64, String>,
+    was_leader: bool,
+    term: u64,
+    removed: bool,
+}
+
+impl Node {
+    pub fn new(
+        cfg: StoreConfig,
+        storage: SledStorage,
+        shared: Arc<Shared>,
+        transport: Arc<dyn Transport>,
+        reporter: Reporter,
+    ) -> Result<Node> {
+        let applied = storage.cache().applied_index;
+        let rc = raft::Config {
+            id: cfg.id,
+            election_tick: cfg.election_ticks,
+            heartbeat_tick: cfg.heartbeat_ticks,
+            applied,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..Default::default()
+        };
+        rc.validate()?;
+        let raw = RawNode::new(&rc, storage.clone(), &crate::logger::logger(cfg.id))?;
+        let mut node = Node {
+            id: cfg.id,
+            cfg,
+            raw,
+            storage,
+            shared,
+            transport,
+            reporter,
+            next_id: 1,
+            queued: Vec::new(),
+            writes: HashMap::new(),
+            changes: HashMap::new(),
+            reads: HashMap::new(),
+            learnt: HashMap::new(),
+            was_leader: false,
+            term: 0,
+            removed: false,
+        };
+        // A lone voter need not wait an election timeout to lead.
+        let cs = node.storage.cache().cs.clone();
+        if cs.voters == [node.id] && cs.learners.is_empty() {
+            node.raw.campaign()?;
+        }
+        node.publish_leader();
+        Ok(node)
+    }
+
+    /// Runs until shut down, removed, or a storage failure.
+    pub fn run(mut self, rx: Receiver<Msg>) {
+        let tick = self.cfg.tick;
+        let mut next_tick = Instant::now() + tick;
+        let reason = loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            let mut stop = false;
+            match rx.recv_timeout(wait) {
+                Ok(m) => stop |= self.handle(m),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            // Everything that queued up while we were busy goes into this round.
+            for _ in 0..100_000 {
+                match rx.try_recv() {
+                    Ok(m) => stop |= self.handle(m),
+                    Err(_) => break,
+                }
+            }
+            if stop {
+                break Error::Stopped;
+            }
+            self.propose_queued();
+            let now = Instant::now();
+            if now >= next_tick {
+                self.raw.tick();
+                self.expire_reads(now);
+                next_tick += tick;
+                if next_tick < now {
+                    next_tick = now + tick;
+                }
+            }
+            if let Err(e) = self.on_ready() {
+                tracing::error!(member = %format!("{:x}", self.id), "raft storage failed, stopping: {e}");
+                break e;
+            }
+            if self.removed {
+                tracing::warn!(member = %format!("{:x}", self.id), "this member was removed from the cluster; stopping");
+                break Error::Removed;
+            }
+        };
+        let _ = self.shared.db.flush();
+        self.fail_all(&reason);
+        self.shared.stopped.send_replace(Some(reason));
+    }
+
+    fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    fn leader(&self) -> Option<u64> {
+        match self.raw.raft.leader_id {
+            0 => None,
+            l => Some(l),
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Handles one message; true means stop.
+    fn handle(&mut self, m: Msg) -> bool {
+        match m {
+            Msg::Write {
+                op,
+                client_request_id,
+                tx,
+            } => {
+                if !self.is_leader() {
+                    let _ = tx.send(Err(Error::NotLeader {
+                        leader: self.leader(),
+                    }));
+                } else {
+                    let id = self.next_id();
+                    let req = Request {
+                        origin: self.id,
+                        id,
+                        op: Some(op),
+                        client_request_id,
+                    };
+                    self.queued.push((req, tx));
+                }
+            }
+            Msg::Read { tx } => {
+                if self.leader().is_none() {
+                    let _ = tx.send(Err(Error::NotLeader { leader: None }));
+                } else {
+                    let ctx = self.next_id().to_be_bytes().to_vec();
+                    self.raw.read_index(ctx.clone());
+                    let deadline = Instant::now() + self.cfg.tick * (2 * self.cfg.election_ticks as u32);
+                    self.reads.insert(ctx, PendingRead { tx, deadline });
+                }
+            }
+            Msg::Change { change, tx } => self.propose_change(change, tx),
+            Msg::Raft(msg) => {
+                let from = msg.from;
+                if let Err(e) = self.raw.step(*msg) {
+                    tracing::debug!("dropped a raft message from {from:x}: {e}");
+                }
+            }
+            Msg::Unreachable(id) => self.raw.report_unreachable(id),
+            Msg::SnapshotDone(id, ok) => self.raw.report_snapshot(
+                id,
+                if ok {
+                    SnapshotStatus::Finish
+                } else {
+                    SnapshotStatus::Failure
+                },
+            ),
+            Msg::LearnPeer(id, addr) => {
+                self.learnt.insert(id, addr);
+            }
+            Msg::Removed => {
+                let mut b = sled::Batch::default();
+                self.storage.set_removed(&mut b);
+                let _ = self.shared.tree.apply_batch(b);
+                self.removed = true;
+            }
+            Msg::Status(tx) => {
+                let _ = tx.send(self.status());
+            }
+            Msg::TransferLeader(to) => self.raw.transfer_leader(to),
+            Msg::Shutdown => return true,
+        }
+        false
+    }
+
+    fn propose_queued(&mut self) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.queued);
+        if !self.is_leader() {
+            for (_, tx) in queued {
+                let _ = tx.send(Err(Error::NotLeader {
+                    leader: self.leader(),
+                }));
+            }
+            return;
+        }
+        let mut chunk: Vec<(Request, Reply<WriteResult>)> = Vec::new();
+        let mut size = 0usize;
+        let max_size = 4 << 20;
+        for item in queued {
+            size += item.0.encoded_len();
+            chunk.push(item);
+            if chunk.len() >= self.cfg.max_batch || size >= max_size {
+                self.propose_chunk(std::mem::take(&mut chunk));
+                size = 0;
+            }
+        }
+        if !chunk.is_empty() {
+            self.propose_chunk(chunk);
+        }
+    }
+
+    fn propose_chunk(&mut self, chunk: Vec<(Request, Reply<WriteResult>)>) {
+        let (requests, txs): (Vec<Request>, Vec<Reply<WriteResult>>) = chunk.into_iter().unzip();
+        let ids: Vec<u64> = requests.iter().map(|r| r.id).collect();
+        let data = Proposal { requests }.encode_to_vec();
+        match self.raw.propose(vec![], data) {
+            Ok(()) => {
+                for (id, tx) in ids.into_iter().zip(txs) {
+                    self.writes.insert(id, tx);
+                }
+            }
+            Err(e) => {
+                let e = Error::from(e);
+                for tx in txs {
+                    let _ = tx.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    fn propose_change(&mut self, change: MemberChange, tx: Reply<Vec<Member>>) {
+        if !self.is_leader() {
+            let _ = tx.send(Err(Error::NotLeader {
+                leader: self.leader(),
+            }));
+            return;
+        }
+        if self.raw.raft.has_pending_conf() {
+            let _ = tx.send(Err(Error::Unavailable(
+                "another membership change is in progress; retry in a moment".into(),
+            )));
+            return;
+        }
+        let cs = self.storage.cache().cs.clone();
+        let members = self.shared.members();
+        let is_voter = |id: u64| cs.voters.contains(&id);
+        let is_learner = |id: u64| cs.learners.contains(&id);
+        let current = || members.values().filter(|m| !m.removed).cloned().collect();
+        let (ty, member) = match change {
+            MemberChange::AddLearner(m) => {
+                if members.get(&m.id).is_some_and(|x| x.removed) {
+                    let _ = tx.send(Err(Error::Invalid(format!(
+                        "member id {:x} was removed from this cluster and cannot rejoin; start the server with an empty data dir",
+                        m.id
+                    ))));
+                    return;
+                }
+                if is_voter(m.id) || is_learner(m.id) {
+                    // A retried join: nothing to do.
+                    let _ = tx.send(Ok(current()));
+                    return;
+                }
+                (ConfChangeType::AddLearnerNode, Member { learner: true, ..m })
+            }
+            MemberChange::Promote(id) => {
+                if is_voter(id) {
+                    let _ = tx.send(Ok(current()));
+                    return;
+                }
+                let Some(m) = members.get(&id).filter(|_| is_learner(id)) else {
+                    let _ = tx.send(Err(Error::UnknownMember(id)));
+                    return;
+                };
+                (
+                    ConfChangeType::AddNode,
+                    Member {
+                        learner: false,
+                        ..m.clone()
+                    },
+                )
+            }
+            MemberChange::Remove(id) => {
+                if !is_voter(id) && !is_learner(id) {
+                    let _ = tx.send(Err(Error::UnknownMember(id)));
+                    return;
+                }
+                if is_voter(id) && cs.voters.len() == 1 {
+                    let _ = tx.send(Err(Error::Invalid(
+                        "cannot remove the only voting member; a cluster needs one".into(),
+                    )));
+                    return;
+                }
+                if id == self.id {
+                    // Hand leadership to the most up-to-date other voter first;
+                    // the caller retries against the new leader.
+                    let to = self
+                        .raw
+                        .raft
+                        .prs()
+                        .iter()
+                        .filter(|(pid, _)| **pid != self.id && is_voter(**pid))
+                        .max_by_key(|(_, p)| p.matched)
+                        .map(|(pid, _)| *pid);
+                    if let Some(to) = to {
+                        self.raw.transfer_leader(to);
+                    }
+                    let _ = tx.send(Err(Error::NotLeader { leader: to }));
+                    return;
+                }
+                let m = members.get(&id).cloned().unwrap_or(Member {
+                    id,
+                    ..Default::default()
+                });
+                (ConfChangeType::RemoveNode, Member { removed: true, ..m })
+            }
+        };
+        let req_id = self.next_id();
+        let ctx = ConfChangeContext {
+            origin: self.id,
+            id: req_id,
+            member: Some(member.clone()),
+        };
+        let mut cc = ConfChange::default();
+        cc.set_change_type(ty);
+        cc.node_id = member.id;
+        match self.raw.propose_conf_change(ctx.encode_to_vec(), cc) {
+            Ok(()) => {
+                self.changes.insert(req_id, tx);
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.into()));
+            }
+        }
+    }
+
+    fn expire_reads(&mut self, now: Instant) {
+        let expired: Vec<Vec<u8>> = self
+            .reads
+            .iter()
+            .filter(|(_, r)| r.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in expired {
+            if let Some(r) = self.reads.remove(&k) {
+                let _ = r.tx.send(Err(Error::Unavailable(
+                    "no leader confirmed the read in time; retry".into(),
+                )));
+            }
+        }
+    }
+
+    fn send(&mut self, msgs: Vec<Message>) {
+        if msgs.is_empty() {
+            return;
+        }
+        let members = self.shared.members.read().unwrap_or_else(|e| e.into_inner());
+        for m in msgs {
+            let addr = members
+                .get(&m.to)
+                .filter(|x| !x.removed)
+                .map(|x| x.addr.clone())
+                .or_else(|| self.learnt.get(&m.to).cloned());
+            match addr {
+                Some(addr) => self.transport.send(m.to, &addr, m, &self.reporter),
+                None => {
+                    tracing::debug!("no address for member {:x}; message dropped", m.to);
+                    self.raw.report_unreachable(m.to);
+                }
+            }
+        }
+    }
+
+    fn publish_leader(&mut self) {
+        let state = LeaderState {
+            leader: self.leader(),
+            term: self.raw.raft.term,
+            is_leader: self.is_leader(),
+        };
+        let leader = self.is_leader();
+        if self.was_leader && (!leader || self.raw.raft.term != self.term) {
+            // Lost leadership: what we proposed may or may not commit.
+            for (_, tx) in self.writes.drain() {
+                let _ = tx.send(Err(Error::Ambiguous));
+            }
+            for (_, tx) in self.changes.drain() {
+                let _ = tx.send(Err(Error::Ambiguous));
+            }
+        }
+        self.was_leader = leader;
+        self.term = self.raw.raft.term;
+        self.shared.leader.send_if_modified(|cur| {
+            if *cur != state {
+                *cur = state;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    fn on_ready(&mut self) -> Result<()> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+        if ready.ss().is_some() || ready.hs().is_some() {
+            self.publish_leader();
+        }
+        self.send(ready.take_messages());
+
+        let tree = self.shared.tree.clone();
+        if !ready.snapshot().is_empty() {
+            self.install_snapshot(ready.snapshot())?;
+        }
+        let mut app = Applier::new(&tree);
+        let mut outcomes = Vec::new();
+        let mut member_outcomes = Vec::new();
+        self.apply_entries(
+            &mut app,
+            ready.take_committed_entries(),
+            &mut outcomes,
+            &mut member_outcomes,
+        )?;
+        self.storage.append(&mut app.batch, ready.entries())?;
+        if let Some(hs) = ready.hs() {
+            self.storage.set_hard_state(&mut app.batch, hs)?;
+        }
+        let events = std::mem::take(&mut app.events);
+        self.commit_batch(app.batch)?;
+        self.shared.db.flush()?;
+        self.finish(events, outcomes, member_outcomes);
+        for rs in ready.take_read_states() {
+            if let Some(r) = self.reads.remove(&rs.request_ctx) {
+                let _ = r.tx.send(Ok(rs.index));
+            }
+        }
+        self.send(ready.take_persisted_messages());
+
+        let mut light = self.raw.advance(ready);
+        let mut app = Applier::new(&tree);
+        if let Some(c) = light.commit_index() {
+            self.storage.set_commit(&mut app.batch, c)?;
+        }
+        self.send(light.take_messages());
+        let mut outcomes = Vec::new();
+        let mut member_outcomes = Vec::new();
+        self.apply_entries(
+            &mut app,
+            light.take_committed_entries(),
+            &mut outcomes,
+            &mut member_outcomes,
+        )?;
+        let events = std::mem::take(&mut app.events);
+        self.commit_batch(app.batch)?;
+        self.finish(events, outcomes, member_outcomes);
+        self.raw.advance_apply();
+        self.publish_leader();
+        self.maybe_compact()?;
+        Ok(())
+    }
+
+    fn commit_batch(&self, batch: sled::Batch) -> Result<()> {
+        let _guard = self
+            .shared
+            .apply_lock
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        self.shared.tree.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// After a batch is written: wake readers, publish events, answer callers.
+    fn finish(
+        &mut self,
+        events: Vec<RevisionEvents>,
+        outcomes: Vec<Outcome>,
+        member_outcomes: Vec<(u64, u64, Result<()>)>,
+    ) {
+        let applied = self.storage.cache().applied_index;
+        self.shared.applied.send_if_modified(|a| {
+            if *a != applied {
+                *a = applied;
+                true
+            } else {
+                false
+            }
+        });
+        for ev in events {
+            let _ = self.shared.events.send(Arc::new(ev));
+        }
+        for o in outcomes {
+            if o.origin != self.id {
+                continue;
+            }
+            if let Some(tx) = self.writes.remove(&o.id) {
+                let _ = tx.send(o.result);
+            }
+        }
+        if !member_outcomes.is_empty() {
+            let members: Vec<Member> = self
+                .shared
+                .members()
+                .into_values()
+                .filter(|m| !m.removed)
+                .collect();
+            for (origin, id, r) in member_outcomes {
+                if origin != self.id {
+                    continue;
+                }
+                if let Some(tx) = self.changes.remove(&id) {
+                    let _ = tx.send(r.map(|_| members.clone()));
+                }
+            }
+        }
+    }
+
+    fn apply_entries(
+        &mut self,
+        app: &mut Applier<'_>,
+        entries: Vec<raft::eraftpb::Entry>,
+        outcomes: &mut Vec<Outcome>,
+        member_outcomes: &mut Vec<(u64, u64, Result<()>)>,
+    ) -> Result<()> {
+        for e in entries {
+            match e.get_entry_type() {
+                EntryType::EntryNormal if e.data.is_empty() => {}
+                EntryType::EntryNormal => {
+                    let p = Proposal::decode(e.data.as_ref())?;
+                    outcomes.extend(app.apply_proposal(e.index, p)?);
+                }
+                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
+                    let ctx = ConfChangeContext::decode(e.context.as_ref()).unwrap_or_default();
+                    let r = if e.get_entry_type() == EntryType::EntryConfChange {
+                        let cc = ConfChange::parse_from_bytes(&e.data)?;
+                        self.apply_conf_change(app, &cc, ctx.member.as_ref())
+                    } else {
+                        let cc = ConfChangeV2::parse_from_bytes(&e.data)?;
+                        self.apply_conf_change(app, &cc, ctx.member.as_ref())
+                    };
+                    member_outcomes.push((ctx.origin, ctx.id, r));
+                }
+            }
+            self.storage.set_applied(&mut app.batch, e.index, e.term)?;
+        }
+        Ok(())
+    }
+
+    fn apply_conf_change(
+        &mut self,
+        app: &mut Applier<'_>,
+        cc: &impl raft_proto::ConfChangeI,
+        member: Option<&Member>,
+    ) -> Result<()> {
+        let cs = match self.raw.apply_conf_change(cc) {
+            Ok(cs) => cs,
+            Err(e) => {
+                tracing::warn!("membership change refused by raft: {e}");
+                return Err(Error::Invalid(format!("membership change refused: {e}")));
+            }
+        };
+        self.storage.set_conf_state(&mut app.batch, &cs)?;
+        let mut members = self
+            .shared
+            .members
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        // Keep the replicated member records in line with the conf state.
+        for id in cs.voters.iter().chain(cs.learners.iter()) {
+            let learner = cs.learners.contains(id);
+            let mut m = members
+                .get(id)
+                .cloned()
+                .or_else(|| member.filter(|m| m.id == *id).cloned())
+                .unwrap_or(Member {
+                    id: *id,
+                    ..Default::default()
+                });
+            if let Some(given) = member.filter(|m| m.id == *id) {
+                m.addr = given.addr.clone();
+                m.http = given.http.clone();
+            }
+            m.learner = learner;
+            m.removed = false;
+            app.put_member(&m);
+            members.insert(*id, m);
+        }
+        let gone: Vec<u64> = members
+            .iter()
+            .filter(|(id, m)| !m.removed && !cs.voters.contains(id) && !cs.learners.contains(id))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some(m) = members.get_mut(&id) {
+                m.removed = true;
+                app.put_member(m);
+            }
+            if id == self.id {
+                self.storage.set_removed(&mut app.batch);
+                self.removed = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn install_snapshot(&mut self, snap: &Snapshot) -> Result<()> {
+        let mut b = sled::Batch::default();
+        self.storage.apply_snapshot(&mut b, snap)?;
+        self.commit_batch(b)?;
+        let data: SnapshotData = machine::decode_snapshot(snap.get_data())?;
+        let index = snap.get_metadata().index;
+        {
+            let mut members = self
+                .shared
+                .members
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            *members = data.members.into_iter().map(|m| (m.id, m)).collect();
+        }
+        self.shared.compacted.store(index, Ordering::SeqCst);
+        // Watchers behind the snapshot cannot continue: tell them to relist.
+        let _ = self.shared.events.send(Arc::new(RevisionEvents {
+            revision: index,
+            events: Vec::new(),
+        }));
+        tracing::info!(member = %format!("{:x}", self.id), "installed snapshot at index {index}");
+        Ok(())
+    }
+
+    fn maybe_compact(&mut self) -> Result<()> {
+        let (applied, compacted) = {
+            let c = self.storage.cache();
+            (c.applied_index, c.compact_index)
+        };
+        if applied < compacted + self.cfg.snapshot_every {
+            return Ok(());
+        }
+        let to = applied.saturating_sub(self.cfg.keep_entries);
+        if to <= compacted {
+            return Ok(());
+        }
+        let mut b = sled::Batch::default();
+        if self.storage.compact(&mut b, to)? {
+            machine::prune(&self.shared.tree, &mut b, to)?;
+            self.commit_batch(b)?;
+            self.shared.compacted.store(to, Ordering::SeqCst);
+            tracing::debug!(member = %format!("{:x}", self.id), "compacted the log up to {to}");
+        }
+        Ok(())
+    }
+
+    fn fail_all(&mut self, e: &Error) {
+        for (_, tx) in self.queued.drain(..) {
+            let _ = tx.send(Err(e.clone()));
+        }
+        for (_, tx) in self.writes.drain() {
+            let _ = tx.send(Err(e.clone()));
+        }
+        for (_, tx) in self.changes.drain() {
+            let _ = tx.send(Err(e.clone()));
+        }
+        for (_, r) in self.reads.drain() {
+            let _ = r.tx.send(Err(e.clone()));
+        }
+    }
+
+    fn status(&self) -> Status {
+        let c = self.storage.cache().clone();
+        let role = if self.removed {
+            Role::Removed
+        } else if c.cs.learners.contains(&self.id) {
+            Role::Learner
+        } else {
+            match self.raw.raft.state {
+                StateRole::Leader => Role::Leader,
+                StateRole::Follower => Role::Follower,
+                StateRole::Candidate => Role::Candidate,
+                StateRole::PreCandidate => Role::PreCandidate,
+            }
+        };
+        let matched = if self.is_leader() {
+            self.raw
+                .raft
+                .prs()
+                .iter()
+                .map(|(id, p)| (*id, p.matched))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        Status {
+            id: self.id,
+            leader: self.leader(),
+            term: self.raw.raft.term,
+            commit: self.raw.raft.raft_log.committed,
+            applied: c.applied_index,
+            first_index: self.storage.first_index().unwrap_or(0),
+            last_index: c.last_index,
+            role,
+            members: self
+                .shared
+                .members()
+                .into_values()
+                .filter(|m| !m.removed)
+                .collect(),
+            matched,
+        }
+    }
+}
+
+/// Sets up the state a brand-new one-member cluster starts from: a snapshot
+/// at index 1 whose conf state has `me` as the only voter. Members that join
+/// later start from a snapshot too, so they learn the membership from it.
+pub(crate) fn bootstrap(storage: &SledStorage, db: &sled::Db, me: &Member) -> Result<()> {
+    let data = SnapshotData {
+        kvs: vec![],
+        members: vec![Member {
+            learner: false,
+            removed: false,
+            ..me.clone()
+        }],
+        dedup: vec![],
+    };
+    let mut snap = Snapshot::default();
+    snap.set_data(data.encode_to_vec().into());
+    snap.mut_metadata().index = 1;
+    snap.mut_metadata().term = 1;
+    snap.mut_metadata().mut_conf_state().voters = vec![me.id];
+    let mut b = sled::Batch::default();
+    storage.apply_snapshot(&mut b, &snap)?;
+    storage.tree.apply_batch(b)?;
+    db.flush()?;
+    Ok(())
+}

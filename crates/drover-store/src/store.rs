@@ -1,0 +1,441 @@
+//! The async handle to the store: what the server and tests call.
+
+use crate::error::{Error, Result};
+use crate::machine::{self, check_key, op_key};
+pub use crate::machine::WriteResult;
+use crate::node::{self, Msg, Node, Reporter, Shared};
+use crate::storage::SledStorage;
+use crate::watch::WatchStream;
+use crate::{KeyValue, Member, Op, RaftMessage};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, oneshot, watch};
+
+/// How a store member is tuned.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// This member's raft id (never 0, unique in the cluster, never reused).
+    pub id: u64,
+    /// Where sled keeps the log and the state machine.
+    pub dir: PathBuf,
+    /// The raft tick (default 100 ms).
+    pub tick: Duration,
+    /// Ticks without a leader before an election (default 10: ~1 s; raft
+    /// randomises it between 1x and 2x).
+    pub election_ticks: usize,
+    /// Ticks between leader heartbeats (default 1).
+    pub heartbeat_ticks: usize,
+    /// Compact the log once this many entries were applied since the last
+    /// compaction (default 10,000).
+    pub snapshot_every: u64,
+    /// Entries kept behind the applied index on compaction, so a follower a
+    /// little behind catches up from the log rather than a snapshot
+    /// (default 5,000).
+    pub keep_entries: u64,
+    /// At most this many writes go into one raft entry (default 4,096).
+    pub max_batch: usize,
+    /// How long a write or a linearizable read may wait (default 10 s).
+    pub request_timeout: Duration,
+}
+
+impl StoreConfig {
+    pub fn new(id: u64, dir: impl Into<PathBuf>) -> Self {
+        StoreConfig {
+            id,
+            dir: dir.into(),
+            tick: Duration::from_millis(100),
+            election_ticks: 10,
+            heartbeat_ticks: 1,
+            snapshot_every: 10_000,
+            keep_entries: 5_000,
+            max_batch: 4096,
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The election timeout this configuration gives (its lower bound).
+    pub fn election_timeout(&self) -> Duration {
+        self.tick * self.election_ticks as u32
+    }
+}
+
+/// How a member starts when its data dir holds no raft state yet. A data dir
+/// that has state always resumes from it and ignores this.
+#[derive(Debug, Clone)]
+pub enum Init {
+    /// Start a new one-member cluster with this member as its only voter.
+    Bootstrap(Member),
+    /// Wait to be added by an existing cluster (it sends a snapshot).
+    Join,
+}
+
+/// A membership change, proposed through raft.
+#[derive(Debug, Clone)]
+pub enum MemberChange {
+    /// Add a non-voting member that receives the log.
+    AddLearner(Member),
+    /// Make a learner a voter.
+    Promote(u64),
+    /// Remove a member (voter or learner).
+    Remove(u64),
+}
+
+/// Sends raft messages to peers. Implemented over gRPC by the server; must
+/// not block (queue and return).
+pub trait Transport: Send + Sync + 'static {
+    /// Sends `msg` to member `to` at `addr`, reporting failures (and, for a
+    /// snapshot, the outcome) through `reporter`.
+    fn send(&self, to: u64, addr: &str, msg: RaftMessage, reporter: &Reporter);
+}
+
+
+/// A member's raft role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+    PreCandidate,
+    Learner,
+    Removed,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+            Role::Candidate => "candidate",
+            Role::PreCandidate => "pre-candidate",
+            Role::Learner => "learner",
+            Role::Removed => "removed",
+        })
+    }
+}
+
+/// A member's view of the cluster.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub id: u64,
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub commit: u64,
+    pub applied: u64,
+    pub first_index: u64,
+    pub last_index: u64,
+    pub role: Role,
+    pub members: Vec<Member>,
+    /// On the leader: the highest index known to be on each member.
+    pub matched: BTreeMap<u64, u64>,
+}
+
+/// Who leads, as this member last saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeaderState {
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub is_leader: bool,
+}
+
+/// How fresh a read must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Consistency {
+    /// Reflects every write acknowledged before the read started (ReadIndex).
+    #[default]
+    Linearizable,
+    /// This member's applied state, possibly behind the leader.
+    Local,
+}
+
+/// A handle to one member's store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: u64,
+    cfg: StoreConfig,
+    tx: Mutex<Sender<Msg>>,
+    shared: Arc<Shared>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(tx) = self.tx.lock() {
+            let _ = tx.send(Msg::Shutdown);
+        }
+        if let Ok(mut t) = self.thread.lock() {
+            if let Some(t) = t.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `cfg.dir` and starts its raft thread.
+    pub fn open(cfg: StoreConfig, init: Init, transport: Arc<dyn Transport>) -> Result<Store> {
+        if cfg.id == 0 {
+            return Err(Error::Invalid("member id 0 is reserved".into()));
+        }
+        std::fs::create_dir_all(&cfg.dir)
+            .map_err(|e| Error::Storage(format!("cannot create {}: {e}", cfg.dir.display())))?;
+        let db = sled::Config::new()
+            .path(&cfg.dir)
+            .cache_capacity(64 << 20)
+            .flush_every_ms(Some(1000))
+            .open()
+            .map_err(|e| Error::Storage(format!("cannot open the store in {}: {e}", cfg.dir.display())))?;
+        let tree = db.open_tree("drover")?;
+        let storage = SledStorage::open(tree.clone())?;
+        if storage.cache().removed {
+            return Err(Error::Removed);
+        }
+        if !storage.is_initialized() {
+            if let Init::Bootstrap(me) = &init {
+                if me.id != cfg.id {
+                    return Err(Error::Invalid("the bootstrap member must be this member".into()));
+                }
+                node::bootstrap(&storage, &db, me)?;
+            }
+        }
+        let (applied, compacted) = {
+            let c = storage.cache();
+            (c.applied_index, c.compact_index)
+        };
+        let members = machine::members(&tree)?
+            .into_iter()
+            .map(|m| (m.id, m))
+            .collect();
+        let shared = Arc::new(Shared {
+            db,
+            tree,
+            apply_lock: Default::default(),
+            applied: watch::channel(applied).0,
+            leader: watch::channel(LeaderState::default()).0,
+            events: broadcast::channel(1024).0,
+            compacted: compacted.into(),
+            members: std::sync::RwLock::new(members),
+            stopped: watch::channel(None).0,
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reporter = Reporter(tx.clone());
+        let node = Node::new(cfg.clone(), storage, shared.clone(), transport, reporter)?;
+        let thread = std::thread::Builder::new()
+            .name(format!("raft-{:x}", cfg.id))
+            .spawn(move || node.run(rx))
+            .map_err(|e| Error::Storage(format!("cannot start the raft thread: {e}")))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                id: cfg.id,
+                cfg,
+                tx: Mutex::new(tx),
+                shared,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    /// This member's id.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.cfg
+    }
+
+    fn send(&self, m: Msg) -> Result<()> {
+        let tx = self.inner.tx.lock().map_err(|_| Error::Stopped)?;
+        tx.send(m).map_err(|_| self.stop_reason())
+    }
+
+    fn stop_reason(&self) -> Error {
+        self.inner
+            .shared
+            .stopped
+            .borrow()
+            .clone()
+            .unwrap_or(Error::Stopped)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Msg, what: &'static str) -> Result<T> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx))?;
+        match tokio::time::timeout(self.inner.cfg.request_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(self.stop_reason()),
+            Err(_) => Err(Error::Timeout(self.inner.cfg.request_timeout, what)),
+        }
+    }
+
+    /// Applies one write through raft. Only the leader accepts writes; others
+    /// answer [`Error::NotLeader`]. A non-zero `client_request_id` makes a
+    /// retry of the same write safe: it is applied at most once.
+    pub async fn write(&self, op: Op, client_request_id: u64) -> Result<WriteResult> {
+        check_key(op_key(&op)?)?;
+        self.ask(
+            |tx| Msg::Write {
+                op,
+                client_request_id,
+                tx,
+            },
+            "the write was not committed",
+        )
+        .await
+    }
+
+    /// Waits until this member has applied at least `index`.
+    pub async fn wait_applied(&self, index: u64) -> Result<()> {
+        let mut rx = self.inner.shared.applied.subscribe();
+        let r = tokio::time::timeout(self.inner.cfg.request_timeout, async {
+            rx.wait_for(|a| *a >= index).await.map(|_| ())
+        })
+        .await;
+        match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.stop_reason()),
+            Err(_) => Err(Error::Timeout(
+                self.inner.cfg.request_timeout,
+                "this member did not catch up with the leader",
+            )),
+        }
+    }
+
+    /// Makes this member's state machine at least as new as every write
+    /// acknowledged before the call (raft ReadIndex).
+    async fn barrier(&self, c: Consistency) -> Result<()> {
+        if c == Consistency::Local {
+            return Ok(());
+        }
+        let index = self
+            .ask(|tx| Msg::Read { tx }, "no ReadIndex answer")
+            .await?;
+        self.wait_applied(index).await
+    }
+
+    /// Reads one object and the revision of the read.
+    pub async fn get(&self, key: &str, c: Consistency) -> Result<(Option<KeyValue>, u64)> {
+        self.barrier(c).await?;
+        let s = &self.inner.shared;
+        let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
+        let rev = crate::storage_applied(&s.tree)?;
+        Ok((machine::get(&s.tree, key)?, rev))
+    }
+
+    /// Lists every object under `prefix` in key order, and the revision the
+    /// list is consistent at (watch from it to follow changes).
+    pub async fn list(&self, prefix: &str, c: Consistency) -> Result<(Vec<KeyValue>, u64)> {
+        self.barrier(c).await?;
+        let s = &self.inner.shared;
+        let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
+        let rev = crate::storage_applied(&s.tree)?;
+        Ok((machine::list(&s.tree, prefix)?, rev))
+    }
+
+    /// Follows every change under `prefix` after `start_revision` (0: from
+    /// now). Fails with [`Error::TooOld`] when that history is compacted.
+    pub fn watch(&self, prefix: &str, start_revision: u64) -> Result<WatchStream> {
+        WatchStream::new(self.inner.shared.clone(), prefix.to_string(), start_revision)
+    }
+
+    /// This member's status (leader, term, indexes, members, progress).
+    pub async fn status(&self) -> Result<Status> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::Status(tx))?;
+        rx.await.map_err(|_| self.stop_reason())
+    }
+
+    /// Proposes a membership change; answers the members once it is applied.
+    pub async fn change_members(&self, change: MemberChange) -> Result<Vec<Member>> {
+        self.ask(|tx| Msg::Change { change, tx }, "the membership change was not committed")
+            .await
+    }
+
+    /// Asks raft to hand leadership to `to`.
+    pub fn transfer_leader(&self, to: u64) -> Result<()> {
+        self.send(Msg::TransferLeader(to))
+    }
+
+    /// Hands a message from a peer to raft.
+    pub fn step(&self, msg: RaftMessage) -> Result<()> {
+        self.send(Msg::Raft(Box::new(msg)))
+    }
+
+    /// Remembers the address of a peer that talked to us.
+    pub fn learn_peer(&self, id: u64, addr: String) {
+        let _ = self.send(Msg::LearnPeer(id, addr));
+    }
+
+    /// The members as this member last applied them (removed ones included,
+    /// with `removed` set).
+    pub fn members(&self) -> BTreeMap<u64, Member> {
+        self.inner.shared.members()
+    }
+
+    /// True when `id` was a member and was removed.
+    pub fn is_removed_member(&self, id: u64) -> bool {
+        self.members().get(&id).is_some_and(|m| m.removed)
+    }
+
+    /// The leader as this member last saw it.
+    pub fn leader(&self) -> LeaderState {
+        *self.inner.shared.leader.borrow()
+    }
+
+    /// Follows leader changes.
+    pub fn subscribe_leader(&self) -> watch::Receiver<LeaderState> {
+        self.inner.shared.leader.subscribe()
+    }
+
+    /// Waits until some leader is known, up to `timeout`.
+    pub async fn wait_leader(&self, timeout: Duration) -> Option<u64> {
+        let mut rx = self.subscribe_leader();
+        tokio::time::timeout(timeout, async {
+            rx.wait_for(|s| s.leader.is_some()).await.ok().and_then(|s| s.leader)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// The highest index this member has applied.
+    pub fn applied(&self) -> u64 {
+        *self.inner.shared.applied.borrow()
+    }
+
+    /// The history at or below this revision is compacted away.
+    pub fn compacted(&self) -> u64 {
+        self.inner.shared.compacted.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the raft thread stopped, with the reason.
+    pub async fn stopped(&self) -> Error {
+        let mut rx = self.inner.shared.stopped.subscribe();
+        let r = match rx.wait_for(|s| s.is_some()).await {
+            Ok(s) => s.clone().unwrap_or(Error::Stopped),
+            Err(_) => Error::Stopped,
+        };
+        r
+    }
+
+    /// The reason the store stopped, if it did.
+    pub fn stop_state(&self) -> Option<Error> {
+        self.inner.shared.stopped.borrow().clone()
+    }
+
+    /// Stops the raft thread and flushes sled. Other clones become unusable.
+    pub async fn shutdown(&self) {
+        let _ = self.send(Msg::Shutdown);
+        let t = self.inner.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = t {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+}

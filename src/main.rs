@@ -1,0 +1,271 @@
+//! The `drover` binary: argument parsing and wiring, nothing else.
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use drover_cli::commands::{self, KvOutput};
+use drover_cli::{Client, ClientConfig};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "drover", version, about = "One copy of a workload on every eligible machine, in one binary")]
+struct Cli {
+    #[command(flatten)]
+    conn: Conn,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// How client commands reach the cluster.
+#[derive(Args)]
+struct Conn {
+    /// Client config file (servers and token), as servers write it to DATA_DIR/client.yaml.
+    #[arg(long, global = true, env = "DROVER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Server address(es), comma-separated; needs --token.
+    #[arg(long, global = true, env = "DROVER_SERVER")]
+    server: Option<String>,
+    /// Admin token for client commands; for `server`, the cluster's join token
+    /// (generated at bootstrap when absent, required with --join).
+    #[arg(long, global = true)]
+    token: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a control-plane member (bootstrap, join, or resume from --data-dir).
+    Server(ServerArgs),
+    /// Cluster membership and status.
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCmd,
+    },
+    /// Generic objects in the store (low level: keys and raw values).
+    Kv {
+        #[command(subcommand)]
+        cmd: KvCmd,
+    },
+}
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct ServerArgs {
+    #[command(subcommand)]
+    cmd: Option<ServerCmd>,
+    /// Where the member keeps its identity, log and state.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// gRPC address to listen on (client API, raft, agents) [default: 127.0.0.1:7600].
+    #[arg(long)]
+    listen: Option<String>,
+    /// HTTP address to listen on (health, status) [default: 127.0.0.1:7680].
+    #[arg(long)]
+    http: Option<String>,
+    /// gRPC address other members and clients use, if not --listen.
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Join the cluster of the member at this address instead of bootstrapping.
+    #[arg(long)]
+    join: Option<String>,
+    /// Bootstrap only: the admin token to use instead of a generated one.
+    #[arg(long)]
+    admin_token: Option<String>,
+    /// Raft tick in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    tick_ms: u64,
+    /// Election timeout in milliseconds (randomised up to twice as long).
+    #[arg(long, default_value_t = 1000)]
+    election_timeout_ms: u64,
+    /// Compact the raft log every N applied entries.
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_every: u64,
+    /// Entries kept behind the applied index on compaction.
+    #[arg(long, default_value_t = 5_000)]
+    keep_entries: u64,
+}
+
+#[derive(Subcommand)]
+enum ServerCmd {
+    /// Remove this data dir's member from its cluster.
+    Leave {
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Members, their addresses, the leader, term and commit/applied indexes.
+    Status,
+    /// Remove a member (by the ID `cluster status` prints, or its address); works for dead members too.
+    Remove { member: String },
+}
+
+#[derive(Subcommand)]
+enum KvCmd {
+    /// Read one key (linearizable unless --local).
+    Get {
+        key: String,
+        #[arg(long)]
+        local: bool,
+        #[arg(short, long, value_enum, default_value = "value")]
+        output: KvOutput,
+    },
+    /// Write a key: create-or-replace, or --create only, or --if-revision N (compare-and-swap).
+    Put {
+        key: String,
+        value: String,
+        #[arg(long, conflicts_with = "if_revision")]
+        create: bool,
+        #[arg(long)]
+        if_revision: Option<u64>,
+    },
+    /// Delete a key, optionally only at --if-revision N.
+    Delete {
+        key: String,
+        #[arg(long)]
+        if_revision: Option<u64>,
+    },
+    /// List the keys under a prefix.
+    List {
+        #[arg(default_value = "")]
+        prefix: String,
+        #[arg(long)]
+        local: bool,
+        #[arg(short, long, value_enum, default_value = "value")]
+        output: KvOutput,
+    },
+    /// Print every change under a prefix as it happens.
+    Watch {
+        #[arg(default_value = "")]
+        prefix: String,
+        /// Start after this revision (0: from now).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| {
+                if is_server { "info,raft=warn" } else { "warn" }.into()
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(run(cli)) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn client(conn: &Conn) -> Result<Client> {
+    let cfg = ClientConfig::resolve(conn.server.as_deref(), conn.token.as_deref(), conn.config.as_deref())?;
+    Ok(Client::new(&cfg)?)
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match cli.cmd {
+        Cmd::Server(a) => match a.cmd {
+            Some(ServerCmd::Leave { data_dir }) => commands::server_leave(&data_dir, &mut out).await?,
+            None => run_server(a, cli.conn.token).await?,
+        },
+        Cmd::Cluster { cmd } => {
+            let c = client(&cli.conn)?;
+            match cmd {
+                ClusterCmd::Status => commands::cluster_status(&c, &mut out).await?,
+                ClusterCmd::Remove { member } => commands::cluster_remove(&c, &member, &mut out).await?,
+            }
+        }
+        Cmd::Kv { cmd } => {
+            let c = client(&cli.conn)?;
+            match cmd {
+                KvCmd::Get { key, local, output } => commands::kv_get(&c, &key, local, output, &mut out).await?,
+                KvCmd::Put {
+                    key,
+                    value,
+                    create,
+                    if_revision,
+                } => commands::kv_put(&c, &key, &value, create, if_revision, &mut out).await?,
+                KvCmd::Delete { key, if_revision } => commands::kv_delete(&c, &key, if_revision, &mut out).await?,
+                KvCmd::List { prefix, local, output } => {
+                    commands::kv_list(&c, &prefix, local, output, &mut out).await?
+                }
+                KvCmd::Watch { prefix, from } => commands::kv_watch(&c, &prefix, from, &mut out).await?,
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
+    let Some(data_dir) = a.data_dir else {
+        anyhow::bail!("drover server needs --data-dir DIR (where the member keeps its state)");
+    };
+    let tick = Duration::from_millis(a.tick_ms.max(1));
+    let mut opts = drover_server::ServerOptions::new(data_dir);
+    opts.listen = a.listen;
+    opts.http = a.http;
+    opts.advertise = a.advertise;
+    opts.join = a.join;
+    opts.token = join_token;
+    opts.admin_token = a.admin_token;
+    opts.tick = tick;
+    opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;
+    opts.snapshot_every = a.snapshot_every.max(1);
+    opts.keep_entries = a.keep_entries;
+    let mut server = drover_server::Server::start(opts).await?;
+    eprintln!(
+        "drover server: member {:016x} serving gRPC on {} and HTTP on {}; client config in {}",
+        server.identity.id,
+        server.grpc_addr,
+        server.http_addr,
+        server.store.config().dir.parent().map(|p| p.join("client.yaml").display().to_string()).unwrap_or_default()
+    );
+    let reason = tokio::select! {
+        e = server.stopped() => Some(e),
+        _ = shutdown_signal() => None,
+    };
+    server.shutdown().await;
+    match reason {
+        Some(drover_store::Error::Removed) => {
+            eprintln!("drover server: this member was removed from the cluster; exiting");
+            Ok(())
+        }
+        Some(e) => Err(anyhow::anyhow!("the store stopped: {e}")),
+        None => Ok(()),
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
