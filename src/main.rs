@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "drover", version, about = "One copy of a workload on every eligible machine, in one binary")]
+#[command(
+    name = "drover",
+    version,
+    about = "One copy of a workload on every eligible machine, in one binary"
+)]
 struct Cli {
     #[command(flatten)]
     conn: Conn,
@@ -151,13 +155,15 @@ fn main() {
     let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| {
-                if is_server { "info,raft=warn" } else { "warn" }.into()
-            }),
+            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
+                .unwrap_or_else(|_| if is_server { "info,raft=warn" } else { "warn" }.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -171,7 +177,11 @@ fn main() {
 }
 
 fn client(conn: &Conn) -> Result<Client> {
-    let cfg = ClientConfig::resolve(conn.server.as_deref(), conn.token.as_deref(), conn.config.as_deref())?;
+    let cfg = ClientConfig::resolve(
+        conn.server.as_deref(),
+        conn.token.as_deref(),
+        conn.config.as_deref(),
+    )?;
     Ok(Client::new(&cfg)?)
 }
 
@@ -179,31 +189,43 @@ async fn run(cli: Cli) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match cli.cmd {
         Cmd::Server(a) => match a.cmd {
-            Some(ServerCmd::Leave { data_dir }) => commands::server_leave(&data_dir, &mut out).await?,
+            Some(ServerCmd::Leave { data_dir }) => {
+                commands::server_leave(&data_dir, &mut out).await?
+            }
             None => run_server(a, cli.conn.token).await?,
         },
         Cmd::Cluster { cmd } => {
             let c = client(&cli.conn)?;
             match cmd {
                 ClusterCmd::Status => commands::cluster_status(&c, &mut out).await?,
-                ClusterCmd::Remove { member } => commands::cluster_remove(&c, &member, &mut out).await?,
+                ClusterCmd::Remove { member } => {
+                    commands::cluster_remove(&c, &member, &mut out).await?
+                }
             }
         }
         Cmd::Kv { cmd } => {
             let c = client(&cli.conn)?;
             match cmd {
-                KvCmd::Get { key, local, output } => commands::kv_get(&c, &key, local, output, &mut out).await?,
+                KvCmd::Get { key, local, output } => {
+                    commands::kv_get(&c, &key, local, output, &mut out).await?
+                }
                 KvCmd::Put {
                     key,
                     value,
                     create,
                     if_revision,
                 } => commands::kv_put(&c, &key, &value, create, if_revision, &mut out).await?,
-                KvCmd::Delete { key, if_revision } => commands::kv_delete(&c, &key, if_revision, &mut out).await?,
-                KvCmd::List { prefix, local, output } => {
-                    commands::kv_list(&c, &prefix, local, output, &mut out).await?
+                KvCmd::Delete { key, if_revision } => {
+                    commands::kv_delete(&c, &key, if_revision, &mut out).await?
                 }
-                KvCmd::Watch { prefix, from } => commands::kv_watch(&c, &prefix, from, &mut out).await?,
+                KvCmd::List {
+                    prefix,
+                    local,
+                    output,
+                } => commands::kv_list(&c, &prefix, local, output, &mut out).await?,
+                KvCmd::Watch { prefix, from } => {
+                    commands::kv_watch(&c, &prefix, from, &mut out).await?
+                }
             }
         }
     }
@@ -233,7 +255,13 @@ async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
         server.identity.id,
         server.grpc_addr,
         server.http_addr,
-        server.store.config().dir.parent().map(|p| p.join("client.yaml").display().to_string()).unwrap_or_default()
+        server
+            .store
+            .config()
+            .dir
+            .parent()
+            .map(|p| p.join("client.yaml").display().to_string())
+            .unwrap_or_default()
     );
     let reason = tokio::select! {
         e = server.stopped() => Some(e),

@@ -72,7 +72,10 @@ impl ClientConfig {
     /// Reads a `client.yaml` as servers write it.
     pub fn load(path: &Path) -> Result<ClientConfig, ClientError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ClientError::Config(format!("cannot read the client config {}: {e}", path.display()))
+            ClientError::Config(format!(
+                "cannot read the client config {}: {e}",
+                path.display()
+            ))
         })?;
         let cfg: ClientConfig = serde_saphyr::from_str(&text).map_err(|e| {
             ClientError::Config(format!(
@@ -86,7 +89,9 @@ impl ClientConfig {
 
     fn check(&self, origin: &str) -> Result<(), ClientError> {
         if self.servers.is_empty() {
-            return Err(ClientError::Config(format!("{origin}: servers: lists no server")));
+            return Err(ClientError::Config(format!(
+                "{origin}: servers: lists no server"
+            )));
         }
         if self.token.is_empty() {
             return Err(ClientError::Config(format!("{origin}: token: is empty")));
@@ -109,7 +114,11 @@ impl ClientConfig {
                 ));
             };
             let cfg = ClientConfig {
-                servers: s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
+                servers: s
+                    .split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect(),
                 token: t.to_string(),
             };
             cfg.check("--server")?;
@@ -160,7 +169,11 @@ impl Client {
     pub fn new(cfg: &ClientConfig) -> Result<Client, ClientError> {
         let mut channels = Vec::new();
         for s in &cfg.servers {
-            let url = if s.contains("://") { s.clone() } else { format!("http://{s}") };
+            let url = if s.contains("://") {
+                s.clone()
+            } else {
+                format!("http://{s}")
+            };
             let ep = Endpoint::from_shared(url)
                 .map_err(|e| ClientError::Config(format!("server address {s:?} is invalid: {e}")))?
                 .connect_timeout(Duration::from_secs(1))
@@ -214,8 +227,12 @@ impl Client {
             let i = self.current.load(Ordering::Relaxed) % self.channels.len();
             match f(self.channels[i].clone()).await {
                 Ok(v) => return Ok(v),
-                Err(s) if matches!(s.code(), Code::Unavailable | Code::Unknown | Code::Cancelled)
-                    || (s.code() == Code::DeadlineExceeded && s.message().contains("Timeout expired")) =>
+                Err(s)
+                    if matches!(
+                        s.code(),
+                        Code::Unavailable | Code::Unknown | Code::Cancelled
+                    ) || (s.code() == Code::DeadlineExceeded
+                        && s.message().contains("Timeout expired")) =>
                 {
                     let last = format!("{}: {}", self.servers[i], s.message());
                     // Next server; after a full round, pause a little.
@@ -228,7 +245,7 @@ impl Client {
                             last,
                         });
                     }
-                    if attempt as usize % self.channels.len() == 0 {
+                    if (attempt as usize).is_multiple_of(self.channels.len()) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
@@ -244,7 +261,11 @@ impl Client {
     }
 
     /// Reads one object (None when absent) and the revision of the read.
-    pub async fn get(&self, key: &str, local: bool) -> Result<(Option<pb::KeyValue>, u64), ClientError> {
+    pub async fn get(
+        &self,
+        key: &str,
+        local: bool,
+    ) -> Result<(Option<pb::KeyValue>, u64), ClientError> {
         let body = pb::GetRequest {
             key: key.to_string(),
             local,
@@ -260,7 +281,11 @@ impl Client {
     }
 
     /// Lists every object under `prefix` and the revision of the list.
-    pub async fn list(&self, prefix: &str, local: bool) -> Result<(Vec<pb::KeyValue>, u64), ClientError> {
+    pub async fn list(
+        &self,
+        prefix: &str,
+        local: bool,
+    ) -> Result<(Vec<pb::KeyValue>, u64), ClientError> {
         let body = pb::ListRequest {
             prefix: prefix.to_string(),
             local,
@@ -297,7 +322,11 @@ impl Client {
     }
 
     /// Creates an object; fails with ALREADY_EXISTS when the key is taken.
-    pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<pb::WriteResponse, ClientError> {
+    pub async fn create(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<pb::WriteResponse, ClientError> {
         self.write(op::Op::Create(pb::Create {
             key: key.to_string(),
             value,
@@ -323,7 +352,11 @@ impl Client {
     }
 
     /// Deletes an object; `expected_revision` 0 means unconditional.
-    pub async fn delete(&self, key: &str, expected_revision: u64) -> Result<pb::WriteResponse, ClientError> {
+    pub async fn delete(
+        &self,
+        key: &str,
+        expected_revision: u64,
+    ) -> Result<pb::WriteResponse, ClientError> {
         self.write(op::Op::Delete(pb::Delete {
             key: key.to_string(),
             expected_revision,
@@ -344,7 +377,8 @@ impl Client {
         Ok(self
             .call(|ch| {
                 let mut req = Request::new(body.clone());
-                req.metadata_mut().insert("authorization", self.auth.clone());
+                req.metadata_mut()
+                    .insert("authorization", self.auth.clone());
                 async move { self.store(ch).watch(req).await }
             })
             .await?

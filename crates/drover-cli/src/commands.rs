@@ -19,7 +19,9 @@ pub fn fmt_id(id: u64) -> String {
 pub fn parse_id(s: &str) -> Result<u64> {
     let t = s.trim().trim_start_matches("0x");
     match u64::from_str_radix(t, 16) {
-        Ok(0) | Err(_) => bail!("member id {s:?} is not valid: give the hex ID that `drover cluster status` shows"),
+        Ok(0) | Err(_) => bail!(
+            "member id {s:?} is not valid: give the hex ID that `drover cluster status` shows"
+        ),
         Ok(id) => Ok(id),
     }
 }
@@ -41,7 +43,11 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
                 fmt_id(m.id),
                 m.addr.clone(),
                 m.http.clone(),
-                if s.role == "leader" { "leader".into() } else { s.role.clone() },
+                if s.role == "leader" {
+                    "leader".into()
+                } else {
+                    s.role.clone()
+                },
                 s.term.to_string(),
                 s.commit.to_string(),
                 s.applied.to_string(),
@@ -73,7 +79,12 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
             &rows
         )
     )?;
-    writeln!(out, "\nleader: {leader}   term: {}   members: {}", first.term, members.len())?;
+    writeln!(
+        out,
+        "\nleader: {leader}   term: {}   members: {}",
+        first.term,
+        members.len()
+    )?;
     Ok(())
 }
 
@@ -85,7 +96,12 @@ pub async fn cluster_remove(c: &Client, who: &str, out: &mut impl Write) -> Resu
         None => parse_id(who)?,
     };
     let left = c.remove_member(id).await?;
-    writeln!(out, "member {} removed; {} members remain", fmt_id(id), left.len())?;
+    writeln!(
+        out,
+        "member {} removed; {} members remain",
+        fmt_id(id),
+        left.len()
+    )?;
     Ok(())
 }
 
@@ -93,10 +109,15 @@ pub async fn cluster_remove(c: &Client, who: &str, out: &mut impl Write) -> Resu
 /// this is, using the data dir's own client.yaml.
 pub async fn server_leave(dir: &Path, out: &mut impl Write) -> Result<()> {
     let ident = dir.join("server.json");
-    let text = std::fs::read(&ident)
-        .with_context(|| format!("{} not found: is {} a server's data dir?", ident.display(), dir.display()))?;
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is corrupt", ident.display()))?;
+    let text = std::fs::read(&ident).with_context(|| {
+        format!(
+            "{} not found: is {} a server's data dir?",
+            ident.display(),
+            dir.display()
+        )
+    })?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{} is corrupt", ident.display()))?;
     let id = v
         .get("id")
         .and_then(|x| x.as_str())
@@ -106,7 +127,12 @@ pub async fn server_leave(dir: &Path, out: &mut impl Write) -> Result<()> {
     let cfg = crate::ClientConfig::load(&dir.join("client.yaml"))?;
     let c = Client::new(&cfg)?;
     let left = c.remove_member(id).await?;
-    writeln!(out, "member {} left the cluster; {} members remain", fmt_id(id), left.len())?;
+    writeln!(
+        out,
+        "member {} left the cluster; {} members remain",
+        fmt_id(id),
+        left.len()
+    )?;
     Ok(())
 }
 
@@ -129,7 +155,13 @@ fn kv_json(kv: &pb::KeyValue) -> serde_json::Value {
 }
 
 /// `drover kv get KEY`.
-pub async fn kv_get(c: &Client, key: &str, local: bool, o: KvOutput, out: &mut impl Write) -> Result<()> {
+pub async fn kv_get(
+    c: &Client,
+    key: &str,
+    local: bool,
+    o: KvOutput,
+    out: &mut impl Write,
+) -> Result<()> {
     let (kv, _) = c.get(key, local).await?;
     let Some(kv) = kv else {
         bail!("{key:?} not found");
@@ -156,7 +188,9 @@ pub async fn kv_put(
     } else {
         match if_revision {
             Some(rev) if rev > 0 => c.update(key, value.as_bytes().to_vec(), rev, false).await,
-            Some(_) => bail!("--if-revision: must be a revision above 0 (see `drover kv get -o json`)"),
+            Some(_) => {
+                bail!("--if-revision: must be a revision above 0 (see `drover kv get -o json`)")
+            }
             None => c.update(key, value.as_bytes().to_vec(), 0, true).await,
         }
     };
@@ -166,14 +200,25 @@ pub async fn kv_put(
 }
 
 /// `drover kv delete KEY [--if-revision N]`.
-pub async fn kv_delete(c: &Client, key: &str, if_revision: Option<u64>, out: &mut impl Write) -> Result<()> {
+pub async fn kv_delete(
+    c: &Client,
+    key: &str,
+    if_revision: Option<u64>,
+    out: &mut impl Write,
+) -> Result<()> {
     let r = c.delete(key, if_revision.unwrap_or(0)).await?;
     writeln!(out, "{key} deleted at revision {}", r.revision)?;
     Ok(())
 }
 
 /// `drover kv list [PREFIX]`.
-pub async fn kv_list(c: &Client, prefix: &str, local: bool, o: KvOutput, out: &mut impl Write) -> Result<()> {
+pub async fn kv_list(
+    c: &Client,
+    prefix: &str,
+    local: bool,
+    o: KvOutput,
+    out: &mut impl Write,
+) -> Result<()> {
     let (kvs, rev) = c.list(prefix, local).await?;
     match o {
         KvOutput::Value => {
@@ -183,15 +228,25 @@ pub async fn kv_list(c: &Client, prefix: &str, local: bool, o: KvOutput, out: &m
                     vec![
                         kv.key.clone(),
                         kv.mod_revision.to_string(),
-                        String::from_utf8_lossy(&kv.value).chars().take(60).collect(),
+                        String::from_utf8_lossy(&kv.value)
+                            .chars()
+                            .take(60)
+                            .collect(),
                     ]
                 })
                 .collect();
-            write!(out, "{}", table::render(&["KEY", "REVISION", "VALUE"], &rows))?;
+            write!(
+                out,
+                "{}",
+                table::render(&["KEY", "REVISION", "VALUE"], &rows)
+            )?;
         }
         KvOutput::Json => {
             let items: Vec<_> = kvs.iter().map(kv_json).collect();
-            serde_json::to_writer_pretty(&mut *out, &serde_json::json!({"revision": rev, "items": items}))?;
+            serde_json::to_writer_pretty(
+                &mut *out,
+                &serde_json::json!({"revision": rev, "items": items}),
+            )?;
             writeln!(out)?;
         }
     }
@@ -204,8 +259,18 @@ pub async fn kv_watch(c: &Client, prefix: &str, from: u64, out: &mut impl Write)
     while let Some(r) = s.message().await.map_err(ClientError::from)? {
         for e in r.events {
             let Some(kv) = e.kv else { continue };
-            let kind = if e.r#type == pb::event::Type::Delete as i32 { "DELETE" } else { "PUT" };
-            writeln!(out, "{} {kind} {} {}", r.revision, kv.key, String::from_utf8_lossy(&kv.value))?;
+            let kind = if e.r#type == pb::event::Type::Delete as i32 {
+                "DELETE"
+            } else {
+                "PUT"
+            };
+            writeln!(
+                out,
+                "{} {kind} {} {}",
+                r.revision,
+                kv.key,
+                String::from_utf8_lossy(&kv.value)
+            )?;
         }
         out.flush()?;
     }

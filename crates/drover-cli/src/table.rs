@@ -37,7 +37,10 @@ mod tests {
     fn columns_line_up() {
         let t = super::render(
             &["NAME", "AGE"],
-            &[vec!["a".into(), "1s".into()], vec!["longer".into(), "2m".into()]],
+            &[
+                vec!["a".into(), "1s".into()],
+                vec!["longer".into(), "2m".into()],
+            ],
         );
         assert_eq!(t, "NAME     AGE\na        1s\nlonger   2m\n");
     }

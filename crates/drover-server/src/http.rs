@@ -28,7 +28,11 @@ async fn health(State(store): State<Store>) -> (StatusCode, Json<Value>) {
         "applied": store.applied(),
         "reason": stopped.map(|e| e.to_string()).or_else(|| (!ok).then(|| "no leader elected".to_string())),
     });
-    let code = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (code, Json(body))
 }
 

@@ -60,7 +60,10 @@ impl Identity {
         let p = Self::path(dir);
         match std::fs::read(&p) {
             Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
-                format!("{} is corrupt; it holds this member's identity", p.display())
+                format!(
+                    "{} is corrupt; it holds this member's identity",
+                    p.display()
+                )
             })?)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
@@ -123,7 +126,10 @@ pub fn write_private(path: &Path, data: &[u8]) -> Result<()> {
 
 /// Writes `DIR/join-token` and `DIR/client.yaml`.
 pub fn write_client_files(dir: &Path, id: &Identity, servers: &[String]) -> Result<()> {
-    write_private(&dir.join("join-token"), format!("{}\n", id.join_token).as_bytes())?;
+    write_private(
+        &dir.join("join-token"),
+        format!("{}\n", id.join_token).as_bytes(),
+    )?;
     let file = ClientFile {
         servers: servers.to_vec(),
         token: id.admin_token.clone(),
@@ -164,7 +170,10 @@ mod tests {
         {
             use std::os::unix::fs::PermissionsExt;
             for f in ["client.yaml", "join-token", "server.json"] {
-                let mode = std::fs::metadata(d.path().join(f)).unwrap().permissions().mode();
+                let mode = std::fs::metadata(d.path().join(f))
+                    .unwrap()
+                    .permissions()
+                    .mode();
                 assert_eq!(mode & 0o777, 0o600, "{f}");
             }
         }

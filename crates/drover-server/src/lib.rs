@@ -20,7 +20,9 @@ pub mod transport;
 
 use anyhow::{bail, Context, Result};
 use drover_proto::v1::cluster_client::ClusterClient;
-use drover_proto::v1::{cluster_server::ClusterServer, raft_server::RaftServer, store_server::StoreServer};
+use drover_proto::v1::{
+    cluster_server::ClusterServer, raft_server::RaftServer, store_server::StoreServer,
+};
 use drover_store::{Init, Member, Store, StoreConfig};
 use identity::Identity;
 use std::net::SocketAddr;
@@ -135,7 +137,10 @@ impl Server {
         let (identity, init) = match existing {
             Some(id) => (id, Init::Join),
             None => {
-                let addr = opts.advertise.clone().unwrap_or_else(|| grpc_addr.to_string());
+                let addr = opts
+                    .advertise
+                    .clone()
+                    .unwrap_or_else(|| grpc_addr.to_string());
                 let id = identity::new_id();
                 let (join_token, admin_token, init) = match &opts.join {
                     None => {
@@ -211,9 +216,10 @@ impl Server {
             timeout,
         ));
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(serve_grpc(grpc_l, ctx.clone(), shutdown_rx.clone())));
-        tasks.push(tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())));
+        let tasks = vec![
+            tokio::spawn(serve_grpc(grpc_l, ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())),
+        ];
 
         let mut server = Server {
             store,
@@ -285,7 +291,8 @@ impl Server {
                         self.identity.admin_token = resp.admin_token.clone();
                         self.identity.join = None;
                         self.identity.save(&self.opts_dir())?;
-                        *ctx.admin_token.write().unwrap_or_else(|e| e.into_inner()) = resp.admin_token;
+                        *ctx.admin_token.write().unwrap_or_else(|e| e.into_inner()) =
+                            resp.admin_token;
                         self.write_client_files()?;
                         tracing::info!(
                             "joined the cluster as member {:016x} ({} members)",
@@ -383,7 +390,12 @@ async fn serve_http(l: TcpListener, store: Store, mut stop: watch::Receiver<bool
 }
 
 /// Rewrites client.yaml when the membership changes.
-async fn keep_client_file(store: Store, me: Identity, dir: PathBuf, mut stop: watch::Receiver<bool>) {
+async fn keep_client_file(
+    store: Store,
+    me: Identity,
+    dir: PathBuf,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut last = server_list(&store, &me);
     loop {
         tokio::select! {

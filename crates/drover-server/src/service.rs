@@ -141,7 +141,12 @@ fn hops<T>(req: &Request<T>) -> u32 {
 }
 
 /// A forwarded copy of a request, with the caller's token and one more hop.
-fn forwarded<T>(body: T, token: Option<&str>, hops: u32, left: Duration) -> Result<Request<T>, Status> {
+fn forwarded<T>(
+    body: T,
+    token: Option<&str>,
+    hops: u32,
+    left: Duration,
+) -> Result<Request<T>, Status> {
     if hops >= 3 {
         return Err(Status::unavailable(
             "leadership is moving; the request was forwarded too often, retry",
@@ -213,29 +218,41 @@ impl store_server::Store for StoreSvc {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
         self.0.admin(&req, "get")?;
         let r = req.into_inner();
-        let c = if r.local { Consistency::Local } else { Consistency::Linearizable };
+        let c = if r.local {
+            Consistency::Local
+        } else {
+            Consistency::Linearizable
+        };
         let (kv, revision) = self.read(|| self.0.store.get(&r.key, c)).await?;
         Ok(Response::new(pb::GetResponse { kv, revision }))
     }
 
-    async fn list(&self, req: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+    async fn list(
+        &self,
+        req: Request<pb::ListRequest>,
+    ) -> Result<Response<pb::ListResponse>, Status> {
         self.0.admin(&req, "list")?;
         let r = req.into_inner();
-        let c = if r.local { Consistency::Local } else { Consistency::Linearizable };
+        let c = if r.local {
+            Consistency::Local
+        } else {
+            Consistency::Linearizable
+        };
         let (kvs, revision) = self.read(|| self.0.store.list(&r.prefix, c)).await?;
         Ok(Response::new(pb::ListResponse { kvs, revision }))
     }
 
-    async fn write(&self, req: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+    async fn write(
+        &self,
+        req: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
         self.0.admin(&req, "write")?;
         let hops = hops(&req);
         let token = auth::token_of(&req).map(str::to_string);
         let body = req.into_inner();
-        let op = body
-            .op
-            .clone()
-            .filter(|o| o.op.is_some())
-            .ok_or_else(|| Status::invalid_argument("op: one of create, update or delete is required"))?;
+        let op = body.op.clone().filter(|o| o.op.is_some()).ok_or_else(|| {
+            Status::invalid_argument("op: one of create, update or delete is required")
+        })?;
         let deadline = self.0.deadline();
         let mut hint = None;
         loop {
@@ -265,7 +282,11 @@ impl store_server::Store for StoreSvc {
                         .max_encoding_message_size(MAX_MESSAGE);
                     match c.write(fwd).await {
                         Ok(r) => return Ok(r),
-                        Err(s) if retryable(&s) && (body.request_id != 0 || s.message().contains("not the leader")) => {
+                        Err(s)
+                            if retryable(&s)
+                                && (body.request_id != 0
+                                    || s.message().contains("not the leader")) =>
+                        {
                             hint = None;
                             s
                         }
@@ -281,7 +302,10 @@ impl store_server::Store for StoreSvc {
 
     type WatchStream = ReceiverStream<Result<pb::WatchResponse, Status>>;
 
-    async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+    async fn watch(
+        &self,
+        req: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
         self.0.admin(&req, "watch")?;
         let r = req.into_inner();
         let mut w = self
@@ -335,7 +359,11 @@ fn status_response(s: drover_store::Status) -> pb::StatusResponse {
 
 impl ClusterSvc {
     /// On the leader: add as learner, wait until it caught up, promote.
-    async fn join_here(&self, r: &pb::JoinRequest, deadline: Instant) -> Result<Vec<Member>, StoreError> {
+    async fn join_here(
+        &self,
+        r: &pb::JoinRequest,
+        deadline: Instant,
+    ) -> Result<Vec<Member>, StoreError> {
         let store = &self.0.store;
         let member = Member {
             id: r.id,
@@ -344,7 +372,9 @@ impl ClusterSvc {
             learner: true,
             removed: false,
         };
-        store.change_members(MemberChange::AddLearner(member)).await?;
+        store
+            .change_members(MemberChange::AddLearner(member))
+            .await?;
         let target = store.status().await?.commit;
         loop {
             let st = store.status().await?;
@@ -368,13 +398,19 @@ impl ClusterSvc {
 
 #[tonic::async_trait]
 impl cluster_server::Cluster for ClusterSvc {
-    async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+    async fn status(
+        &self,
+        req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
         self.0.admin(&req, "cluster status")?;
         let s = self.0.store.status().await.map_err(status_of)?;
         Ok(Response::new(status_response(s)))
     }
 
-    async fn join(&self, req: Request<pb::JoinRequest>) -> Result<Response<pb::JoinResponse>, Status> {
+    async fn join(
+        &self,
+        req: Request<pb::JoinRequest>,
+    ) -> Result<Response<pb::JoinResponse>, Status> {
         let hops = hops(&req);
         let r = req.into_inner();
         if !crate::auth::same_token(&r.join_token, &self.0.join_token) {
@@ -440,13 +476,20 @@ impl cluster_server::Cluster for ClusterSvc {
         let token = auth::token_of(&req).map(str::to_string);
         let r = req.into_inner();
         if r.id == 0 {
-            return Err(Status::invalid_argument("id: the member id to remove is required"));
+            return Err(Status::invalid_argument(
+                "id: the member id to remove is required",
+            ));
         }
         let deadline = self.0.deadline();
         let mut hint = None;
         loop {
             let err = match self.0.route(hint, deadline).await? {
-                Route::Local => match self.0.store.change_members(MemberChange::Remove(r.id)).await {
+                Route::Local => match self
+                    .0
+                    .store
+                    .change_members(MemberChange::Remove(r.id))
+                    .await
+                {
                     Ok(members) => {
                         return Ok(Response::new(pb::RemoveMemberResponse {
                             members: members.iter().map(member_pb).collect(),
@@ -464,7 +507,7 @@ impl cluster_server::Cluster for ClusterSvc {
                 },
                 Route::Forward(ch) => {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    let fwd = forwarded(r.clone(), token.as_deref(), hops, left)?;
+                    let fwd = forwarded(r, token.as_deref(), hops, left)?;
                     match ClusterClient::new(ch).remove_member(fwd).await {
                         Ok(resp) => return Ok(resp),
                         Err(s) if retryable(&s) => {
@@ -507,7 +550,9 @@ impl raft_server::Raft for RaftSvc {
             let msg = raft::eraftpb::Message::parse_from_bytes(bytes)
                 .map_err(|e| Status::invalid_argument(format!("malformed raft message: {e}")))?;
             if msg.from != b.from {
-                return Err(Status::invalid_argument("raft message sender does not match the batch"));
+                return Err(Status::invalid_argument(
+                    "raft message sender does not match the batch",
+                ));
             }
             store.step(msg).map_err(status_of)?;
         }

@@ -76,7 +76,9 @@ impl GrpcTransport {
 impl Transport for GrpcTransport {
     fn send(&self, to: u64, addr: &str, msg: RaftMessage, reporter: &Reporter) {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let stale = peers.get(&to).is_none_or(|p| p.addr != addr || p.tx.is_closed());
+        let stale = peers
+            .get(&to)
+            .is_none_or(|p| p.addr != addr || p.tx.is_closed());
         if stale {
             let p = self.spawn_peer(to, addr, reporter);
             peers.insert(to, p);
@@ -158,7 +160,7 @@ impl PeerTask {
                         self.reporter.removed();
                     }
                     failures += 1;
-                    if failures == 1 || failures % 50 == 0 {
+                    if failures == 1 || failures.is_multiple_of(50) {
                         tracing::debug!("cannot reach member {:x}: {}", self.to, status.message());
                     }
                     self.reporter.unreachable(self.to);

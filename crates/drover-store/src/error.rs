@@ -17,7 +17,11 @@ pub enum Error {
     #[error("{key:?} not found")]
     NotFound { key: String },
     #[error("conflict on {key:?}: its resourceVersion is {actual}, the write expected {expected}; read it again and retry")]
-    Conflict { key: String, expected: u64, actual: u64 },
+    Conflict {
+        key: String,
+        expected: u64,
+        actual: u64,
+    },
     #[error("resourceVersion {requested} is too old: history before {compacted} was compacted; list again and watch from the list's revision")]
     TooOld { requested: u64, compacted: u64 },
     #[error("invalid request: {0}")]

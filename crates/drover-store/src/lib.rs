@@ -47,10 +47,8 @@ mod storage;
 mod store;
 mod watch;
 
-pub use drover_proto::v1::{
-    op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Update,
-};
 pub use drover_proto::v1::event::Type as EventType;
+pub use drover_proto::v1::{op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Update};
 pub use error::{Error, Result};
 pub use raft::eraftpb::Message as RaftMessage;
 pub use store::{

@@ -71,7 +71,9 @@ pub(crate) fn op_key(op: &Op) -> Result<&str> {
         Some(op::Op::Create(c)) => Ok(&c.key),
         Some(op::Op::Update(u)) => Ok(&u.key),
         Some(op::Op::Delete(d)) => Ok(&d.key),
-        None => Err(Error::Invalid("op: one of create, update or delete is required".into())),
+        None => Err(Error::Invalid(
+            "op: one of create, update or delete is required".into(),
+        )),
     }
 }
 
@@ -298,7 +300,10 @@ fn replay(r: DedupRecord) -> Result<WriteResult> {
     )))
 }
 
-fn decode_all<T: prost::Message + Default>(tree: &sled::Tree, tag: u8) -> Result<Vec<(Vec<u8>, T)>> {
+fn decode_all<T: prost::Message + Default>(
+    tree: &sled::Tree,
+    tag: u8,
+) -> Result<Vec<(Vec<u8>, T)>> {
     let mut out = Vec::new();
     for item in tree.scan_prefix([tag]) {
         let (k, v) = item?;
@@ -570,13 +575,18 @@ mod tests {
     #[test]
     fn snapshot_round_trip() {
         let (_d, t) = tree();
-        apply(&t, 2, vec![req(1, 9, create("/a", "1")), req(2, 0, create("/b", "2"))]);
+        apply(
+            &t,
+            2,
+            vec![req(1, 9, create("/a", "1")), req(2, 0, create("/b", "2"))],
+        );
         let mut a = Applier::new(&t);
         a.put_member(&Member {
             id: 7,
             addr: "127.0.0.1:1".into(),
             http: "127.0.0.1:2".into(),
             learner: false,
+            removed: false,
         });
         t.apply_batch(a.batch).unwrap();
         let data = decode_snapshot(&snapshot_data(&t).unwrap()).unwrap();

@@ -94,13 +94,17 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn members(&self) -> BTreeMap<u64, Member> {
-        self.members.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.members
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
-struct PendingRead {
-    tx: Reply<u64>,
-    deadline: Instant,
+/// Reads waiting for one ReadIndex round: they share its context.
+struct ReadGroup {
+    waiters: Vec<(Reply<u64>, Instant)>,
+    issued_at: Instant,
 }
 
 pub(crate) struct Node {
@@ -115,7 +119,10 @@ pub(crate) struct Node {
     queued: Vec<(Request, Reply<WriteResult>)>,
     writes: HashMap<u64, Reply<WriteResult>>,
     changes: HashMap<u64, Reply<Vec<Member>>>,
-    reads: HashMap<Vec<u8>, PendingRead>,
+    /// Reads not yet handed to raft (no leader yet, or a new leader that has
+    /// not committed in its term: raft-rs would drop them silently).
+    unissued: Vec<(Reply<u64>, Instant)>,
+    reads: HashMap<Vec<u8>, ReadGroup>,
     /// Addresses learnt from inbound traffic, for peers not yet in the
     /// replicated membership (a joiner talking to its leader).
     learnt: HashMap<u64, String>,
@@ -158,6 +165,7 @@ impl Node {
             queued: Vec::new(),
             writes: HashMap::new(),
             changes: HashMap::new(),
+            unissued: Vec::new(),
             reads: HashMap::new(),
             learnt: HashMap::new(),
             was_leader: false,
@@ -196,6 +204,7 @@ impl Node {
                 break Error::Stopped;
             }
             self.propose_queued();
+            self.issue_reads();
             let now = Instant::now();
             if now >= next_tick {
                 self.raw.tick();
@@ -259,14 +268,9 @@ impl Node {
                 }
             }
             Msg::Read { tx } => {
-                if self.leader().is_none() {
-                    let _ = tx.send(Err(Error::NotLeader { leader: None }));
-                } else {
-                    let ctx = self.next_id().to_be_bytes().to_vec();
-                    self.raw.read_index(ctx.clone());
-                    let deadline = Instant::now() + self.cfg.tick * (2 * self.cfg.election_ticks as u32);
-                    self.reads.insert(ctx, PendingRead { tx, deadline });
-                }
+                let deadline =
+                    Instant::now() + self.cfg.tick * (2 * self.cfg.election_ticks as u32);
+                self.unissued.push((tx, deadline));
             }
             Msg::Change { change, tx } => self.propose_change(change, tx),
             Msg::Raft(msg) => {
@@ -382,7 +386,10 @@ impl Node {
                     let _ = tx.send(Ok(current()));
                     return;
                 }
-                (ConfChangeType::AddLearnerNode, Member { learner: true, ..m })
+                (
+                    ConfChangeType::AddLearnerNode,
+                    Member { learner: true, ..m },
+                )
             }
             MemberChange::Promote(id) => {
                 if is_voter(id) {
@@ -455,18 +462,66 @@ impl Node {
         }
     }
 
+    /// Hands the waiting reads to raft as one ReadIndex request, once a
+    /// leader can answer it.
+    fn issue_reads(&mut self) {
+        if self.unissued.is_empty() || self.leader().is_none() {
+            return;
+        }
+        if self.is_leader() && !self.raw.raft.commit_to_current_term() {
+            return;
+        }
+        let ctx = self.next_id().to_be_bytes().to_vec();
+        self.raw.read_index(ctx.clone());
+        let waiters = std::mem::take(&mut self.unissued);
+        self.reads.insert(
+            ctx,
+            ReadGroup {
+                waiters,
+                issued_at: Instant::now(),
+            },
+        );
+    }
+
+    /// Fails reads past their deadline; asks again for rounds that got no
+    /// answer in a few ticks (the request or its answer may have been lost).
     fn expire_reads(&mut self, now: Instant) {
-        let expired: Vec<Vec<u8>> = self
-            .reads
-            .iter()
-            .filter(|(_, r)| r.deadline <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in expired {
-            if let Some(r) = self.reads.remove(&k) {
-                let _ = r.tx.send(Err(Error::Unavailable(
-                    "no leader confirmed the read in time; retry".into(),
-                )));
+        let timeout = || {
+            Err(Error::Unavailable(
+                "no leader confirmed the read in time; retry".into(),
+            ))
+        };
+        let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.unissued)
+            .into_iter()
+            .partition(|(_, d)| *d <= now);
+        self.unissued = kept;
+        for (tx, _) in expired {
+            let _ = tx.send(timeout());
+        }
+        let retry_after = self.cfg.tick * 5;
+        let mut reissue = Vec::new();
+        self.reads.retain(|ctx, g| {
+            let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut g.waiters)
+                .into_iter()
+                .partition(|(_, d)| *d <= now);
+            g.waiters = kept;
+            for (tx, _) in expired {
+                let _ = tx.send(timeout());
+            }
+            if g.waiters.is_empty() {
+                return false;
+            }
+            if now.duration_since(g.issued_at) >= retry_after {
+                reissue.push(ctx.clone());
+                g.issued_at = now;
+            }
+            true
+        });
+        let can_issue = self.leader().is_some()
+            && (!self.is_leader() || self.raw.raft.commit_to_current_term());
+        for ctx in reissue {
+            if can_issue {
+                self.raw.read_index(ctx);
             }
         }
     }
@@ -475,7 +530,11 @@ impl Node {
         if msgs.is_empty() {
             return;
         }
-        let members = self.shared.members.read().unwrap_or_else(|e| e.into_inner());
+        let members = self
+            .shared
+            .members
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
         for m in msgs {
             let addr = members
                 .get(&m.to)
@@ -552,8 +611,10 @@ impl Node {
         self.shared.db.flush()?;
         self.finish(events, outcomes, member_outcomes);
         for rs in ready.take_read_states() {
-            if let Some(r) = self.reads.remove(&rs.request_ctx) {
-                let _ = r.tx.send(Ok(rs.index));
+            if let Some(g) = self.reads.remove(&rs.request_ctx) {
+                for (tx, _) in g.waiters {
+                    let _ = tx.send(Ok(rs.index));
+                }
             }
         }
         self.send(ready.take_persisted_messages());
@@ -780,8 +841,13 @@ impl Node {
         for (_, tx) in self.changes.drain() {
             let _ = tx.send(Err(e.clone()));
         }
-        for (_, r) in self.reads.drain() {
-            let _ = r.tx.send(Err(e.clone()));
+        for (tx, _) in self.unissued.drain(..) {
+            let _ = tx.send(Err(e.clone()));
+        }
+        for (_, g) in self.reads.drain() {
+            for (tx, _) in g.waiters {
+                let _ = tx.send(Err(e.clone()));
+            }
         }
     }
 

@@ -266,9 +266,11 @@ impl SledStorage {
         let data = machine::snapshot_data(&self.tree)?;
         let mut snap = Snapshot::default();
         snap.set_data(data.into());
-        let mut meta = SnapshotMetadata::default();
-        meta.index = index;
-        meta.term = term;
+        let mut meta = SnapshotMetadata {
+            index,
+            term,
+            ..Default::default()
+        };
         meta.set_conf_state(cs);
         snap.set_metadata(meta);
         Ok(snap)
@@ -360,11 +362,12 @@ mod tests {
     use super::*;
 
     fn entry(index: u64, term: u64) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = format!("e{index}").into_bytes().into();
-        e
+        Entry {
+            index,
+            term,
+            data: format!("e{index}").into_bytes().into(),
+            ..Default::default()
+        }
     }
 
     fn open() -> (tempfile::TempDir, SledStorage) {
@@ -394,7 +397,10 @@ mod tests {
         assert_eq!(s.first_index().unwrap(), 1);
         assert_eq!(s.last_index().unwrap(), 5);
         let got = s.entries(2, 5, None, ctx()).unwrap();
-        assert_eq!(got.iter().map(|e| e.index).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(
+            got.iter().map(|e| e.index).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
         assert_eq!(s.term(5).unwrap(), 1);
         assert!(matches!(
             s.term(6),
@@ -486,13 +492,17 @@ mod tests {
             write(&s, |b| {
                 s.append(b, &(1..=6).map(|i| entry(i, 3)).collect::<Vec<_>>())
                     .unwrap();
-                let mut hs = HardState::default();
-                hs.term = 3;
-                hs.vote = 7;
-                hs.commit = 4;
+                let hs = HardState {
+                    term: 3,
+                    vote: 7,
+                    commit: 4,
+                    ..Default::default()
+                };
                 s.set_hard_state(b, &hs).unwrap();
-                let mut cs = ConfState::default();
-                cs.voters = vec![7, 8, 9];
+                let cs = ConfState {
+                    voters: vec![7, 8, 9],
+                    ..Default::default()
+                };
                 s.set_conf_state(b, &cs).unwrap();
                 s.set_applied(b, 4, 3).unwrap();
             });

@@ -1,8 +1,8 @@
 //! The async handle to the store: what the server and tests call.
 
 use crate::error::{Error, Result};
-use crate::machine::{self, check_key, op_key};
 pub use crate::machine::WriteResult;
+use crate::machine::{self, check_key, op_key};
 use crate::node::{self, Msg, Node, Reporter, Shared};
 use crate::storage::SledStorage;
 use crate::watch::WatchStream;
@@ -91,7 +91,6 @@ pub trait Transport: Send + Sync + 'static {
     /// snapshot, the outcome) through `reporter`.
     fn send(&self, to: u64, addr: &str, msg: RaftMessage, reporter: &Reporter);
 }
-
 
 /// A member's raft role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,7 +190,12 @@ impl Store {
             .cache_capacity(64 << 20)
             .flush_every_ms(Some(1000))
             .open()
-            .map_err(|e| Error::Storage(format!("cannot open the store in {}: {e}", cfg.dir.display())))?;
+            .map_err(|e| {
+                Error::Storage(format!(
+                    "cannot open the store in {}: {e}",
+                    cfg.dir.display()
+                ))
+            })?;
         let tree = db.open_tree("drover")?;
         let storage = SledStorage::open(tree.clone())?;
         if storage.cache().removed {
@@ -200,7 +204,9 @@ impl Store {
         if !storage.is_initialized() {
             if let Init::Bootstrap(me) = &init {
                 if me.id != cfg.id {
-                    return Err(Error::Invalid("the bootstrap member must be this member".into()));
+                    return Err(Error::Invalid(
+                        "the bootstrap member must be this member".into(),
+                    ));
                 }
                 node::bootstrap(&storage, &db, me)?;
             }
@@ -265,7 +271,11 @@ impl Store {
             .unwrap_or(Error::Stopped)
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Msg, what: &'static str) -> Result<T> {
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T>>) -> Msg,
+        what: &'static str,
+    ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
         self.send(make(tx))?;
         match tokio::time::timeout(self.inner.cfg.request_timeout, rx).await {
@@ -342,7 +352,11 @@ impl Store {
     /// Follows every change under `prefix` after `start_revision` (0: from
     /// now). Fails with [`Error::TooOld`] when that history is compacted.
     pub fn watch(&self, prefix: &str, start_revision: u64) -> Result<WatchStream> {
-        WatchStream::new(self.inner.shared.clone(), prefix.to_string(), start_revision)
+        WatchStream::new(
+            self.inner.shared.clone(),
+            prefix.to_string(),
+            start_revision,
+        )
     }
 
     /// This member's status (leader, term, indexes, members, progress).
@@ -354,8 +368,11 @@ impl Store {
 
     /// Proposes a membership change; answers the members once it is applied.
     pub async fn change_members(&self, change: MemberChange) -> Result<Vec<Member>> {
-        self.ask(|tx| Msg::Change { change, tx }, "the membership change was not committed")
-            .await
+        self.ask(
+            |tx| Msg::Change { change, tx },
+            "the membership change was not committed",
+        )
+        .await
     }
 
     /// Asks raft to hand leadership to `to`.
@@ -398,7 +415,10 @@ impl Store {
     pub async fn wait_leader(&self, timeout: Duration) -> Option<u64> {
         let mut rx = self.subscribe_leader();
         tokio::time::timeout(timeout, async {
-            rx.wait_for(|s| s.leader.is_some()).await.ok().and_then(|s| s.leader)
+            rx.wait_for(|s| s.leader.is_some())
+                .await
+                .ok()
+                .and_then(|s| s.leader)
         })
         .await
         .ok()

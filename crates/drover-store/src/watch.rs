@@ -44,7 +44,11 @@ impl WatchStream {
             last: start,
         };
         let applied = {
-            let _g = w.shared.apply_lock.read().unwrap_or_else(|e| e.into_inner());
+            let _g = w
+                .shared
+                .apply_lock
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
             crate::storage_applied(&w.shared.tree)?
         };
         if start == 0 {
@@ -108,7 +112,10 @@ impl WatchStream {
                     let events: Vec<Event> = ev
                         .events
                         .iter()
-                        .filter(|e| e.kv.as_ref().is_some_and(|kv| kv.key.starts_with(&self.prefix)))
+                        .filter(|e| {
+                            e.kv.as_ref()
+                                .is_some_and(|kv| kv.key.starts_with(&self.prefix))
+                        })
                         .cloned()
                         .collect();
                     if !events.is_empty() {

@@ -1,0 +1,597 @@
+//! In-process clusters on ephemeral loopback ports: several `Server`s in one
+//! test process, each with its own temp data dir, talking real gRPC.
+//!
+//! Raft runs with a 20 ms tick and a 200 ms election timeout here, so a
+//! failover takes well under a second; every wait has a deadline.
+
+use drover_cli::{Client, ClientConfig};
+use drover_proto::v1 as pb;
+use drover_server::{Server, ServerOptions};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+const TICK: Duration = Duration::from_millis(20);
+const ELECTION_TICKS: usize = 10;
+
+fn election_timeout() -> Duration {
+    TICK * ELECTION_TICKS as u32
+}
+
+struct Member {
+    dir: PathBuf,
+    server: Option<Server>,
+    addr: String,
+}
+
+struct Cluster {
+    _tmp: tempfile::TempDir,
+    members: Vec<Member>,
+    token: String,
+    join_token: String,
+    snapshot_every: u64,
+    keep_entries: u64,
+}
+
+fn opts(dir: PathBuf, snapshot_every: u64, keep_entries: u64) -> ServerOptions {
+    let mut o = ServerOptions::new(dir);
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    o.tick = TICK;
+    o.election_ticks = ELECTION_TICKS;
+    o.snapshot_every = snapshot_every;
+    o.keep_entries = keep_entries;
+    o
+}
+
+async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+impl Cluster {
+    async fn start(n: usize) -> Cluster {
+        Self::start_with(n, 10_000, 5_000).await
+    }
+
+    async fn start_with(n: usize, snapshot_every: u64, keep_entries: u64) -> Cluster {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("m0");
+        let first = Server::start(opts(dir.clone(), snapshot_every, keep_entries))
+            .await
+            .expect("bootstrap");
+        let token = first.identity.admin_token.clone();
+        let join_token = first.identity.join_token.clone();
+        let addr = first.grpc_addr.to_string();
+        let mut c = Cluster {
+            _tmp: tmp,
+            members: vec![Member {
+                dir,
+                server: Some(first),
+                addr,
+            }],
+            token,
+            join_token,
+            snapshot_every,
+            keep_entries,
+        };
+        for _ in 1..n {
+            c.add_member().await;
+        }
+        c
+    }
+
+    /// Starts one more server that joins through the first live member.
+    async fn add_member(&mut self) -> usize {
+        let i = self.members.len();
+        let dir = self._tmp.path().join(format!("m{i}"));
+        let mut o = opts(dir.clone(), self.snapshot_every, self.keep_entries);
+        let via = self.live().next().expect("a live member").addr.clone();
+        o.join = Some(via);
+        o.token = Some(self.join_token.clone());
+        let s = Server::start(o).await.expect("join");
+        assert_eq!(
+            s.identity.admin_token, self.token,
+            "a joiner learns the admin token"
+        );
+        let addr = s.grpc_addr.to_string();
+        self.members.push(Member {
+            dir,
+            server: Some(s),
+            addr,
+        });
+        i
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().filter(|m| m.server.is_some())
+    }
+
+    fn client(&self) -> Client {
+        let servers = self.live().map(|m| m.addr.clone()).collect();
+        Client::new(&ClientConfig {
+            servers,
+            token: self.token.clone(),
+        })
+        .expect("client")
+    }
+
+    fn client_of(&self, i: usize) -> Client {
+        Client::single(&self.members[i].addr, &self.token).expect("client")
+    }
+
+    fn server(&self, i: usize) -> &Server {
+        self.members[i].server.as_ref().expect("member is running")
+    }
+
+    /// The index of the member that currently leads, waiting for one.
+    async fn leader(&self) -> usize {
+        let deadline = Instant::now() + election_timeout() * 20;
+        loop {
+            for (i, m) in self.members.iter().enumerate() {
+                if let Some(s) = &m.server {
+                    if s.store.leader().is_leader {
+                        return i;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader elected");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn stop(&mut self, i: usize) {
+        if let Some(mut s) = self.members[i].server.take() {
+            s.shutdown().await;
+        }
+    }
+
+    async fn restart(&mut self, i: usize) {
+        assert!(self.members[i].server.is_none());
+        // Only the data dir: the member resumes its identity and addresses.
+        let mut o = ServerOptions::new(self.members[i].dir.clone());
+        o.tick = TICK;
+        o.election_ticks = ELECTION_TICKS;
+        o.snapshot_every = self.snapshot_every;
+        o.keep_entries = self.keep_entries;
+        let s = Server::start(o).await.expect("restart from the data dir");
+        assert_eq!(s.grpc_addr.to_string(), self.members[i].addr);
+        self.members[i].server = Some(s);
+    }
+
+    /// Waits until every live member applied the leader's commit index.
+    async fn converge(&self) {
+        let l = self.leader().await;
+        let commit = self.server(l).store.status().await.expect("status").commit;
+        for (i, m) in self.members.iter().enumerate() {
+            if let Some(s) = &m.server {
+                let store = s.store.clone();
+                wait_until(
+                    &format!("member {i} to apply {commit}"),
+                    Duration::from_secs(10),
+                    || {
+                        let store = store.clone();
+                        async move { store.applied() >= commit }
+                    },
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Every member's local view of a prefix.
+    async fn local_views(&self, prefix: &str) -> Vec<BTreeMap<String, (Vec<u8>, u64)>> {
+        let mut out = Vec::new();
+        for m in self.live() {
+            let s = m.server.as_ref().expect("live");
+            let (kvs, _) = s
+                .store
+                .list(prefix, drover_store::Consistency::Local)
+                .await
+                .expect("local list");
+            out.push(
+                kvs.into_iter()
+                    .map(|kv| (kv.key, (kv.value, kv.mod_revision)))
+                    .collect(),
+            );
+        }
+        out
+    }
+
+    async fn shutdown(mut self) {
+        for i in 0..self.members.len() {
+            self.stop(i).await;
+        }
+    }
+}
+
+fn code(e: &drover_cli::ClientError) -> Option<Code> {
+    e.code()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_members_replicate_every_write() {
+    let c = Cluster::start(3).await;
+    let client = c.client();
+    for i in 0..50 {
+        client
+            .create(&format!("/r/{i:03}"), format!("v{i}").into_bytes())
+            .await
+            .expect("write");
+    }
+    // Writes through a follower are forwarded to the leader.
+    let l = c.leader().await;
+    let f = (l + 1) % 3;
+    let r = c
+        .client_of(f)
+        .create("/r/via-follower", b"x".to_vec())
+        .await
+        .expect("forwarded");
+    assert!(r.revision > 0);
+    c.converge().await;
+    let views = c.local_views("/r/").await;
+    assert_eq!(views.len(), 3);
+    assert_eq!(views[0].len(), 51);
+    assert!(views.iter().all(|v| *v == views[0]), "members disagree");
+    // A linearizable read on a follower sees the latest write at once.
+    let w = client
+        .update("/r/000", b"new".to_vec(), 0, false)
+        .await
+        .expect("update");
+    let (kv, rev) = c.client_of(f).get("/r/000", false).await.expect("read");
+    assert_eq!(kv.expect("present").value, b"new");
+    assert!(rev >= w.revision);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn losing_the_leader_elects_another_and_writes_continue() {
+    let mut c = Cluster::start(3).await;
+    let client = c.client();
+    client
+        .create("/f/before", b"1".to_vec())
+        .await
+        .expect("write");
+    let old = c.leader().await;
+    let t0 = Instant::now();
+    c.stop(old).await;
+    let new = c.leader().await;
+    let elected = t0.elapsed();
+    assert_ne!(new, old);
+    // "Within a few election timeouts" (raft randomises 1x..2x, plus pre-vote).
+    assert!(
+        elected < election_timeout() * 6,
+        "a new leader took {elected:?} (election timeout {:?})",
+        election_timeout()
+    );
+    let client = c.client();
+    client
+        .create("/f/after", b"2".to_vec())
+        .await
+        .expect("write after failover");
+    let (kvs, _) = client.list("/f/", false).await.expect("list");
+    assert_eq!(kvs.len(), 2);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_member_has_every_acknowledged_write() {
+    let mut c = Cluster::start(3).await;
+    let client = c.client();
+    let l = c.leader().await;
+    let f = (l + 1) % 3;
+    let mut acked = BTreeMap::new();
+    for i in 0..30 {
+        let k = format!("/p/{i:03}");
+        client.create(&k, vec![i as u8]).await.expect("write");
+        acked.insert(k, vec![i as u8]);
+    }
+    c.converge().await;
+    c.stop(f).await;
+    // Writes while it is down, then restart it from its data dir.
+    for i in 30..40 {
+        let k = format!("/p/{i:03}");
+        c.client().create(&k, vec![i as u8]).await.expect("write");
+        acked.insert(k, vec![i as u8]);
+    }
+    c.restart(f).await;
+    c.converge().await;
+    let s = c.server(f);
+    let (kvs, _) = s
+        .store
+        .list("/p/", drover_store::Consistency::Local)
+        .await
+        .expect("list");
+    let got: BTreeMap<String, Vec<u8>> = kvs.into_iter().map(|kv| (kv.key, kv.value)).collect();
+    assert_eq!(got, acked);
+    // The whole cluster restarted from disk keeps everything too.
+    for i in 0..3 {
+        c.stop(i).await;
+    }
+    for i in 0..3 {
+        c.restart(i).await;
+    }
+    let (kvs, _) = c
+        .client()
+        .list("/p/", false)
+        .await
+        .expect("list after full restart");
+    assert_eq!(kvs.len(), acked.len());
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_down_during_compaction_catches_up_from_a_snapshot() {
+    // Compact every 20 entries, keeping 5: a member that misses 100 writes
+    // cannot be served from the log.
+    let mut c = Cluster::start_with(3, 20, 5).await;
+    let l = c.leader().await;
+    let f = (l + 1) % 3;
+    c.client()
+        .create("/s/first", b"0".to_vec())
+        .await
+        .expect("write");
+    c.converge().await;
+    let behind = c.server(f).store.status().await.expect("status").last_index;
+    c.stop(f).await;
+    let client = c.client();
+    for i in 0..100 {
+        client
+            .create(&format!("/s/{i:03}"), vec![1])
+            .await
+            .expect("write");
+    }
+    let leader_first = c
+        .server(c.leader().await)
+        .store
+        .status()
+        .await
+        .expect("status")
+        .first_index;
+    assert!(
+        leader_first > behind + 1,
+        "the leader's log starts at {leader_first}, the member stopped at {behind}: it must need a snapshot"
+    );
+    c.restart(f).await;
+    c.converge().await;
+    let views = c.local_views("/s/").await;
+    assert_eq!(views[0].len(), 101);
+    assert!(
+        views.iter().all(|v| *v == views[0]),
+        "the snapshot-fed member disagrees"
+    );
+    // Watching from before the compaction point is refused clearly.
+    let err = c.client().watch("/s/", 2).await;
+    let err = match err {
+        Err(e) => e,
+        Ok(mut s) => match s.message().await {
+            Err(st) => drover_cli::ClientError::from(st),
+            Ok(m) => panic!("watch from a compacted revision answered {m:?}"),
+        },
+    };
+    assert_eq!(code(&err), Some(Code::OutOfRange), "{err}");
+    assert!(err.to_string().contains("too old"), "{err}");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fourth_member_joins_and_a_member_is_removed() {
+    let mut c = Cluster::start(3).await;
+    let client = c.client();
+    for i in 0..20 {
+        client
+            .create(&format!("/j/{i:03}"), b"x".to_vec())
+            .await
+            .expect("write");
+    }
+    let fourth = c.add_member().await;
+    let st = c.client().status().await.expect("status");
+    assert_eq!(st.members.len(), 4);
+    assert!(
+        st.members.iter().all(|m| !m.learner),
+        "the joiner was promoted to voter"
+    );
+    c.converge().await;
+    let (kvs, _) = c
+        .server(fourth)
+        .store
+        .list("/j/", drover_store::Consistency::Local)
+        .await
+        .expect("list");
+    assert_eq!(kvs.len(), 20);
+    // The joiner's data dir has its own client files.
+    let yaml =
+        std::fs::read_to_string(c.members[fourth].dir.join("client.yaml")).expect("client.yaml");
+    assert!(yaml.contains(&c.token));
+
+    // Remove a follower (not the joiner) from any live member.
+    let l = c.leader().await;
+    let victim = (0..4)
+        .find(|i| *i != l && *i != fourth)
+        .expect("a follower");
+    let victim_id = c.server(victim).identity.id;
+    let left = c
+        .client_of(fourth)
+        .remove_member(victim_id)
+        .await
+        .expect("remove");
+    assert_eq!(left.len(), 3);
+    assert!(left.iter().all(|m| m.id != victim_id));
+    // The removed member notices and stops.
+    let stopped = tokio::time::timeout(Duration::from_secs(10), c.server(victim).stopped())
+        .await
+        .expect("the removed member stops");
+    assert_eq!(stopped, drover_store::Error::Removed);
+    c.stop(victim).await;
+    c.client()
+        .create("/j/after-remove", b"y".to_vec())
+        .await
+        .expect("write after removal");
+    // Removing the leader hands leadership over first.
+    let l = c.leader().await;
+    let leader_id = c.server(l).identity.id;
+    let left = c
+        .client()
+        .remove_member(leader_id)
+        .await
+        .expect("remove the leader");
+    assert_eq!(left.len(), 2);
+    c.stop(l).await;
+    c.client()
+        .create("/j/after-leader-removal", b"z".to_vec())
+        .await
+        .expect("write");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_input_gets_clear_errors_and_changes_nothing() {
+    let c = Cluster::start(3).await;
+    let good = c.client();
+    good.create("/b/keep", b"1".to_vec()).await.expect("write");
+    let before = good.list("", false).await.expect("list").0;
+    let members_before = good.status().await.expect("status").members.len();
+
+    // Wrong admin token: refused, nothing written.
+    let wrong = Client::new(&ClientConfig {
+        servers: vec![c.members[0].addr.clone()],
+        token: "not-the-token".into(),
+    })
+    .expect("client");
+    let e = wrong
+        .create("/b/evil", b"x".to_vec())
+        .await
+        .expect_err("wrong token");
+    assert_eq!(code(&e), Some(Code::PermissionDenied), "{e}");
+    assert!(e.to_string().contains("wrong token"), "{e}");
+    let e = wrong
+        .remove_member(c.server(1).identity.id)
+        .await
+        .expect_err("wrong token");
+    assert_eq!(code(&e), Some(Code::PermissionDenied));
+    // The join token is not an admin token.
+    let joiner = Client::single(&c.members[0].addr, &c.join_token).expect("client");
+    assert_eq!(
+        code(&joiner.list("", false).await.expect_err("join token")),
+        Some(Code::PermissionDenied)
+    );
+
+    // No token at all.
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", c.members[1].addr))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut raw = pb::store_client::StoreClient::new(ch.clone());
+    let e = raw
+        .get(pb::GetRequest {
+            key: "/b/keep".into(),
+            local: false,
+        })
+        .await
+        .expect_err("no token");
+    assert_eq!(e.code(), Code::Unauthenticated);
+
+    // Unknown member.
+    let e = good
+        .remove_member(0x1234)
+        .await
+        .expect_err("unknown member");
+    assert_eq!(code(&e), Some(Code::NotFound));
+    assert!(e.to_string().contains("no member"), "{e}");
+
+    // Malformed requests: no op, empty key, CAS on a stale revision.
+    let authed = |body| {
+        let mut r = tonic::Request::new(body);
+        r.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", c.token).parse().expect("ascii"),
+        );
+        r
+    };
+    let e = raw
+        .write(authed(pb::WriteRequest {
+            op: None,
+            request_id: 0,
+        }))
+        .await
+        .expect_err("no op");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = good.create("", b"x".to_vec()).await.expect_err("empty key");
+    assert_eq!(code(&e), Some(Code::InvalidArgument));
+    let kv = good
+        .get("/b/keep", false)
+        .await
+        .expect("get")
+        .0
+        .expect("present");
+    let e = good
+        .update("/b/keep", b"2".to_vec(), kv.mod_revision + 1000, false)
+        .await
+        .expect_err("stale CAS");
+    assert_eq!(code(&e), Some(Code::Aborted));
+    assert!(e.to_string().contains("conflict"), "{e}");
+    let e = good.delete("/b/missing", 0).await.expect_err("missing");
+    assert_eq!(code(&e), Some(Code::NotFound));
+
+    // Joining with a wrong join token.
+    let mut cl = pb::cluster_client::ClusterClient::new(ch.clone());
+    let e = cl
+        .join(pb::JoinRequest {
+            id: 77,
+            addr: "127.0.0.1:1".into(),
+            http: String::new(),
+            join_token: "wrong".into(),
+        })
+        .await
+        .expect_err("wrong join token");
+    assert_eq!(e.code(), Code::PermissionDenied);
+
+    // Garbage on the raft transport.
+    let mut rc = pb::raft_client::RaftClient::new(ch);
+    let mut r = tonic::Request::new(pb::RaftBatch {
+        from: 5,
+        from_addr: String::new(),
+        msgs: vec![vec![0xff, 0xff, 0xff]],
+    });
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {}", c.join_token).parse().expect("ascii"),
+    );
+    assert_eq!(
+        rc.send(r).await.expect_err("garbage").code(),
+        Code::InvalidArgument
+    );
+    let r = tonic::Request::new(pb::RaftBatch {
+        from: 5,
+        from_addr: String::new(),
+        msgs: vec![],
+    });
+    assert_eq!(
+        rc.send(r).await.expect_err("no token").code(),
+        Code::Unauthenticated
+    );
+
+    // Nothing changed.
+    let after = good.list("", false).await.expect("list").0;
+    assert_eq!(after, before);
+    assert_eq!(
+        good.status().await.expect("status").members.len(),
+        members_before
+    );
+    c.shutdown().await;
+}

@@ -1,0 +1,235 @@
+//! One store member with no peers: the write, read, watch and restart paths
+//! without the network.
+
+use drover_store::{
+    op, Consistency, Create, Error, EventType, Init, Member, Op, RaftMessage, Reporter, Store,
+    StoreConfig, Transport, Update,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct NoPeers;
+impl Transport for NoPeers {
+    fn send(&self, _to: u64, _addr: &str, _msg: RaftMessage, _r: &Reporter) {}
+}
+
+fn me() -> Member {
+    Member {
+        id: 1,
+        addr: "127.0.0.1:1".into(),
+        http: String::new(),
+        learner: false,
+        removed: false,
+    }
+}
+
+fn open(dir: &std::path::Path, snapshot_every: u64, keep: u64) -> Store {
+    let mut cfg = StoreConfig::new(1, dir);
+    cfg.tick = Duration::from_millis(10);
+    cfg.snapshot_every = snapshot_every;
+    cfg.keep_entries = keep;
+    Store::open(cfg, Init::Bootstrap(me()), Arc::new(NoPeers)).expect("open")
+}
+
+fn create(k: &str, v: &str) -> Op {
+    Op {
+        op: Some(op::Op::Create(Create {
+            key: k.into(),
+            value: v.into(),
+        })),
+    }
+}
+
+fn update(k: &str, v: &str, expected: u64) -> Op {
+    Op {
+        op: Some(op::Op::Update(Update {
+            key: k.into(),
+            value: v.into(),
+            expected_revision: expected,
+            upsert: false,
+        })),
+    }
+}
+
+async fn ready(s: &Store) {
+    assert!(
+        s.wait_leader(Duration::from_secs(5)).await.is_some(),
+        "no leader"
+    );
+}
+
+#[tokio::test]
+async fn resource_version_is_the_raft_index_and_cas_guards_updates() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path(), 10_000, 5_000);
+    ready(&s).await;
+    let w = s.write(create("/a", "1"), 0).await.unwrap();
+    assert_eq!(w.kv.mod_revision, w.revision);
+    assert_eq!(s.applied(), w.revision);
+    let stale = s.write(update("/a", "2", w.revision - 1), 0).await;
+    assert_eq!(
+        stale,
+        Err(Error::Conflict {
+            key: "/a".into(),
+            expected: w.revision - 1,
+            actual: w.revision
+        })
+    );
+    let ok = s.write(update("/a", "2", w.revision), 0).await.unwrap();
+    assert!(ok.revision > w.revision);
+    let (kv, _) = s.get("/a", Consistency::Linearizable).await.unwrap();
+    assert_eq!(kv.unwrap().value, b"2");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn concurrent_writes_are_batched_into_few_entries() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path(), 100_000, 50_000);
+    ready(&s).await;
+    let before = s.applied();
+    let n = 500;
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.write(create(&format!("/c/{i}"), "x"), 0).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let entries = s.applied() - before;
+    assert!(
+        entries < n / 4,
+        "{n} concurrent writes took {entries} raft entries"
+    );
+    let (kvs, _) = s.list("/c/", Consistency::Linearizable).await.unwrap();
+    assert_eq!(kvs.len(), n as usize);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_resumes_from_a_revision_without_gaps_or_repeats() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path(), 10_000, 5_000);
+    ready(&s).await;
+    let (_, start) = s.list("/w/", Consistency::Linearizable).await.unwrap();
+    let mut w = s.watch("/w/", start).unwrap();
+    for i in 0..5 {
+        s.write(create(&format!("/w/{i}"), "v"), 0).await.unwrap();
+    }
+    // Changes outside the prefix are not seen.
+    s.write(create("/other", "v"), 0).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let b = w.next().await.unwrap();
+        seen.push(b.events[0].kv.clone().unwrap().key);
+    }
+    let last = w.revision();
+    drop(w);
+    // "Reconnect": more writes happen, then a new watch from the last revision seen.
+    for i in 5..8 {
+        s.write(create(&format!("/w/{i}"), "v"), 0).await.unwrap();
+    }
+    s.write(
+        Op {
+            op: Some(op::Op::Delete(drover_store::Delete {
+                key: "/w/0".into(),
+                expected_revision: 0,
+            })),
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    let mut w = s.watch("/w/", last).unwrap();
+    let mut kinds = Vec::new();
+    while seen.len() < 9 {
+        let b = tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .expect("an event")
+            .unwrap();
+        for e in b.events {
+            kinds.push(e.r#type);
+            seen.push(e.kv.unwrap().key);
+        }
+    }
+    let want: Vec<String> = (0..8)
+        .map(|i| format!("/w/{i}"))
+        .chain(["/w/0".to_string()])
+        .collect();
+    assert_eq!(seen, want);
+    assert_eq!(*kinds.last().unwrap(), EventType::Delete as i32);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_revision_is_too_old() {
+    let d = tempfile::tempdir().unwrap();
+    // Compact every 10 entries, keeping 2.
+    let s = open(d.path(), 10, 2);
+    ready(&s).await;
+    let first = s.write(create("/t/0", "v"), 0).await.unwrap().revision;
+    for i in 1..40 {
+        s.write(create(&format!("/t/{i}"), "v"), 0).await.unwrap();
+    }
+    assert!(s.compacted() > first, "the log was compacted");
+    match s.watch("/t/", first) {
+        Err(Error::TooOld {
+            requested,
+            compacted,
+        }) => {
+            assert_eq!(requested, first);
+            assert!(compacted > first);
+        }
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a compacted revision must be refused"),
+    }
+    // From the compaction point itself it works.
+    let mut w = s.watch("/t/", s.compacted()).unwrap();
+    s.write(create("/t/new", "v"), 0).await.unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!b.events.is_empty());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn restart_resumes_with_every_committed_write() {
+    let d = tempfile::tempdir().unwrap();
+    let last = {
+        let s = open(d.path(), 15, 3);
+        ready(&s).await;
+        for i in 0..50 {
+            s.write(create(&format!("/r/{i:02}"), &i.to_string()), 0)
+                .await
+                .unwrap();
+        }
+        let last = s.applied();
+        s.shutdown().await;
+        last
+    };
+    let s = open(d.path(), 15, 3);
+    ready(&s).await;
+    assert!(s.applied() >= last);
+    let (kvs, _) = s.list("/r/", Consistency::Linearizable).await.unwrap();
+    assert_eq!(kvs.len(), 50);
+    assert_eq!(kvs[49].value, b"49");
+    // Writes go on after the restart.
+    s.write(create("/r/after", "x"), 0).await.unwrap();
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn idempotent_retry_is_applied_once() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path(), 10_000, 5_000);
+    ready(&s).await;
+    let a = s.write(create("/i", "1"), 42).await.unwrap();
+    let b = s.write(create("/i", "1"), 42).await.unwrap();
+    assert_eq!(a, b, "the retry answers the first outcome");
+    s.shutdown().await;
+}
