@@ -18,7 +18,9 @@ use std::collections::HashMap;
 pub struct WriteResult {
     /// The raft index the write was applied at (the new resourceVersion).
     pub revision: u64,
-    /// The object after the write; for a delete, as it was before.
+    /// The object after the write; for a delete, as it was before. The answer
+    /// to a retried write (same client request id) has no value, only the key
+    /// and revisions.
     pub kv: KeyValue,
 }
 
@@ -126,6 +128,7 @@ impl<'a> Applier<'a> {
     /// Applies the requests of one committed entry at revision `rev`.
     pub fn apply_proposal(&mut self, rev: u64, p: Proposal) -> Result<Vec<Outcome>> {
         let mut out = Vec::with_capacity(p.requests.len());
+        let time_ms = p.time_ms;
         let mut events = Vec::new();
         for req in p.requests {
             let result = if req.client_request_id != 0 {
@@ -133,9 +136,10 @@ impl<'a> Applier<'a> {
                     Some(v) => replay(DedupRecord::decode(v.as_slice())?),
                     None => {
                         let r = self.apply_op(rev, req.op.as_ref(), &mut events)?;
+                        let key = req.op.as_ref().and_then(|o| op_key(o).ok()).unwrap_or("");
                         self.put(
                             dedup_key(req.client_request_id),
-                            record(req.client_request_id, rev, &r).encode_to_vec(),
+                            record(req.client_request_id, rev, time_ms, key, &r).encode_to_vec(),
                         );
                         r
                     }
@@ -267,37 +271,57 @@ impl<'a> Applier<'a> {
     }
 }
 
-fn record(id: u64, rev: u64, r: &Result<WriteResult>) -> DedupRecord {
+fn record(id: u64, rev: u64, time_ms: u64, key: &str, r: &Result<WriteResult>) -> DedupRecord {
+    let mut d = DedupRecord {
+        client_request_id: id,
+        revision: rev,
+        time_ms,
+        ..Default::default()
+    };
     match r {
-        Ok(w) => DedupRecord {
-            client_request_id: id,
-            revision: w.revision,
-            error: String::new(),
-            code: 0,
-            kv: Some(w.kv.clone()),
-        },
-        Err(e) => DedupRecord {
-            client_request_id: id,
-            revision: rev,
-            error: e.to_string(),
-            code: e.code(),
-            kv: None,
-        },
+        Ok(w) => {
+            d.revision = w.revision;
+            d.kv = Some(KeyValue {
+                value: Vec::new(),
+                ..w.kv.clone()
+            });
+        }
+        Err(e) => {
+            d.error = e.to_string();
+            d.code = e.code();
+            d.kv = Some(KeyValue {
+                key: key.to_string(),
+                ..Default::default()
+            });
+            if let Error::Conflict {
+                expected, actual, ..
+            } = e
+            {
+                d.expected = *expected;
+                d.actual = *actual;
+            }
+        }
     }
+    d
 }
 
-/// The first outcome of a retried write.
+/// The first outcome of a retried write (the object's value is not kept).
 fn replay(r: DedupRecord) -> Result<WriteResult> {
-    if r.code == 0 {
-        return Ok(WriteResult {
+    let kv = r.kv.unwrap_or_default();
+    match r.code {
+        0 => Ok(WriteResult {
             revision: r.revision,
-            kv: r.kv.unwrap_or_default(),
-        });
+            kv,
+        }),
+        1 => Err(Error::AlreadyExists { key: kv.key }),
+        2 => Err(Error::NotFound { key: kv.key }),
+        3 => Err(Error::Conflict {
+            key: kv.key,
+            expected: r.expected,
+            actual: r.actual,
+        }),
+        _ => Err(Error::Invalid(r.error)),
     }
-    Err(Error::Invalid(format!(
-        "this request was already applied at revision {} and failed: {}",
-        r.revision, r.error
-    )))
 }
 
 fn decode_all<T: prost::Message + Default>(
@@ -363,14 +387,23 @@ pub(crate) fn write_snapshot_data(batch: &mut sled::Batch, data: &SnapshotData) 
     }
 }
 
-/// Drops history and dedup records at or below `upto`.
-pub(crate) fn prune(tree: &sled::Tree, batch: &mut sled::Batch, upto: u64) -> Result<()> {
+/// How long a write's outcome is remembered for retries, by proposal time.
+pub(crate) const DEDUP_TTL_MS: u64 = 120_000;
+
+/// Drops history at or below `upto` and dedup records older than
+/// [`DEDUP_TTL_MS`] before `now_ms` (the last applied proposal's time).
+pub(crate) fn prune(
+    tree: &sled::Tree,
+    batch: &mut sled::Batch,
+    upto: u64,
+    now_ms: u64,
+) -> Result<()> {
     for k in tree.range(hist_key(0, 0)..hist_key(upto + 1, 0)).keys() {
         batch.remove(k?);
     }
     for item in tree.scan_prefix([DEDUP]) {
         let (k, v) = item?;
-        if DedupRecord::decode(v.as_ref())?.revision <= upto {
+        if DedupRecord::decode(v.as_ref())?.time_ms + DEDUP_TTL_MS < now_ms {
             batch.remove(k);
         }
     }
@@ -477,7 +510,15 @@ mod tests {
 
     fn apply(t: &sled::Tree, rev: u64, reqs: Vec<Request>) -> Vec<Result<WriteResult>> {
         let mut a = Applier::new(t);
-        let out = a.apply_proposal(rev, Proposal { requests: reqs }).unwrap();
+        let out = a
+            .apply_proposal(
+                rev,
+                Proposal {
+                    requests: reqs,
+                    time_ms: rev * 1000,
+                },
+            )
+            .unwrap();
         t.apply_batch(a.batch).unwrap();
         out.into_iter().map(|o| o.result).collect()
     }
@@ -547,13 +588,45 @@ mod tests {
     }
 
     #[test]
-    fn retried_request_id_applies_once() {
+    fn retried_request_id_applies_once_and_answers_alike() {
         let (_d, t) = tree();
         let first = apply(&t, 2, vec![req(1, 77, create("/x", "1"))]);
         let again = apply(&t, 3, vec![req(2, 77, create("/x", "1"))]);
-        assert_eq!(first[0], again[0]);
+        assert_eq!(first[0].as_ref().unwrap().revision, 2);
+        assert_eq!(again[0].as_ref().unwrap().revision, 2);
+        assert_eq!(again[0].as_ref().unwrap().kv.key, "/x");
         assert_eq!(get(&t, "/x").unwrap().unwrap().mod_revision, 2);
         assert_eq!(read_history(&t, 0, "").unwrap().len(), 1);
+        // A refused write is answered with the same refusal.
+        let first = apply(&t, 4, vec![req(3, 78, update("/x", "2", 1))]);
+        apply(&t, 5, vec![req(4, 0, update("/x", "3", 0))]);
+        let again = apply(&t, 6, vec![req(5, 78, update("/x", "2", 1))]);
+        assert_eq!(first[0], again[0]);
+        assert!(matches!(
+            again[0],
+            Err(Error::Conflict {
+                expected: 1,
+                actual: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn dedup_records_expire_by_proposal_time() {
+        let (_d, t) = tree();
+        apply(&t, 2, vec![req(1, 5, create("/y", "1"))]);
+        let mut b = sled::Batch::default();
+        prune(&t, &mut b, 0, 2000 + DEDUP_TTL_MS).unwrap();
+        t.apply_batch(b).unwrap();
+        assert!(
+            t.get(dedup_key(5)).unwrap().is_some(),
+            "still within the TTL"
+        );
+        let mut b = sled::Batch::default();
+        prune(&t, &mut b, 0, 2001 + DEDUP_TTL_MS).unwrap();
+        t.apply_batch(b).unwrap();
+        assert!(t.get(dedup_key(5)).unwrap().is_none());
     }
 
     #[test]
@@ -566,7 +639,7 @@ mod tests {
         assert_eq!(h.iter().map(|r| r.revision).collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(read_history(&t, 2, "/a/").unwrap().len(), 1);
         let mut b = sled::Batch::default();
-        prune(&t, &mut b, 3).unwrap();
+        prune(&t, &mut b, 3, 4000).unwrap();
         t.apply_batch(b).unwrap();
         let h = read_history(&t, 0, "").unwrap();
         assert_eq!(h.iter().map(|r| r.revision).collect::<Vec<_>>(), vec![4]);

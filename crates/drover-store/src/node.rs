@@ -128,6 +128,8 @@ pub(crate) struct Node {
     learnt: HashMap<u64, String>,
     was_leader: bool,
     term: u64,
+    /// The time of the newest applied proposal (dedup expiry runs on it).
+    last_proposal_ms: u64,
     removed: bool,
 }
 
@@ -170,6 +172,7 @@ impl Node {
             learnt: HashMap::new(),
             was_leader: false,
             term: 0,
+            last_proposal_ms: 0,
             removed: false,
         };
         // A lone voter need not wait an election timeout to lead.
@@ -338,7 +341,11 @@ impl Node {
     fn propose_chunk(&mut self, chunk: Vec<(Request, Reply<WriteResult>)>) {
         let (requests, txs): (Vec<Request>, Vec<Reply<WriteResult>>) = chunk.into_iter().unzip();
         let ids: Vec<u64> = requests.iter().map(|r| r.id).collect();
-        let data = Proposal { requests }.encode_to_vec();
+        let time_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let data = Proposal { requests, time_ms }.encode_to_vec();
         match self.raw.propose(vec![], data) {
             Ok(()) => {
                 for (id, tx) in ids.into_iter().zip(txs) {
@@ -590,6 +597,10 @@ impl Node {
         self.send(ready.take_messages());
 
         let tree = self.shared.tree.clone();
+        // Only the log, the hard state and a snapshot must be durable before
+        // we go on; applied state may trail (it is replayed from the log).
+        let must_flush =
+            !ready.entries().is_empty() || ready.hs().is_some() || !ready.snapshot().is_empty();
         if !ready.snapshot().is_empty() {
             self.install_snapshot(ready.snapshot())?;
         }
@@ -608,7 +619,9 @@ impl Node {
         }
         let events = std::mem::take(&mut app.events);
         self.commit_batch(app.batch)?;
-        self.shared.db.flush()?;
+        if must_flush {
+            self.shared.db.flush()?;
+        }
         self.finish(events, outcomes, member_outcomes);
         for rs in ready.take_read_states() {
             if let Some(g) = self.reads.remove(&rs.request_ctx) {
@@ -709,6 +722,7 @@ impl Node {
                 EntryType::EntryNormal if e.data.is_empty() => {}
                 EntryType::EntryNormal => {
                     let p = Proposal::decode(e.data.as_ref())?;
+                    self.last_proposal_ms = self.last_proposal_ms.max(p.time_ms);
                     outcomes.extend(app.apply_proposal(e.index, p)?);
                 }
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
@@ -823,7 +837,7 @@ impl Node {
         }
         let mut b = sled::Batch::default();
         if self.storage.compact(&mut b, to)? {
-            machine::prune(&self.shared.tree, &mut b, to)?;
+            machine::prune(&self.shared.tree, &mut b, to, self.last_proposal_ms)?;
             self.commit_batch(b)?;
             self.shared.compacted.store(to, Ordering::SeqCst);
             tracing::debug!(member = %format!("{:x}", self.id), "compacted the log up to {to}");

@@ -230,6 +230,14 @@ async fn idempotent_retry_is_applied_once() {
     ready(&s).await;
     let a = s.write(create("/i", "1"), 42).await.unwrap();
     let b = s.write(create("/i", "1"), 42).await.unwrap();
-    assert_eq!(a, b, "the retry answers the first outcome");
+    // The retry answers the first outcome (the object's value is not kept).
+    assert_eq!(
+        (a.revision, a.kv.mod_revision),
+        (b.revision, b.kv.mod_revision)
+    );
+    assert_eq!(b.kv.key, "/i");
+    assert_eq!(s.applied(), a.revision + 1, "the retry was one more entry");
+    let (kv, _) = s.get("/i", Consistency::Local).await.unwrap();
+    assert_eq!(kv.unwrap().mod_revision, a.revision, "and changed nothing");
     s.shutdown().await;
 }
