@@ -1,0 +1,490 @@
+//! Manifests: the objects of a YAML or JSON file, as `apply` reads them.
+//!
+//! [`parse_manifests`] reads
+//! - a YAML stream of one or more documents separated by `---` (empty
+//!   documents are skipped),
+//! - JSON: one object, or several one after the other,
+//!
+//! where any object may be a `List` (`kind: List`, or `DaemonSetList`, …)
+//! whose `items` are read in its place. Each object is dispatched on its
+//! `apiVersion` and `kind` into a [`Manifest`]; a namespaced object without
+//! a namespace gets `default`, a node's namespace is dropped (nodes belong
+//! to no namespace, as the API server does).
+//!
+//! Every problem of every document is reported, with the document's
+//! position, so that a multi-document apply can be refused whole before
+//! anything is written.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::apps_v1::{ControllerRevision, DaemonSet};
+use crate::core_v1::{Event, Node, Pod};
+use crate::meta::ObjectMeta;
+use crate::unknown::{unknown_fields, UnknownField};
+use crate::validation::{self, Invalid};
+use crate::{Resource, DEFAULT_NAMESPACE};
+
+/// One object of a manifest file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Manifest {
+    /// An `apps/v1` DaemonSet.
+    DaemonSet(Box<DaemonSet>),
+    /// A `v1` Pod.
+    Pod(Box<Pod>),
+    /// A `v1` Node.
+    Node(Box<Node>),
+    /// An `apps/v1` ControllerRevision.
+    ControllerRevision(Box<ControllerRevision>),
+    /// A `v1` Event.
+    Event(Box<Event>),
+}
+
+/// Where a document sits in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The document's number in the stream, from 1 (empty YAML documents
+    /// are not counted).
+    pub document: usize,
+    /// The item's index in a `List` document, from 0.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.document)?;
+        if let Some(item) = self.item {
+            write!(f, ", items[{item}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// A document that can't be read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{position}{}: {reason}", describe_object(.api_version, .kind, .name))]
+pub struct DocumentError {
+    /// Where the document is.
+    pub position: Position,
+    /// Its `apiVersion`, if it has one.
+    pub api_version: Option<String>,
+    /// Its `kind`, if it has one.
+    pub kind: Option<String>,
+    /// Its `metadata.name`, if it has one.
+    pub name: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+fn describe_object(
+    api_version: &Option<String>,
+    kind: &Option<String>,
+    name: &Option<String>,
+) -> String {
+    let mut out = String::new();
+    if let Some(kind) = kind {
+        out.push_str(" (");
+        if let Some(version) = api_version {
+            out.push_str(version);
+            out.push(' ');
+        }
+        out.push_str(kind);
+        if let Some(name) = name {
+            out.push_str(&format!(" {name:?}"));
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Why a manifest file can't be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The text is not YAML.
+    #[error("invalid YAML: {0}")]
+    Yaml(String),
+    /// The text looks like JSON (it starts with `{`) but is not.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// Some documents can't be read (all of them are listed).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Documents(Vec<DocumentError>),
+}
+
+/// Kinds that run pods by replicas, which drover refuses with a pointer to
+/// what it does instead.
+const REPLICA_KINDS: &[&str] = &[
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "Job",
+    "CronJob",
+];
+
+/// Reads the objects of a YAML stream or of JSON (see the module
+/// documentation). Returns every object, in order, or every problem.
+///
+/// ```
+/// let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
+/// let err = drover_api::parse_manifests(text).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "document 1 (apps/v1 Deployment \"web\"): kind Deployment is not supported by drover; \
+///      it runs DaemonSets and Pods (a DaemonSet puts one pod on every eligible node, \
+///      which a Deployment with pod anti-affinity only approximates)"
+/// );
+/// ```
+pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ParseError> {
+    let documents = read_documents(text)?;
+    let mut manifests = Vec::new();
+    let mut errors = Vec::new();
+    for (index, document) in documents.into_iter().enumerate() {
+        let position = Position {
+            document: index + 1,
+            item: None,
+        };
+        collect(document, position, true, &mut manifests, &mut errors);
+    }
+    if errors.is_empty() {
+        Ok(manifests)
+    } else {
+        Err(ParseError::Documents(errors))
+    }
+}
+
+fn read_documents(text: &str) -> Result<Vec<Value>, ParseError> {
+    if text.trim_start().starts_with('{') {
+        serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ParseError::Json(e.to_string()))
+    } else {
+        let documents: Vec<Value> =
+            serde_saphyr::from_multiple(text).map_err(|e| ParseError::Yaml(e.to_string()))?;
+        Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+    }
+}
+
+fn string_field(object: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    object.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn collect(
+    document: Value,
+    position: Position,
+    top_level: bool,
+    manifests: &mut Vec<Manifest>,
+    errors: &mut Vec<DocumentError>,
+) {
+    let error = |api_version: Option<String>,
+                 kind: Option<String>,
+                 name: Option<String>,
+                 reason: String| {
+        DocumentError {
+            position,
+            api_version,
+            kind,
+            name,
+            reason,
+        }
+    };
+    let Value::Object(object) = document else {
+        errors.push(error(
+            None,
+            None,
+            None,
+            format!(
+                "expected an object with apiVersion and kind, found {}",
+                json_type(&document)
+            ),
+        ));
+        return;
+    };
+    let api_version = string_field(&object, "apiVersion");
+    let kind = string_field(&object, "kind");
+    let name = object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let (Some(version), Some(kind_name)) = (api_version.clone(), kind.clone()) else {
+        let missing = match (&api_version, &kind) {
+            (None, None) => "apiVersion and kind are missing",
+            (None, _) => "apiVersion is missing",
+            _ => "kind is missing",
+        };
+        errors.push(error(
+            api_version,
+            kind,
+            name,
+            format!("{missing} (every object needs both)"),
+        ));
+        return;
+    };
+    if kind_name == "List" || (kind_name.ends_with("List") && object.contains_key("items")) {
+        if !top_level {
+            errors.push(error(
+                api_version,
+                kind,
+                name,
+                "a List inside a List is not supported".into(),
+            ));
+            return;
+        }
+        match object.get("items") {
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let position = Position {
+                        document: position.document,
+                        item: Some(i),
+                    };
+                    collect(item.clone(), position, false, manifests, errors);
+                }
+            }
+            None | Some(Value::Null) => {}
+            Some(other) => errors.push(error(
+                api_version,
+                kind,
+                name,
+                format!("items: expected an array, found {}", json_type(other)),
+            )),
+        }
+        return;
+    }
+    let value = Value::Object(object);
+    let result = match (version.as_str(), kind_name.as_str()) {
+        ("apps/v1", "DaemonSet") => typed::<DaemonSet>(&value).map(|o| Manifest::DaemonSet(Box::new(o))),
+        ("v1", "Pod") => typed::<Pod>(&value).map(|o| Manifest::Pod(Box::new(o))),
+        ("v1", "Node") => typed::<Node>(&value).map(|o| Manifest::Node(Box::new(o))),
+        ("apps/v1", "ControllerRevision") => {
+            typed::<ControllerRevision>(&value).map(|o| Manifest::ControllerRevision(Box::new(o)))
+        }
+        ("v1", "Event") => typed::<Event>(&value).map(|o| Manifest::Event(Box::new(o))),
+        (_, "DaemonSet" | "ControllerRevision") => Err(format!(
+            "no matches for kind {kind_name:?} in version {version:?}: drover serves it as apps/v1"
+        )),
+        (_, "Pod" | "Node" | "Event") => Err(format!(
+            "no matches for kind {kind_name:?} in version {version:?}: drover serves it as v1"
+        )),
+        (_, other) if REPLICA_KINDS.contains(&other) => Err(format!(
+            "kind {other} is not supported by drover; it runs DaemonSets and Pods \
+             (a DaemonSet puts one pod on every eligible node, which a {other} with pod anti-affinity only approximates)"
+        )),
+        (_, "Namespace") => Err(
+            "kind Namespace is not supported by drover; namespaces are created on first use".into(),
+        ),
+        (_, other) => Err(format!(
+            "kind {other} is not supported by drover; it runs DaemonSets and Pods"
+        )),
+    };
+    match result {
+        Ok(mut manifest) => {
+            manifest.default_namespace();
+            manifests.push(manifest);
+        }
+        Err(reason) => errors.push(error(api_version, kind, name, reason)),
+    }
+}
+
+fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Manifest {
+    /// `kind`, e.g. `DaemonSet`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Manifest::DaemonSet(_) => DaemonSet::KIND,
+            Manifest::Pod(_) => Pod::KIND,
+            Manifest::Node(_) => Node::KIND,
+            Manifest::ControllerRevision(_) => ControllerRevision::KIND,
+            Manifest::Event(_) => Event::KIND,
+        }
+    }
+
+    /// `apiVersion`, e.g. `apps/v1`.
+    pub fn api_version(&self) -> &'static str {
+        match self {
+            Manifest::DaemonSet(_) => DaemonSet::API_VERSION,
+            Manifest::Pod(_) => Pod::API_VERSION,
+            Manifest::Node(_) => Node::API_VERSION,
+            Manifest::ControllerRevision(_) => ControllerRevision::API_VERSION,
+            Manifest::Event(_) => Event::API_VERSION,
+        }
+    }
+
+    /// Whether the kind lives in a namespace (all but nodes).
+    pub fn namespaced(&self) -> bool {
+        !matches!(self, Manifest::Node(_))
+    }
+
+    /// The object's metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Manifest::DaemonSet(o) => &o.metadata,
+            Manifest::Pod(o) => &o.metadata,
+            Manifest::Node(o) => &o.metadata,
+            Manifest::ControllerRevision(o) => &o.metadata,
+            Manifest::Event(o) => &o.metadata,
+        }
+    }
+
+    /// The object's metadata, to change.
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Manifest::DaemonSet(o) => &mut o.metadata,
+            Manifest::Pod(o) => &mut o.metadata,
+            Manifest::Node(o) => &mut o.metadata,
+            Manifest::ControllerRevision(o) => &mut o.metadata,
+            Manifest::Event(o) => &mut o.metadata,
+        }
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.metadata().name
+    }
+
+    /// `metadata.namespace` (empty for nodes).
+    pub fn namespace(&self) -> &str {
+        &self.metadata().namespace
+    }
+
+    /// How kubectl names the object: `daemonset.apps/NAME`, `pod/NAME`,
+    /// `node/NAME`.
+    pub fn reference(&self) -> String {
+        let (kind, group) = match self {
+            Manifest::DaemonSet(_) => ("daemonset", DaemonSet::GROUP),
+            Manifest::Pod(_) => ("pod", Pod::GROUP),
+            Manifest::Node(_) => ("node", Node::GROUP),
+            Manifest::ControllerRevision(_) => ("controllerrevision", ControllerRevision::GROUP),
+            Manifest::Event(_) => ("event", Event::GROUP),
+        };
+        if group.is_empty() {
+            format!("{kind}/{}", self.name())
+        } else {
+            format!("{kind}.{group}/{}", self.name())
+        }
+    }
+
+    /// Gives a namespaced object without a namespace `default`, and drops
+    /// the namespace of a node.
+    pub fn default_namespace(&mut self) {
+        let namespaced = self.namespaced();
+        let meta = self.metadata_mut();
+        if !namespaced {
+            meta.namespace.clear();
+        } else if meta.namespace.is_empty() {
+            meta.namespace = DEFAULT_NAMESPACE.to_owned();
+        }
+    }
+
+    /// The fields drover keeps but does not act on, for `apply` to warn about.
+    pub fn unknown_fields(&self) -> Vec<UnknownField> {
+        match self {
+            Manifest::DaemonSet(o) => unknown_fields(o.as_ref()),
+            Manifest::Pod(o) => unknown_fields(o.as_ref()),
+            Manifest::Node(o) => unknown_fields(o.as_ref()),
+            Manifest::ControllerRevision(o) => unknown_fields(o.as_ref()),
+            Manifest::Event(o) => unknown_fields(o.as_ref()),
+        }
+    }
+
+    /// Validates the object (see [`crate::validation`]).
+    pub fn validate(&self) -> Result<(), Invalid> {
+        validation::validate_manifest(self)
+    }
+
+    /// Reads one object from a JSON value, dispatching on `apiVersion` and
+    /// `kind` (no namespace defaulting; a `List` is refused).
+    pub fn from_value(value: Value) -> Result<Self, DocumentError> {
+        let mut manifests = Vec::new();
+        let mut errors = Vec::new();
+        let position = Position {
+            document: 1,
+            item: None,
+        };
+        let is_list = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k == "List" || (k.ends_with("List") && value.get("items").is_some()));
+        if is_list {
+            return Err(DocumentError {
+                position,
+                api_version: value
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                kind: value.get("kind").and_then(Value::as_str).map(str::to_owned),
+                name: None,
+                reason: "expected one object, found a List".into(),
+            });
+        }
+        collect(value, position, true, &mut manifests, &mut errors);
+        if let Some(error) = errors.into_iter().next() {
+            return Err(error);
+        }
+        match manifests.pop() {
+            Some(manifest) if manifests.is_empty() => Ok(manifest),
+            _ => Err(DocumentError {
+                position,
+                api_version: None,
+                kind: None,
+                name: None,
+                reason: "expected exactly one object".into(),
+            }),
+        }
+    }
+}
+
+impl Serialize for Manifest {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Manifest::DaemonSet(o) => o.serialize(serializer),
+            Manifest::Pod(o) => o.serialize(serializer),
+            Manifest::Node(o) => o.serialize(serializer),
+            Manifest::ControllerRevision(o) => o.serialize(serializer),
+            Manifest::Event(o) => o.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Manifest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Manifest::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+macro_rules! manifest_from {
+    ($($variant:ident),*) => {
+        $(impl From<$variant> for Manifest {
+            fn from(object: $variant) -> Self {
+                Manifest::$variant(Box::new(object))
+            }
+        })*
+    };
+}
+manifest_from!(DaemonSet, Pod, Node, ControllerRevision, Event);
