@@ -262,6 +262,7 @@ impl store_server::Store for StoreSvc {
                         return Ok(Response::new(pb::WriteResponse {
                             revision: w.revision,
                             kv: Some(w.kv),
+                            replayed: w.replayed,
                         }))
                     }
                     Err(StoreError::NotLeader { leader }) => {

@@ -22,6 +22,8 @@ pub struct WriteResult {
     /// to a retried write (same client request id) has no value, only the key
     /// and revisions.
     pub kv: KeyValue,
+    /// True when this answers a retry from the first attempt's record.
+    pub replayed: bool,
 }
 
 /// One applied request of a proposal, to be answered on its origin member.
@@ -257,6 +259,7 @@ impl<'a> Applier<'a> {
                 return Ok(Ok(WriteResult {
                     revision: rev,
                     kv: answer,
+                    replayed: false,
                 }));
             }
         };
@@ -267,7 +270,11 @@ impl<'a> Applier<'a> {
             r#type: ev as i32,
             kv: Some(kv.clone()),
         });
-        Ok(Ok(WriteResult { revision: rev, kv }))
+        Ok(Ok(WriteResult {
+            revision: rev,
+            kv,
+            replayed: false,
+        }))
     }
 }
 
@@ -312,6 +319,7 @@ fn replay(r: DedupRecord) -> Result<WriteResult> {
         0 => Ok(WriteResult {
             revision: r.revision,
             kv,
+            replayed: true,
         }),
         1 => Err(Error::AlreadyExists { key: kv.key }),
         2 => Err(Error::NotFound { key: kv.key }),
@@ -595,6 +603,8 @@ mod tests {
         assert_eq!(first[0].as_ref().unwrap().revision, 2);
         assert_eq!(again[0].as_ref().unwrap().revision, 2);
         assert_eq!(again[0].as_ref().unwrap().kv.key, "/x");
+        assert!(again[0].as_ref().unwrap().replayed);
+        assert!(!first[0].as_ref().unwrap().replayed);
         assert_eq!(get(&t, "/x").unwrap().unwrap().mod_revision, 2);
         assert_eq!(read_history(&t, 0, "").unwrap().len(), 1);
         // A refused write is answered with the same refusal.

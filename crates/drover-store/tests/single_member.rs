@@ -236,6 +236,7 @@ async fn idempotent_retry_is_applied_once() {
         (b.revision, b.kv.mod_revision)
     );
     assert_eq!(b.kv.key, "/i");
+    assert!(b.replayed && !a.replayed);
     assert_eq!(s.applied(), a.revision + 1, "the retry was one more entry");
     let (kv, _) = s.get("/i", Consistency::Local).await.unwrap();
     assert_eq!(kv.unwrap().mod_revision, a.revision, "and changed nothing");
