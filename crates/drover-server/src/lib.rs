@@ -15,13 +15,15 @@
 pub mod auth;
 pub mod http;
 pub mod identity;
+pub mod objects;
 pub mod service;
 pub mod transport;
 
 use anyhow::{bail, Context, Result};
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::{
-    cluster_server::ClusterServer, raft_server::RaftServer, store_server::StoreServer,
+    cluster_server::ClusterServer, objects_server::ObjectsServer, raft_server::RaftServer,
+    store_server::StoreServer,
 };
 use drover_store::{Init, Member, Store, StoreConfig};
 use identity::Identity;
@@ -335,8 +337,15 @@ impl Server {
     /// Stops serving and closes the store.
     pub async fn shutdown(&mut self) {
         let _ = self.shutdown.send(true);
-        for t in self.tasks.drain(..) {
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        // In-flight calls get a moment; long-lived streams (watches, agents)
+        // are cut, their clients reconnect elsewhere.
+        for mut t in self.tasks.drain(..) {
+            if tokio::time::timeout(Duration::from_secs(1), &mut t)
+                .await
+                .is_err()
+            {
+                t.abort();
+            }
         }
         self.store.shutdown().await;
     }
@@ -364,6 +373,11 @@ async fn serve_grpc(l: TcpListener, ctx: Arc<service::Ctx>, mut stop: watch::Rec
                 .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServer::new(service::ClusterSvc(ctx.clone())))
+        .add_service(
+            ObjectsServer::new(objects::ObjectsSvc(objects::Objects::new(ctx.clone())))
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        )
         .add_service(
             RaftServer::new(service::RaftSvc(ctx))
                 .max_decoding_message_size(MAX_MESSAGE)

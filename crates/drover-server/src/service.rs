@@ -72,7 +72,7 @@ impl Ctx {
         }
     }
 
-    fn admin<T>(&self, req: &Request<T>, what: &str) -> Result<(), Status> {
+    pub fn admin<T>(&self, req: &Request<T>, what: &str) -> Result<(), Status> {
         let token = self
             .admin_token
             .read()
@@ -127,12 +127,112 @@ impl Ctx {
         }
     }
 
+    /// Runs a read, waiting out elections and unconfirmed ReadIndex rounds.
+    pub async fn read<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        let deadline = self.deadline();
+        loop {
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(StoreError::NotLeader { leader: None }) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if self.store.wait_leader(left).await.is_none() {
+                        return Err(Status::unavailable(
+                            "no leader is elected, so a linearizable read is impossible; retry, or read with --local",
+                        ));
+                    }
+                }
+                Err(e @ StoreError::Unavailable(_)) => {
+                    if !pause(deadline).await {
+                        return Err(status_of(e));
+                    }
+                }
+                Err(e) => return Err(status_of(e)),
+            }
+        }
+    }
+
+    /// Applies a write on the leader: here, or forwarded with `token` (the
+    /// caller's, or this member's admin token) to the leader. A write with a
+    /// request id is retried across leader changes (applied at most once).
+    pub async fn write(
+        &self,
+        body: pb::WriteRequest,
+        token: Option<&str>,
+        hops: u32,
+    ) -> Result<pb::WriteResponse, Status> {
+        let op = body.op.clone().filter(|o| o.op.is_some()).ok_or_else(|| {
+            Status::invalid_argument("op: one of create, update or delete is required")
+        })?;
+        let own_token;
+        let token = match token {
+            Some(t) => Some(t),
+            None => {
+                own_token = self
+                    .admin_token
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                Some(own_token.as_str())
+            }
+        };
+        let deadline = self.deadline();
+        let mut hint = None;
+        loop {
+            let err = match self.route(hint, deadline).await? {
+                Route::Local => match self.store.write(op.clone(), body.request_id).await {
+                    Ok(w) => {
+                        return Ok(pb::WriteResponse {
+                            revision: w.revision,
+                            kv: Some(w.kv),
+                            replayed: w.replayed,
+                        })
+                    }
+                    Err(StoreError::NotLeader { leader }) => {
+                        hint = leader;
+                        Status::unavailable("not the leader")
+                    }
+                    Err(StoreError::Ambiguous) if body.request_id != 0 => {
+                        hint = None;
+                        Status::unavailable(StoreError::Ambiguous.to_string())
+                    }
+                    Err(e) => return Err(status_of(e)),
+                },
+                Route::Forward(ch) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let fwd = forwarded(body.clone(), token, hops, left)?;
+                    let mut c = StoreClient::new(ch)
+                        .max_decoding_message_size(MAX_MESSAGE)
+                        .max_encoding_message_size(MAX_MESSAGE);
+                    match c.write(fwd).await {
+                        Ok(r) => return Ok(r.into_inner()),
+                        Err(s)
+                            if retryable(&s)
+                                && (body.request_id != 0
+                                    || s.message().contains("not the leader")) =>
+                        {
+                            hint = None;
+                            s
+                        }
+                        Err(s) => return Err(s),
+                    }
+                }
+            };
+            if !pause(deadline).await {
+                return Err(err);
+            }
+        }
+    }
+
     fn deadline(&self) -> Instant {
         Instant::now() + self.timeout
     }
 }
 
-fn hops<T>(req: &Request<T>) -> u32 {
+pub fn hops<T>(req: &Request<T>) -> u32 {
     req.metadata()
         .get(HOPS)
         .and_then(|v| v.to_str().ok())
@@ -184,35 +284,6 @@ async fn pause(deadline: Instant) -> bool {
 
 pub struct StoreSvc(pub std::sync::Arc<Ctx>);
 
-impl StoreSvc {
-    async fn read<T, F, Fut>(&self, f: F) -> Result<T, Status>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, StoreError>>,
-    {
-        let deadline = self.0.deadline();
-        loop {
-            match f().await {
-                Ok(v) => return Ok(v),
-                Err(StoreError::NotLeader { leader: None }) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if self.0.store.wait_leader(left).await.is_none() {
-                        return Err(Status::unavailable(
-                            "no leader is elected, so a linearizable read is impossible; retry, or read with --local",
-                        ));
-                    }
-                }
-                Err(e @ StoreError::Unavailable(_)) => {
-                    if !pause(deadline).await {
-                        return Err(status_of(e));
-                    }
-                }
-                Err(e) => return Err(status_of(e)),
-            }
-        }
-    }
-}
-
 #[tonic::async_trait]
 impl store_server::Store for StoreSvc {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
@@ -223,7 +294,7 @@ impl store_server::Store for StoreSvc {
         } else {
             Consistency::Linearizable
         };
-        let (kv, revision) = self.read(|| self.0.store.get(&r.key, c)).await?;
+        let (kv, revision) = self.0.read(|| self.0.store.get(&r.key, c)).await?;
         Ok(Response::new(pb::GetResponse { kv, revision }))
     }
 
@@ -238,7 +309,7 @@ impl store_server::Store for StoreSvc {
         } else {
             Consistency::Linearizable
         };
-        let (kvs, revision) = self.read(|| self.0.store.list(&r.prefix, c)).await?;
+        let (kvs, revision) = self.0.read(|| self.0.store.list(&r.prefix, c)).await?;
         Ok(Response::new(pb::ListResponse { kvs, revision }))
     }
 
@@ -250,55 +321,8 @@ impl store_server::Store for StoreSvc {
         let hops = hops(&req);
         let token = auth::token_of(&req).map(str::to_string);
         let body = req.into_inner();
-        let op = body.op.clone().filter(|o| o.op.is_some()).ok_or_else(|| {
-            Status::invalid_argument("op: one of create, update or delete is required")
-        })?;
-        let deadline = self.0.deadline();
-        let mut hint = None;
-        loop {
-            let err = match self.0.route(hint, deadline).await? {
-                Route::Local => match self.0.store.write(op.clone(), body.request_id).await {
-                    Ok(w) => {
-                        return Ok(Response::new(pb::WriteResponse {
-                            revision: w.revision,
-                            kv: Some(w.kv),
-                            replayed: w.replayed,
-                        }))
-                    }
-                    Err(StoreError::NotLeader { leader }) => {
-                        hint = leader;
-                        Status::unavailable("not the leader")
-                    }
-                    Err(StoreError::Ambiguous) if body.request_id != 0 => {
-                        hint = None;
-                        Status::unavailable(StoreError::Ambiguous.to_string())
-                    }
-                    Err(e) => return Err(status_of(e)),
-                },
-                Route::Forward(ch) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let fwd = forwarded(body.clone(), token.as_deref(), hops, left)?;
-                    let mut c = StoreClient::new(ch)
-                        .max_decoding_message_size(MAX_MESSAGE)
-                        .max_encoding_message_size(MAX_MESSAGE);
-                    match c.write(fwd).await {
-                        Ok(r) => return Ok(r),
-                        Err(s)
-                            if retryable(&s)
-                                && (body.request_id != 0
-                                    || s.message().contains("not the leader")) =>
-                        {
-                            hint = None;
-                            s
-                        }
-                        Err(s) => return Err(s),
-                    }
-                }
-            };
-            if !pause(deadline).await {
-                return Err(err);
-            }
-        }
+        let r = self.0.write(body, token.as_deref(), hops).await?;
+        Ok(Response::new(r))
     }
 
     type WatchStream = ReceiverStream<Result<pb::WatchResponse, Status>>;
