@@ -12,6 +12,7 @@
 //! as soon as the member serves, and `client.yaml` again whenever the
 //! membership changes.
 
+pub mod agents;
 pub mod auth;
 pub mod http;
 pub mod identity;
@@ -22,8 +23,8 @@ pub mod transport;
 use anyhow::{bail, Context, Result};
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::{
-    cluster_server::ClusterServer, objects_server::ObjectsServer, raft_server::RaftServer,
-    store_server::StoreServer,
+    agent_server::AgentServer, cluster_server::ClusterServer, objects_server::ObjectsServer,
+    raft_server::RaftServer, store_server::StoreServer,
 };
 use drover_store::{Init, Member, Store, StoreConfig};
 use identity::Identity;
@@ -82,6 +83,8 @@ pub const DEFAULT_HTTP: &str = "127.0.0.1:7680";
 /// A running member.
 pub struct Server {
     pub store: Store,
+    /// What the services share (heartbeats, tokens, forwarding).
+    pub ctx: Arc<service::Ctx>,
     pub identity: Identity,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
@@ -218,13 +221,17 @@ impl Server {
             timeout,
         ));
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let index = agents::PodIndex::default();
         let tasks = vec![
-            tokio::spawn(serve_grpc(grpc_l, ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(index.clone().run(store.clone(), shutdown_rx.clone())),
+            tokio::spawn(agents::relay_heartbeats(ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(serve_grpc(grpc_l, ctx.clone(), index, shutdown_rx.clone())),
             tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())),
         ];
 
         let mut server = Server {
             store,
+            ctx: ctx.clone(),
             identity,
             grpc_addr,
             http_addr,
@@ -361,7 +368,12 @@ fn server_list(store: &Store, me: &Identity) -> Vec<String> {
     servers
 }
 
-async fn serve_grpc(l: TcpListener, ctx: Arc<service::Ctx>, mut stop: watch::Receiver<bool>) {
+async fn serve_grpc(
+    l: TcpListener,
+    ctx: Arc<service::Ctx>,
+    index: agents::PodIndex,
+    mut stop: watch::Receiver<bool>,
+) {
     use auth::MAX_MESSAGE;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
     let r = tonic::transport::Server::builder()
@@ -373,6 +385,11 @@ async fn serve_grpc(l: TcpListener, ctx: Arc<service::Ctx>, mut stop: watch::Rec
                 .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServer::new(service::ClusterSvc(ctx.clone())))
+        .add_service(AgentServer::new(agents::AgentSvc {
+            ctx: ctx.clone(),
+            objects: objects::Objects::new(ctx.clone()),
+            index,
+        }))
         .add_service(
             ObjectsServer::new(objects::ObjectsSvc(objects::Objects::new(ctx.clone())))
                 .max_decoding_message_size(MAX_MESSAGE)

@@ -383,6 +383,88 @@ impl Objects {
         )))
     }
 
+    /// Creates one object (defaults, validation, identity); ALREADY_EXISTS
+    /// when the name is taken.
+    pub async fn create(&self, mut m: Manifest) -> Result<Manifest, Status> {
+        m.default_namespace();
+        defaults::default_manifest(&mut m);
+        validate_manifest(&m).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let kind = Kind::of(&m);
+        let meta = m.metadata_mut();
+        meta.uid = new_uid();
+        meta.creation_timestamp = Some(now_rfc3339());
+        meta.generation = Some(1);
+        let w = self
+            .write(op::Op::Create(pb::Create {
+                key: key(kind, m.namespace(), m.name()),
+                value: encode(&m)?,
+            }))
+            .await
+            .map_err(|s| {
+                if s.code() == tonic::Code::AlreadyExists {
+                    Status::already_exists(format!(
+                        "{} {:?} already exists",
+                        kind.resource(),
+                        m.name()
+                    ))
+                } else {
+                    s
+                }
+            })?;
+        m.metadata_mut().resource_version = w.revision.to_string();
+        Ok(m)
+    }
+
+    /// Replaces the status of one object (read, set, compare-and-swap,
+    /// retried on conflict). With a non-empty `uid`, a different incarnation
+    /// of the object is left alone (NOT_FOUND).
+    pub async fn update_status(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        status: Value,
+    ) -> Result<Manifest, Status> {
+        let k = key(kind, namespace, name);
+        for _ in 0..5 {
+            let Some(kv) = self.read(&k).await? else {
+                return Err(not_found(kind, name));
+            };
+            let old = decode(&kv)?;
+            if !uid.is_empty() && old.metadata().uid != uid {
+                return Err(not_found(kind, name));
+            }
+            let mut v = serde_json::to_value(&old)
+                .map_err(|e| Status::internal(format!("cannot encode {}: {e}", old.reference())))?;
+            if v.get("status") == Some(&status) {
+                return Ok(old);
+            }
+            v["status"] = status.clone();
+            let new = Manifest::from_value(v)
+                .map_err(|e| Status::invalid_argument(format!("status: {e}")))?;
+            let r = self
+                .write(op::Op::Update(pb::Update {
+                    key: k.clone(),
+                    value: encode(&new)?,
+                    expected_revision: kv.mod_revision,
+                    upsert: false,
+                }))
+                .await;
+            match r {
+                Ok(w) => {
+                    let mut new = new;
+                    new.metadata_mut().resource_version = w.revision.to_string();
+                    return Ok(new);
+                }
+                Err(s) if s.code() == tonic::Code::Aborted => continue,
+                Err(s) if s.code() == tonic::Code::NotFound => return Err(not_found(kind, name)),
+                Err(s) => return Err(s),
+            }
+        }
+        Err(conflict(kind, name))
+    }
+
     /// Replaces one object; compare-and-swap when it carries a resourceVersion.
     pub async fn update(&self, mut m: Manifest) -> Result<Manifest, Status> {
         m.default_namespace();

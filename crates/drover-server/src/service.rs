@@ -52,6 +52,8 @@ pub struct Ctx {
     pub admin_token: RwLock<String>,
     pub join_token: String,
     pub timeout: Duration,
+    /// Node heartbeats heard here (and, on the leader, relayed here).
+    pub heartbeats: crate::agents::Heartbeats,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -68,6 +70,7 @@ impl Ctx {
             admin_token: RwLock::new(admin_token),
             join_token,
             timeout,
+            heartbeats: Default::default(),
             channels: Mutex::new(HashMap::new()),
         }
     }
@@ -86,7 +89,7 @@ impl Ctx {
         auth::check(req, &token, what)
     }
 
-    fn channel(&self, addr: &str) -> Result<Channel, Status> {
+    pub fn channel(&self, addr: &str) -> Result<Channel, Status> {
         let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = ch.get(addr) {
             return Ok(c.clone());
@@ -582,5 +585,14 @@ impl raft_server::Raft for RaftSvc {
             store.step(msg).map_err(status_of)?;
         }
         Ok(Response::new(pb::RaftAck {}))
+    }
+
+    async fn heartbeats(
+        &self,
+        req: Request<pb::HeartbeatBatch>,
+    ) -> Result<Response<pb::HeartbeatAck>, Status> {
+        auth::check(&req, &self.0.join_token, "relayed heartbeats")?;
+        self.0.heartbeats.beat_all(&req.into_inner().nodes);
+        Ok(Response::new(pb::HeartbeatAck {}))
     }
 }

@@ -1,0 +1,216 @@
+//! An agent session against a one-member server, driven by hand over gRPC:
+//! hello registers the Node, the server pushes the node's pods as they
+//! change, status reports are written, heartbeats are recorded in memory,
+//! and leave deletes the Node.
+
+use drover_proto::v1::agent_client::AgentClient;
+use drover_proto::v1::objects_client::ObjectsClient;
+use drover_proto::v1::{self as pb, agent_message, server_message};
+use drover_server::{Server, ServerOptions};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tonic::{Code, Request};
+
+fn authed<T>(body: T, token: &str) -> Request<T> {
+    let mut r = Request::new(body);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+fn msg(m: agent_message::Msg) -> pb::AgentMessage {
+    pb::AgentMessage { msg: Some(m) }
+}
+
+async fn next_pods(s: &mut tonic::Streaming<pb::ServerMessage>) -> Vec<Value> {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(5), s.message())
+            .await
+            .expect("a message in time")
+            .expect("stream ok")
+            .expect("stream open");
+        if let Some(server_message::Msg::Pods(p)) = m.msg {
+            return p
+                .pods
+                .iter()
+                .map(|b| serde_json::from_slice(b).unwrap())
+                .collect();
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = ServerOptions::new(tmp.path().join("s"));
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    let server = Server::start(o).await.unwrap();
+    let admin = server.identity.admin_token.clone();
+    let join = server.identity.join_token.clone();
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut objects = ObjectsClient::new(ch.clone());
+    let mut agent = AgentClient::new(ch);
+
+    // The admin token is not the join token.
+    let (tx0, rx0) = tokio::sync::mpsc::channel(4);
+    let e = agent
+        .session(authed(
+            tokio_stream::wrappers::ReceiverStream::new(rx0),
+            &admin,
+        ))
+        .await
+        .expect_err("admin token refused");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    drop(tx0);
+
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "edge-1", "labels": {"zone": "a"}},
+        "spec": {"taints": [{"key": "dedicated", "value": "edge", "effect": "NoSchedule"}]},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]}
+    });
+    tx.send(msg(agent_message::Msg::Hello(pb::Hello {
+        node: serde_json::to_vec(&node).unwrap(),
+        agent_version: "test".into(),
+    })))
+    .await
+    .unwrap();
+    let mut down = agent
+        .session(authed(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            &join,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = down.message().await.unwrap().unwrap();
+    match first.msg {
+        Some(server_message::Msg::Welcome(w)) => {
+            assert_eq!(w.node, "edge-1");
+            assert_eq!(w.heartbeat_interval_ms, 1000);
+        }
+        other => panic!("expected welcome, got {other:?}"),
+    }
+    assert!(next_pods(&mut down).await.is_empty());
+    assert!(server.ctx.heartbeats.snapshot().contains_key("edge-1"));
+
+    // The Node exists with the agent's labels, taints and a Ready condition.
+    let get = |kind: &str, name: &str| pb::ObjectRef {
+        kind: kind.into(),
+        namespace: String::new(),
+        name: name.into(),
+    };
+    let n: Value = serde_json::from_slice(
+        &objects
+            .get(authed(get("no", "edge-1"), &admin))
+            .await
+            .unwrap()
+            .into_inner()
+            .object,
+    )
+    .unwrap();
+    assert_eq!(n["metadata"]["labels"]["zone"], "a");
+    assert_eq!(n["spec"]["taints"][0]["key"], "dedicated");
+    assert_eq!(n["status"]["conditions"][0]["type"], "Ready");
+    assert_eq!(n["status"]["conditions"][0]["status"], "True");
+
+    // A pod bound to the node is pushed; one bound elsewhere is not.
+    let pods = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  nodeName: edge-1\n  containers: [{name: c, image: busybox}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  nodeName: edge-2\n  containers: [{name: c, image: busybox}]\n";
+    objects
+        .apply(authed(
+            pb::ApplyRequest {
+                manifests: pods.into(),
+                dry_run: false,
+            },
+            &admin,
+        ))
+        .await
+        .unwrap();
+    let mut got = next_pods(&mut down).await;
+    while got.is_empty() {
+        got = next_pods(&mut down).await;
+    }
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["metadata"]["name"], "web");
+    let uid = got[0]["metadata"]["uid"].as_str().unwrap().to_string();
+
+    // Status reports are written; one for another incarnation is dropped.
+    let status = json!({"phase": "Running", "podIP": "10.0.0.7"});
+    tx.send(msg(agent_message::Msg::Statuses(pb::PodStatuses {
+        pods: vec![
+            pb::PodStatusUpdate {
+                namespace: "default".into(),
+                name: "web".into(),
+                uid: uid.clone(),
+                status: serde_json::to_vec(&status).unwrap(),
+            },
+            pb::PodStatusUpdate {
+                namespace: "default".into(),
+                name: "other".into(),
+                uid: "not-its-uid".into(),
+                status: serde_json::to_vec(&status).unwrap(),
+            },
+        ],
+    })))
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let p: Value = serde_json::from_slice(
+            &objects
+                .get(authed(get("po", "web"), &admin))
+                .await
+                .unwrap()
+                .into_inner()
+                .object,
+        )
+        .unwrap();
+        if p["status"]["phase"] == "Running" {
+            assert_eq!(
+                p["metadata"]["generation"], 1,
+                "status writes leave generation alone"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "status not written");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other: Value = serde_json::from_slice(
+        &objects
+            .get(authed(get("po", "other"), &admin))
+            .await
+            .unwrap()
+            .into_inner()
+            .object,
+    )
+    .unwrap();
+    assert!(
+        other["status"]["phase"].is_null(),
+        "a report for another uid is dropped"
+    );
+
+    // Leave deletes the Node.
+    tx.send(msg(agent_message::Msg::Leave(pb::Leave {})))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match objects.get(authed(get("no", "edge-1"), &admin)).await {
+            Err(e) if e.code() == Code::NotFound => break,
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node not deleted on leave"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut server = server;
+    server.shutdown().await;
+}
