@@ -1,0 +1,598 @@
+//! The DaemonSet planner: one pod on every eligible node, as a pure diff of
+//! the desired placement against the pods that exist.
+//!
+//! It follows Kubernetes' daemon controller
+//! (`pkg/controller/daemon/daemon_controller.go`) rule for rule, and
+//! Nomad's system scheduler in shape: [`plan`] takes everything it needs as
+//! values (the nodes, one DaemonSet, the pods, the failed-pod backoff, `now`
+//! and an RNG) and returns a [`DaemonSetPlan`] for the loop on the leader
+//! to apply with compare-and-swap writes. Nothing is read from a clock, the
+//! network or the disk, so the same inputs and seed always give the same
+//! plan.
+//!
+//! # Which pods are the DaemonSet's (`getDaemonPods`, `ClaimPods`)
+//!
+//! Pods of the DaemonSet's namespace whose controller reference has the
+//! DaemonSet's UID and whose labels match its selector. A pod it controls
+//! that no longer matches is *released* (owner reference removed; it keeps
+//! running as a bare pod). A matching pod without controller, bound to a
+//! node and not being deleted, is *adopted*, and counts as the DaemonSet's
+//! in the same plan. Pods controlled by anything else are never touched.
+//!
+//! # Per node (`podsShouldBeOnNode`)
+//!
+//! With the node's verdict from [`Eligibility`] (see [`eligibility`]) and
+//! the DaemonSet's pods bound to it — *including pods being deleted*:
+//!
+//! - should run and no pod at all: create one. A pod being deleted still
+//!   counts, so its replacement is created once it is gone, never beside it;
+//! - should continue running:
+//!   - pods being deleted are left alone;
+//!   - a `Failed` pod is deleted (event `FailedDaemonPod`) unless the node
+//!     is in failed-pod backoff (see [`backoff`]), which the deletion then
+//!     extends; the replacement comes with the next plan, once it is gone;
+//!   - a `Succeeded` pod is deleted (event `SucceededDaemonPod`);
+//!   - of the other pods, all but the first in Kubernetes' order (bound,
+//!     oldest, then by name: [`pods::oldest_first`]) are deleted: never two
+//!     pods of one DaemonSet on one node;
+//! - should not continue running (labels, affinity or an untolerated
+//!   `NoExecute` taint): every pod not already being deleted is deleted.
+//!
+//! Pods bound to a node that does not exist, or to no node, are deleted:
+//! Kubernetes leaves bound ones to its pod garbage collector, which drover
+//! does not have.
+//!
+//! # Status (`updateDaemonSetStatus`)
+//!
+//! Computed from the pods as they are (before the plan is applied, as
+//! Kubernetes does; the next plan sees the result): for every node that
+//! should run the pod, `desiredNumberScheduled`; if it has a pod (any, even
+//! being deleted) `currentNumberScheduled`, and its first pod counts for
+//! `numberReady`, `numberAvailable` (ready for longer than
+//! `minReadySeconds`) and `updatedNumberScheduled`; a node that should not
+//! run the pod but has one counts in `numberMisscheduled`;
+//! `numberUnavailable` is desired minus available, and
+//! `observedGeneration` the DaemonSet's generation.
+//!
+//! `updatedNumberScheduled` is the hook for rolling updates: without a
+//! revision ([`PlanInput::revision_hash`] `None`) every scheduled pod counts
+//! as updated; with one, new pods get the `controller-revision-hash` label
+//! and only pods carrying that hash count.
+//!
+//! # Describe
+//!
+//! [`DaemonSetPlan::ineligible_nodes`] lists every node that should not get
+//! a pod, with the reasons (the selector term, the taint) for
+//! `describe ds`.
+
+pub mod backoff;
+pub mod eligibility;
+pub mod pods;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use drover_api::selector::Selector;
+use drover_api::{event_type, DaemonSet, DaemonSetStatus, Event, Node, Pod, PodPhase};
+use rand::RngCore;
+
+pub use backoff::FailedPodBackoff;
+pub use eligibility::{node_should_run_daemon_pod, Eligibility, Ineligibility, NodeEligibility};
+
+use crate::events::{self, namespace_of, reason};
+use crate::time::Timestamp;
+use pods::{is_terminating, oldest_first, Claim};
+
+/// How far past the `minReadySeconds` mark [`DaemonSetPlan::requeue_at`]
+/// lands, since availability needs strictly more than `minReadySeconds`.
+const AVAILABILITY_SLACK: Duration = Duration::from_millis(1);
+
+/// Attempts at a name not already taken before giving up (the store then
+/// refuses the duplicate and the next plan tries again).
+const NAME_ATTEMPTS: usize = 16;
+
+static NO_BACKOFF: FailedPodBackoff = FailedPodBackoff::new();
+
+/// What the planner needs to know, as values.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// The DaemonSet.
+    pub daemon_set: &'a DaemonSet,
+    /// Every node of the cluster.
+    pub nodes: &'a [Node],
+    /// The pods: all of them, or at least those of the DaemonSet's namespace
+    /// that it controls or that match its selector. Pods of other
+    /// namespaces are ignored.
+    pub pods: &'a [Pod],
+    /// The failed-pod backoff the previous plan returned
+    /// ([`DaemonSetPlan::backoff`]), or an empty one.
+    pub backoff: &'a FailedPodBackoff,
+    /// The current time.
+    pub now: Timestamp,
+    /// The hash of the current template revision (its ControllerRevision),
+    /// once rolling updates exist; `None` until then.
+    pub revision_hash: Option<&'a str>,
+}
+
+impl<'a> PlanInput<'a> {
+    /// Input with an empty backoff and no revision.
+    pub fn new(
+        daemon_set: &'a DaemonSet,
+        nodes: &'a [Node],
+        pods: &'a [Pod],
+        now: Timestamp,
+    ) -> Self {
+        PlanInput {
+            daemon_set,
+            nodes,
+            pods,
+            backoff: &NO_BACKOFF,
+            now,
+            revision_hash: None,
+        }
+    }
+
+    /// The same input with the backoff state of the previous plan.
+    pub fn with_backoff(self, backoff: &'a FailedPodBackoff) -> Self {
+        PlanInput { backoff, ..self }
+    }
+
+    /// The same input with a current revision hash.
+    pub fn with_revision_hash(self, revision_hash: &'a str) -> Self {
+        PlanInput {
+            revision_hash: Some(revision_hash),
+            ..self
+        }
+    }
+}
+
+/// A pod to create, with the event to record once it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodCreation {
+    /// The whole pod (name, labels, owner reference, `spec.nodeName`, daemon
+    /// tolerations); the store fills in uid and creation time.
+    pub pod: Pod,
+    /// `SuccessfulCreate`, to record when the create succeeds
+    /// ([`events::failed_create`] otherwise).
+    pub event: Event,
+}
+
+/// A pod to delete, why, and the event to record once it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodDeletion {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's UID: the precondition of the delete (never a namesake).
+    pub uid: String,
+    /// The pod's resource version when planned. An orphan can be adopted
+    /// and deleted in the same plan (as in Kubernetes), which changes it:
+    /// apply adoptions first and delete on `uid`, not on this.
+    pub resource_version: String,
+    /// The node it is bound to (empty when none).
+    pub node_name: String,
+    /// Why it goes.
+    pub reason: DeletionReason,
+    /// `SuccessfulDelete`, to record when the delete succeeds
+    /// ([`events::failed_delete`] otherwise).
+    pub event: Event,
+}
+
+/// Why a daemon pod is deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeletionReason {
+    /// The node should no longer run it: labels or affinity no longer match,
+    /// or a `NoExecute` taint is not tolerated.
+    NotEligible(Vec<Ineligibility>),
+    /// The pod failed; a new one replaces it (with backoff).
+    Failed,
+    /// The pod exited successfully; a new one replaces it.
+    Succeeded,
+    /// Another pod of the DaemonSet runs on the node (the oldest is kept).
+    Duplicate {
+        /// The pod that is kept.
+        kept: String,
+    },
+    /// The pod's node does not exist.
+    NodeGone,
+    /// The pod is bound to no node.
+    Unbound,
+    /// The DaemonSet is deleted.
+    DaemonSetDeleted,
+}
+
+impl fmt::Display for DeletionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeletionReason::NotEligible(reasons) => {
+                f.write_str("the node should no longer run it: ")?;
+                for (i, reason) in reasons.iter().filter(|r| r.evicts()).enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{reason}")?;
+                }
+                Ok(())
+            }
+            DeletionReason::Failed => f.write_str("the pod failed and is replaced"),
+            DeletionReason::Succeeded => f.write_str("the pod exited and is replaced"),
+            DeletionReason::Duplicate { kept } => {
+                write!(f, "another pod of the DaemonSet, {kept}, runs on the node")
+            }
+            DeletionReason::NodeGone => f.write_str("its node no longer exists"),
+            DeletionReason::Unbound => f.write_str("it is bound to no node"),
+            DeletionReason::DaemonSetDeleted => f.write_str("its DaemonSet is deleted"),
+        }
+    }
+}
+
+/// A node that should not get a daemon pod, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IneligibleNode {
+    /// The node's name.
+    pub node: String,
+    /// The verdict, with every reason.
+    pub eligibility: NodeEligibility,
+}
+
+/// What to do for one DaemonSet.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DaemonSetPlan {
+    /// Pods to create, at most one per node.
+    pub create: Vec<PodCreation>,
+    /// Pods to delete.
+    pub delete: Vec<PodDeletion>,
+    /// Orphans to adopt: the pods with the DaemonSet added as controller, to
+    /// write with compare-and-swap on their resource version.
+    pub adopt: Vec<Pod>,
+    /// Pods to release: the pods without the DaemonSet's owner reference.
+    pub release: Vec<Pod>,
+    /// The new status (the old one when nothing is known).
+    pub status: DaemonSetStatus,
+    /// Whether `status` differs from the DaemonSet's.
+    pub status_changed: bool,
+    /// Events about decisions (`FailedDaemonPod`, `SucceededDaemonPod`,
+    /// `SelectingAll`), to record now. Creations and deletions carry their
+    /// own.
+    pub events: Vec<Event>,
+    /// Every node that should not get a pod, with the reasons.
+    pub ineligible_nodes: Vec<IneligibleNode>,
+    /// The failed-pod backoff to pass to the next plan.
+    pub backoff: FailedPodBackoff,
+    /// When to plan again even if nothing changes: a node's backoff ends, or
+    /// a ready pod becomes available (`minReadySeconds`).
+    pub requeue_at: Option<Timestamp>,
+}
+
+impl DaemonSetPlan {
+    /// Whether the plan writes nothing (no pod changes, no status change,
+    /// no events).
+    pub fn is_empty(&self) -> bool {
+        self.create.is_empty()
+            && self.delete.is_empty()
+            && self.adopt.is_empty()
+            && self.release.is_empty()
+            && self.events.is_empty()
+            && !self.status_changed
+    }
+
+    /// Whether the plan changes pods (creates, deletes, adopts or releases).
+    pub fn changes_pods(&self) -> bool {
+        !(self.create.is_empty()
+            && self.delete.is_empty()
+            && self.adopt.is_empty()
+            && self.release.is_empty())
+    }
+
+    /// Every event, assuming every write succeeds: the decision events,
+    /// then those of the creations and deletions.
+    pub fn all_events(&self) -> impl Iterator<Item = &Event> {
+        self.events
+            .iter()
+            .chain(self.create.iter().map(|c| &c.event))
+            .chain(self.delete.iter().map(|d| &d.event))
+    }
+
+    fn requeue(&mut self, at: Timestamp) {
+        self.requeue_at = Some(self.requeue_at.map_or(at, |t| t.min(at)));
+    }
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn deletion<R: RngCore + ?Sized>(
+    ds: &DaemonSet,
+    pod: &Pod,
+    reason: DeletionReason,
+    now: Timestamp,
+    rng: &mut R,
+) -> PodDeletion {
+    PodDeletion {
+        namespace: namespace_of(&pod.metadata).to_owned(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        node_name: pod.spec.node_name.clone(),
+        reason,
+        event: events::deleted(ds, &pod.metadata.name, now, rng),
+    }
+}
+
+/// The selector of a DaemonSet the controller may act on, or the warning
+/// to record instead (an empty selector selects every pod; a missing or
+/// invalid one, which the API server refuses, selects none).
+fn selector_of(ds: &DaemonSet) -> Result<Selector, (&'static str, String)> {
+    match &ds.spec.selector {
+        None => Err((
+            reason::INVALID_SELECTOR,
+            "This daemon set has no selector. A non-empty selector is required.".to_owned(),
+        )),
+        Some(s) if s.match_labels.is_empty() && s.match_expressions.is_empty() => Err((
+            reason::SELECTING_ALL,
+            "This daemon set is selecting all pods. A non-empty selector is required.".to_owned(),
+        )),
+        Some(s) => Selector::from_label_selector(s).map_err(|e| {
+            (
+                reason::INVALID_SELECTOR,
+                format!("This daemon set's selector is not valid: {}", e.0),
+            )
+        }),
+    }
+}
+
+/// Plans one DaemonSet: see the module documentation for the rules.
+///
+/// The RNG names new pods (`<ds>-<5 characters>`) and events; with the same
+/// input and the same RNG state the plan is the same.
+pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSetPlan {
+    let ds = input.daemon_set;
+    let now = input.now;
+    let mut plan = DaemonSetPlan {
+        status: ds.status.clone(),
+        backoff: input.backoff.clone(),
+        ..DaemonSetPlan::default()
+    };
+
+    if ds.metadata.deletion_timestamp.is_some() {
+        plan.delete = delete_daemon_set_pods(ds, input.pods, now, rng);
+        return plan;
+    }
+    let selector = match selector_of(ds) {
+        Ok(selector) => selector,
+        Err((why, message)) => {
+            plan.events.push(events::daemon_set_event(
+                ds,
+                event_type::WARNING,
+                why,
+                message,
+                now,
+                rng,
+            ));
+            return plan;
+        }
+    };
+
+    // Claim: the DaemonSet's pods by node name, adopting and releasing.
+    let namespace = namespace_of(&ds.metadata);
+    let matches = |pod: &Pod| selector.matches(&pod.metadata.labels);
+    let mut taken_names: HashSet<&str> = HashSet::new();
+    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    for pod in input.pods {
+        if namespace_of(&pod.metadata) != namespace {
+            continue;
+        }
+        taken_names.insert(pod.metadata.name.as_str());
+        match pods::claim(ds, matches, pod) {
+            Claim::Owned => {}
+            Claim::Adopt => plan.adopt.push(pods::adopted(ds, pod)),
+            Claim::Release => {
+                plan.release.push(pods::released(ds, pod));
+                continue;
+            }
+            Claim::Ignore => continue,
+        }
+        by_node
+            .entry(pod.spec.node_name.as_str())
+            .or_default()
+            .push(pod);
+    }
+    let mut new_names: HashSet<String> = HashSet::new();
+
+    let eligibility = Eligibility::new(ds);
+    let generation = ds.metadata.generation;
+    let min_ready =
+        Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0));
+    let prefix = pods::generate_name_prefix(ds);
+    let mut seen_nodes: HashSet<&str> = HashSet::new();
+    let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
+    let (mut ready, mut available, mut updated) = (0, 0, 0);
+
+    for node in input.nodes {
+        let node_name = node.metadata.name.as_str();
+        if !seen_nodes.insert(node_name) {
+            continue;
+        }
+        let verdict = eligibility.evaluate(node);
+        let mut on_node = by_node.remove(node_name).unwrap_or_default();
+        on_node.sort_by(|a, b| oldest_first(a, b));
+
+        // Status, from the pods as they are.
+        if verdict.should_run {
+            desired += 1;
+            if let Some(first) = on_node.first() {
+                current += 1;
+                if let Some(since) = pods::ready_since(first) {
+                    ready += 1;
+                    if pods::is_available(first, min_ready, now) {
+                        available += 1;
+                    } else if let Some(since) = since {
+                        plan.requeue(since + min_ready + AVAILABILITY_SLACK);
+                    }
+                }
+                let is_updated = input.revision_hash.is_none_or(|hash| {
+                    first
+                        .metadata
+                        .labels
+                        .get(pods::CONTROLLER_REVISION_HASH_LABEL)
+                        .is_some_and(|h| h == hash)
+                });
+                if is_updated {
+                    updated += 1;
+                }
+            }
+        } else if !on_node.is_empty() {
+            misscheduled += 1;
+        }
+
+        // Placement.
+        if verdict.should_run && on_node.is_empty() {
+            let mut name = format!("{prefix}{}", pods::name_suffix(rng));
+            for _ in 1..NAME_ATTEMPTS {
+                if !taken_names.contains(name.as_str()) && !new_names.contains(&name) {
+                    break;
+                }
+                name = format!("{prefix}{}", pods::name_suffix(rng));
+            }
+            new_names.insert(name.clone());
+            let pod = pods::new_daemon_pod(
+                ds,
+                eligibility.pod_spec(),
+                node_name,
+                name,
+                input.revision_hash,
+            );
+            let event = events::created(ds, &pod.metadata.name, now, rng);
+            plan.create.push(PodCreation { pod, event });
+        } else if verdict.should_continue_running {
+            let mut running: Vec<&Pod> = Vec::new();
+            for pod in on_node.iter().copied().filter(|p| !is_terminating(p)) {
+                if pods::phase_is(pod, &PodPhase::Failed) {
+                    if let Some(until) = plan.backoff.in_backoff(node_name, generation, now) {
+                        plan.requeue(until);
+                        continue;
+                    }
+                    plan.backoff.next(node_name, generation, now);
+                    plan.events.push(events::daemon_set_event(
+                        ds,
+                        event_type::WARNING,
+                        reason::FAILED_DAEMON_POD,
+                        format!(
+                            "Found failed daemon pod {namespace}/{} on node {node_name}, will try to kill it",
+                            pod.metadata.name
+                        ),
+                        now,
+                        rng,
+                    ));
+                    plan.delete
+                        .push(deletion(ds, pod, DeletionReason::Failed, now, rng));
+                } else if pods::phase_is(pod, &PodPhase::Succeeded) {
+                    plan.events.push(events::daemon_set_event(
+                        ds,
+                        event_type::NORMAL,
+                        reason::SUCCEEDED_DAEMON_POD,
+                        format!(
+                            "Found succeeded daemon pod {namespace}/{} on node {node_name}, will try to delete it",
+                            pod.metadata.name
+                        ),
+                        now,
+                        rng,
+                    ));
+                    plan.delete
+                        .push(deletion(ds, pod, DeletionReason::Succeeded, now, rng));
+                } else {
+                    running.push(pod);
+                }
+            }
+            if let Some((kept, extra)) = running.split_first() {
+                for pod in extra {
+                    let reason = DeletionReason::Duplicate {
+                        kept: kept.metadata.name.clone(),
+                    };
+                    plan.delete.push(deletion(ds, pod, reason, now, rng));
+                }
+            }
+        } else {
+            for pod in on_node.iter().filter(|p| !is_terminating(p)) {
+                let reason = DeletionReason::NotEligible(verdict.reasons.clone());
+                plan.delete.push(deletion(ds, pod, reason, now, rng));
+            }
+        }
+
+        if !verdict.should_run {
+            plan.ineligible_nodes.push(IneligibleNode {
+                node: node_name.to_owned(),
+                eligibility: verdict,
+            });
+        }
+    }
+
+    // Pods on nodes that do not exist, or on none.
+    let mut leftover: Vec<&Pod> = by_node.into_values().flatten().collect();
+    leftover.sort_by(|a, b| {
+        a.spec
+            .node_name
+            .cmp(&b.spec.node_name)
+            .then_with(|| oldest_first(a, b))
+    });
+    for pod in leftover.into_iter().filter(|p| !is_terminating(p)) {
+        let reason = if pod.spec.node_name.is_empty() {
+            DeletionReason::Unbound
+        } else {
+            DeletionReason::NodeGone
+        };
+        plan.delete.push(deletion(ds, pod, reason, now, rng));
+    }
+
+    plan.backoff
+        .gc(generation, now, |node| seen_nodes.contains(node));
+
+    let mut status = ds.status.clone();
+    status.desired_number_scheduled = count(desired);
+    status.current_number_scheduled = count(current);
+    status.number_misscheduled = count(misscheduled);
+    status.number_ready = count(ready);
+    status.updated_number_scheduled = count(updated);
+    status.number_available = count(available);
+    status.number_unavailable = count(desired.saturating_sub(available));
+    status.observed_generation = generation.or(status.observed_generation);
+    plan.status_changed = status != ds.status;
+    plan.status = status;
+    plan
+}
+
+/// The deletions that follow a DaemonSet's deletion: every pod it controls
+/// (in its namespace) that is not already being deleted — what Kubernetes'
+/// garbage collector does with background propagation. [`plan`] returns
+/// these for a DaemonSet whose `deletionTimestamp` is set; call this
+/// directly when the DaemonSet is already gone from the store.
+pub fn delete_daemon_set_pods<R: RngCore + ?Sized>(
+    ds: &DaemonSet,
+    pods: &[Pod],
+    now: Timestamp,
+    rng: &mut R,
+) -> Vec<PodDeletion> {
+    let namespace = namespace_of(&ds.metadata);
+    let mut owned: Vec<&Pod> = pods
+        .iter()
+        .filter(|pod| {
+            namespace_of(&pod.metadata) == namespace
+                && !is_terminating(pod)
+                && pod
+                    .metadata
+                    .controller_ref()
+                    .is_some_and(|owner| owner.uid == ds.metadata.uid)
+        })
+        .collect();
+    owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    owned
+        .into_iter()
+        .map(|pod| deletion(ds, pod, DeletionReason::DaemonSetDeleted, now, rng))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

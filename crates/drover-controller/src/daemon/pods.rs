@@ -1,0 +1,344 @@
+//! Daemon pods: building a new one from the template, its name, which pods
+//! a DaemonSet owns (adoption and release, Kubernetes' `ClaimPods`), their
+//! order, and their readiness.
+
+use std::cmp::Ordering;
+use std::time::Duration;
+
+use drover_api::{
+    pod_condition, DaemonSet, ObjectMeta, OwnerReference, Pod, PodPhase, PodSpec, PodStatus,
+    Resource,
+};
+use rand::RngCore;
+
+use crate::events::namespace_of;
+use crate::time::Timestamp;
+
+/// The label that ties a daemon pod to the ControllerRevision of its
+/// template (set on new pods when the planner is given a revision hash).
+pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller-revision-hash";
+
+/// Characters of generated name suffixes: Kubernetes' alphabet, without
+/// vowels (no words) nor easily confused characters.
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+/// Length of generated name suffixes.
+pub const SUFFIX_LENGTH: usize = 5;
+/// Longest prefix kept before the suffix (Kubernetes:
+/// `maxGeneratedNameLength`), so generated names stay DNS labels.
+const MAX_GENERATED_PREFIX: usize = 63 - SUFFIX_LENGTH;
+
+/// A random suffix such as `x7k2q`, from the caller's RNG.
+pub fn name_suffix<R: RngCore + ?Sized>(rng: &mut R) -> String {
+    (0..SUFFIX_LENGTH)
+        .map(|_| {
+            let index = rng.next_u32() as usize % SUFFIX_ALPHABET.len();
+            char::from(SUFFIX_ALPHABET[index])
+        })
+        .collect()
+}
+
+/// The `generateName` of a DaemonSet's pods: `<ds>-`, shortened to leave
+/// room for the suffix.
+pub fn generate_name_prefix(ds: &DaemonSet) -> String {
+    let mut prefix = format!("{}-", ds.metadata.name);
+    if prefix.len() > MAX_GENERATED_PREFIX {
+        let mut end = MAX_GENERATED_PREFIX;
+        while !prefix.is_char_boundary(end) {
+            end -= 1;
+        }
+        prefix.truncate(end);
+    }
+    prefix
+}
+
+/// The owner reference a daemon pod carries: controller, blocking the
+/// owner's deletion, as Kubernetes' `NewControllerRef`.
+pub fn controller_ref(ds: &DaemonSet) -> OwnerReference {
+    OwnerReference {
+        api_version: DaemonSet::API_VERSION.to_owned(),
+        kind: DaemonSet::KIND.to_owned(),
+        name: ds.metadata.name.clone(),
+        uid: ds.metadata.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+        ..OwnerReference::default()
+    }
+}
+
+/// A new daemon pod for a node: the template's labels, annotations and
+/// spec, the daemon tolerations (in `spec`, see
+/// [`super::Eligibility::pod_spec`]), `spec.nodeName`, the owner reference,
+/// and `controller-revision-hash` when a revision is known. The store fills
+/// in `uid`, `creationTimestamp` and `resourceVersion`.
+pub fn new_daemon_pod(
+    ds: &DaemonSet,
+    spec: &PodSpec,
+    node_name: &str,
+    name: String,
+    revision_hash: Option<&str>,
+) -> Pod {
+    let template = &ds.spec.template.metadata;
+    let mut labels = template.labels.clone();
+    if let Some(hash) = revision_hash {
+        labels.insert(CONTROLLER_REVISION_HASH_LABEL.to_owned(), hash.to_owned());
+    }
+    let mut spec = spec.clone();
+    spec.node_name = node_name.to_owned();
+    Pod {
+        metadata: ObjectMeta {
+            name,
+            generate_name: generate_name_prefix(ds),
+            namespace: namespace_of(&ds.metadata).to_owned(),
+            labels,
+            annotations: template.annotations.clone(),
+            finalizers: template.finalizers.clone(),
+            owner_references: vec![controller_ref(ds)],
+            ..ObjectMeta::default()
+        },
+        spec,
+        status: PodStatus {
+            phase: Some(PodPhase::Pending),
+            ..PodStatus::default()
+        },
+        ..Pod::default()
+    }
+}
+
+/// Whether the pod is being deleted (`deletionTimestamp` set).
+pub fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The pod's creation time; `None` (earliest, like Go's zero time) when
+/// absent or not valid.
+pub fn creation_time(pod: &Pod) -> Option<Timestamp> {
+    Timestamp::parse_field(pod.metadata.creation_timestamp.as_deref())
+}
+
+/// Kubernetes' `podByCreationTimestampAndPhase`: bound pods first, then
+/// oldest first, then by name. The first pod of a node is the one that is
+/// kept when there are several, and the one whose readiness counts.
+pub fn oldest_first(a: &Pod, b: &Pod) -> Ordering {
+    a.spec
+        .node_name
+        .is_empty()
+        .cmp(&b.spec.node_name.is_empty())
+        .then_with(|| creation_time(a).cmp(&creation_time(b)))
+        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+}
+
+/// When the pod's Ready condition last became `True`, if it is ready.
+pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
+    if !pod.is_ready() {
+        return None;
+    }
+    Some(Timestamp::parse_field(
+        pod.condition(pod_condition::READY)
+            .and_then(|c| c.last_transition_time.as_deref()),
+    ))
+}
+
+/// Kubernetes' `IsPodAvailable`: ready, and ready for longer than
+/// `min_ready` (strictly) — with `min_ready` zero, ready is enough. A ready
+/// pod without a transition time is not available when `min_ready` is set.
+pub fn is_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool {
+    match ready_since(pod) {
+        None => false,
+        Some(_) if min_ready.is_zero() => true,
+        Some(Some(since)) => since + min_ready < now,
+        Some(None) => false,
+    }
+}
+
+/// What a DaemonSet makes of one pod of its namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Controlled by the DaemonSet and matching its selector.
+    Owned,
+    /// Matching the selector, without a controller: to adopt.
+    Adopt,
+    /// Controlled by the DaemonSet, no longer matching its selector, not
+    /// being deleted: to release (its owner reference is removed; the pod
+    /// keeps running).
+    Release,
+    /// Not the DaemonSet's business.
+    Ignore,
+}
+
+/// Kubernetes' `ClaimObject`, for a DaemonSet that is not being deleted and
+/// a pod of its namespace. Orphans are adopted only when they match, are
+/// not being deleted, and are bound to a node (`spec.nodeName`): drover has
+/// no scheduler, so an unbound orphan could never become a daemon pod. A
+/// pod being deleted is not released either (the write would be wasted).
+pub fn claim(ds: &DaemonSet, matches: impl Fn(&Pod) -> bool, pod: &Pod) -> Claim {
+    match pod.metadata.controller_ref() {
+        Some(owner) if owner.uid == ds.metadata.uid => {
+            if matches(pod) {
+                Claim::Owned
+            } else if is_terminating(pod) {
+                Claim::Ignore
+            } else {
+                Claim::Release
+            }
+        }
+        Some(_) => Claim::Ignore,
+        None if matches(pod) && !is_terminating(pod) && !pod.spec.node_name.is_empty() => {
+            Claim::Adopt
+        }
+        None => Claim::Ignore,
+    }
+}
+
+/// The pod with the DaemonSet added as its controller.
+pub fn adopted(ds: &DaemonSet, pod: &Pod) -> Pod {
+    let mut pod = pod.clone();
+    pod.metadata.owner_references.push(controller_ref(ds));
+    pod
+}
+
+/// The pod without the DaemonSet's owner reference.
+pub fn released(ds: &DaemonSet, pod: &Pod) -> Pod {
+    let mut pod = pod.clone();
+    pod.metadata
+        .owner_references
+        .retain(|r| r.uid != ds.metadata.uid);
+    pod
+}
+
+/// Whether the pod is in a phase that will not run again.
+pub fn phase_is(pod: &Pod, phase: &PodPhase) -> bool {
+    pod.status.phase.as_ref() == Some(phase)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_api::{ConditionStatus, PodCondition};
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    fn pod(name: &str, node: &str, created: Option<&str>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = name.into();
+        pod.spec.node_name = node.into();
+        pod.metadata.creation_timestamp = created.map(str::to_owned);
+        pod
+    }
+
+    #[test]
+    fn suffixes_use_the_kubernetes_alphabet() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let suffix = name_suffix(&mut rng);
+        assert_eq!(suffix.len(), 5);
+        assert!(suffix.bytes().all(|b| SUFFIX_ALPHABET.contains(&b)));
+        let mut again = StdRng::seed_from_u64(1);
+        assert_eq!(name_suffix(&mut again), suffix);
+    }
+
+    #[test]
+    fn long_names_are_shortened() {
+        let mut ds = DaemonSet::default();
+        ds.metadata.name = "a".repeat(70);
+        assert_eq!(generate_name_prefix(&ds).len(), 58);
+        ds.metadata.name = "agent".into();
+        assert_eq!(generate_name_prefix(&ds), "agent-");
+    }
+
+    #[test]
+    fn order_is_bound_then_oldest_then_name() {
+        let mut pods = [
+            pod("d", "", Some("2024-01-01T00:00:00Z")),
+            pod("c", "n", Some("2024-01-02T00:00:00Z")),
+            pod("b", "n", Some("2024-01-01T00:00:00Z")),
+            pod("a", "n", Some("2024-01-01T00:00:00Z")),
+            pod("e", "n", None),
+        ];
+        pods.sort_by(oldest_first);
+        let names: Vec<_> = pods.iter().map(|p| p.metadata.name.as_str()).collect();
+        assert_eq!(names, ["e", "a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn availability_needs_min_ready_seconds() {
+        let mut p = pod("a", "n", None);
+        let now = Timestamp::parse_rfc3339("2024-01-01T00:00:10Z").unwrap();
+        assert!(!is_available(&p, Duration::ZERO, now));
+        p.status.conditions.push(PodCondition {
+            r#type: "Ready".into(),
+            status: Some(ConditionStatus::True),
+            last_transition_time: Some("2024-01-01T00:00:00Z".into()),
+            ..Default::default()
+        });
+        assert!(is_available(&p, Duration::ZERO, now));
+        assert!(is_available(&p, Duration::from_secs(9), now));
+        assert!(!is_available(&p, Duration::from_secs(10), now));
+        p.status.conditions[0].last_transition_time = None;
+        assert!(!is_available(&p, Duration::from_secs(1), now));
+    }
+
+    #[test]
+    fn claims_follow_controller_refs() {
+        let mut ds = DaemonSet::default();
+        ds.metadata.name = "agent".into();
+        ds.metadata.uid = "u1".into();
+        let yes = |_: &Pod| true;
+        let no = |_: &Pod| false;
+        let orphan = pod("a", "n", None);
+        assert_eq!(claim(&ds, yes, &orphan), Claim::Adopt);
+        assert_eq!(claim(&ds, no, &orphan), Claim::Ignore);
+        assert_eq!(claim(&ds, yes, &pod("a", "", None)), Claim::Ignore);
+        let mut deleting = orphan.clone();
+        deleting.metadata.deletion_timestamp = Some("2024-01-01T00:00:00Z".into());
+        assert_eq!(claim(&ds, yes, &deleting), Claim::Ignore);
+        let mine = adopted(&ds, &orphan);
+        assert_eq!(mine.metadata.controller_ref(), Some(&controller_ref(&ds)));
+        assert_eq!(claim(&ds, yes, &mine), Claim::Owned);
+        assert_eq!(claim(&ds, no, &mine), Claim::Release);
+        assert_eq!(released(&ds, &mine), orphan);
+        let mut leaving = mine.clone();
+        leaving.metadata.deletion_timestamp = Some("2024-01-01T00:00:00Z".into());
+        assert_eq!(claim(&ds, no, &leaving), Claim::Ignore);
+        let mut other = DaemonSet::default();
+        other.metadata.uid = "u2".into();
+        assert_eq!(claim(&ds, yes, &adopted(&other, &orphan)), Claim::Ignore);
+    }
+
+    #[test]
+    fn new_pods_come_from_the_template() {
+        let mut ds = DaemonSet::default();
+        ds.metadata.name = "agent".into();
+        ds.metadata.uid = "u1".into();
+        ds.spec.template.metadata.labels = [("app".to_string(), "agent".to_string())].into();
+        ds.spec.template.metadata.annotations = [("a".to_string(), "b".to_string())].into();
+        let pod = new_daemon_pod(
+            &ds,
+            &ds.spec.template.spec,
+            "n1",
+            "agent-xyz12".into(),
+            Some("5d8f"),
+        );
+        assert_eq!(pod.metadata.name, "agent-xyz12");
+        assert_eq!(pod.metadata.generate_name, "agent-");
+        assert_eq!(pod.metadata.namespace, "default");
+        assert_eq!(
+            pod.metadata.labels.get("app").map(String::as_str),
+            Some("agent")
+        );
+        assert_eq!(
+            pod.metadata
+                .labels
+                .get(CONTROLLER_REVISION_HASH_LABEL)
+                .map(String::as_str),
+            Some("5d8f")
+        );
+        assert_eq!(pod.metadata.annotations.len(), 1);
+        assert_eq!(pod.spec.node_name, "n1");
+        assert_eq!(pod.status.phase, Some(PodPhase::Pending));
+        let owner = pod.metadata.controller_ref().unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("DaemonSet", "agent", "u1")
+        );
+        assert_eq!(owner.block_owner_deletion, Some(true));
+    }
+}

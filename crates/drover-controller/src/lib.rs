@@ -1,0 +1,52 @@
+//! drover's controllers as pure planners: given the cluster as values and
+//! the current time, they return what to write. No I/O, no clock, no
+//! network; randomness only from an RNG the caller passes in. The loops on
+//! the leader (in `drover-server`) feed them the store's view and apply
+//! their plans with compare-and-swap writes; the same code runs unchanged
+//! under a seeded simulation.
+//!
+//! - [`daemon`]: one pod of a DaemonSet on every eligible node, as
+//!   Kubernetes' daemon controller decides it — eligibility and its
+//!   reasons ([`daemon::eligibility`]), creations, deletions, adoption,
+//!   failed-pod backoff ([`daemon::backoff`]), status and events.
+//! - [`node`]: node readiness from in-memory heartbeats, the taints that
+//!   follow from it and from cordon, and garbage collection of nodes gone
+//!   for good.
+//! - [`events`]: the events both record, with Kubernetes' reasons.
+//! - [`time`]: the [`Timestamp`] planners take as `now`, and RFC 3339.
+//!
+//! ```
+//! use drover_api::{DaemonSet, LabelSelector, Node};
+//! use drover_controller::daemon::{self, PlanInput};
+//! use drover_controller::Timestamp;
+//! use rand::{rngs::StdRng, SeedableRng};
+//!
+//! let mut ds = DaemonSet::default();
+//! ds.metadata.name = "agent".into();
+//! ds.metadata.uid = "1234".into();
+//! ds.spec.selector = Some(LabelSelector {
+//!     match_labels: [("app".to_string(), "agent".to_string())].into(),
+//!     ..Default::default()
+//! });
+//! ds.spec.template.metadata.labels = [("app".to_string(), "agent".to_string())].into();
+//! let mut node = Node::default();
+//! node.metadata.name = "n1".into();
+//!
+//! let now = Timestamp::from_unix_seconds(1_700_000_000);
+//! let nodes = [node];
+//! let plan = daemon::plan(&PlanInput::new(&ds, &nodes, &[], now), &mut StdRng::seed_from_u64(7));
+//! assert_eq!(plan.create.len(), 1);
+//! assert_eq!(plan.create[0].pod.spec.node_name, "n1");
+//! assert!(plan.create[0].pod.metadata.name.starts_with("agent-"));
+//! assert_eq!(plan.status.desired_number_scheduled, 1);
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod daemon;
+pub mod events;
+pub mod node;
+pub mod time;
+
+pub use time::Timestamp;

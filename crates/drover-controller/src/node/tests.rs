@@ -1,0 +1,305 @@
+//! Unit tests of the node lifecycle planner.
+
+use super::*;
+use std::collections::HashMap;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_unix_seconds(1_700_000_000 + seconds)
+}
+
+fn ready_node(name: &str) -> Node {
+    let mut node = Node::default();
+    node.metadata.name = name.into();
+    node.metadata.uid = format!("uid-{name}");
+    node.status.conditions.push(NodeCondition {
+        r#type: "Ready".into(),
+        status: Some(ConditionStatus::True),
+        last_transition_time: Some(at(-100).to_rfc3339()),
+        last_heartbeat_time: Some(at(-100).to_rfc3339()),
+        ..Default::default()
+    });
+    node
+}
+
+fn with_ready(mut node: Node, status: ConditionStatus, since: i64) -> Node {
+    let ready = ready_mut(&mut node).unwrap();
+    ready.status = Some(status);
+    ready.last_transition_time = Some(at(since).to_rfc3339());
+    node
+}
+
+/// A judge that became leader long ago.
+fn judge() -> NodeLifecycle {
+    NodeLifecycle::new(NodeLifecycleConfig::default(), at(-10_000))
+}
+
+fn heartbeats(pairs: &[(&str, i64)]) -> HashMap<String, Timestamp> {
+    pairs.iter().map(|(n, s)| (n.to_string(), at(*s))).collect()
+}
+
+fn run(
+    judge: &NodeLifecycle,
+    nodes: &[Node],
+    beats: &HashMap<String, Timestamp>,
+    now: i64,
+) -> NodePlan {
+    judge.plan(nodes, |name| beats.get(name).copied(), at(now))
+}
+
+fn taint_strings(node: &Node) -> Vec<String> {
+    node.spec.taints.iter().map(ToString::to_string).collect()
+}
+
+fn status_of(node: &Node) -> Option<ConditionStatus> {
+    node.condition("Ready").and_then(|c| c.status.clone())
+}
+
+#[test]
+fn a_heartbeating_node_is_not_written() {
+    let nodes = [ready_node("n1")];
+    let plan = run(&judge(), &nodes, &heartbeats(&[("n1", 8)]), 10);
+    assert!(plan.is_empty(), "{plan:?}");
+    assert_eq!(plan.next_check, Some(at(13)));
+}
+
+#[test]
+fn a_silent_node_becomes_unknown_and_unreachable() {
+    let nodes = [ready_node("n1")];
+    let beats = heartbeats(&[("n1", 5)]);
+    assert!(run(&judge(), &nodes, &beats, 9).updates.is_empty());
+    let plan = run(&judge(), &nodes, &beats, 10);
+    assert_eq!(plan.updates.len(), 1);
+    let update = &plan.updates[0];
+    let ready = update.node.condition("Ready").unwrap();
+    assert_eq!(ready.status, Some(ConditionStatus::Unknown));
+    assert_eq!(ready.reason, "NodeStatusUnknown");
+    assert_eq!(ready.message, "drover agent stopped sending heartbeats");
+    assert_eq!(ready.last_transition_time, Some(at(10).to_rfc3339()));
+    assert_eq!(ready.last_heartbeat_time, Some(at(5).to_rfc3339()));
+    assert_eq!(
+        taint_strings(&update.node),
+        [
+            "node.kubernetes.io/unreachable:NoSchedule",
+            "node.kubernetes.io/unreachable:NoExecute"
+        ]
+    );
+    assert_eq!(update.node.spec.taints[0].time_added, None);
+    assert_eq!(
+        update.node.spec.taints[1].time_added,
+        Some(at(10).to_rfc3339())
+    );
+    assert_eq!(
+        update.changes[0],
+        NodeChange::Ready {
+            from: Some(ConditionStatus::True),
+            to: ConditionStatus::Unknown
+        }
+    );
+    assert_eq!(plan.events.len(), 1);
+    assert_eq!(plan.events[0].reason, "NodeNotReady");
+    assert_eq!(
+        plan.events[0].message,
+        "Node n1 status is now: NodeNotReady"
+    );
+    assert_eq!(plan.next_check, Some(at(10 + 3600)));
+}
+
+#[test]
+fn a_new_leader_grants_a_grace_period() {
+    let nodes = [ready_node("n1")];
+    let leader = NodeLifecycle::new(NodeLifecycleConfig::default(), at(100));
+    let none = HashMap::new();
+    assert!(run(&leader, &nodes, &none, 104).is_empty());
+    assert_eq!(run(&leader, &nodes, &none, 104).next_check, Some(at(105)));
+    let plan = run(&leader, &nodes, &none, 105);
+    assert_eq!(
+        status_of(&plan.updates[0].node),
+        Some(ConditionStatus::Unknown)
+    );
+    // An old heartbeat from before the election changes nothing.
+    let old = heartbeats(&[("n1", 0)]);
+    assert!(run(&leader, &nodes, &old, 104).is_empty());
+}
+
+#[test]
+fn a_heartbeat_brings_a_node_back() {
+    let mut node = with_ready(ready_node("n1"), ConditionStatus::Unknown, 0);
+    node.spec.taints = vec![
+        "dedicated=edge:NoSchedule".parse().unwrap(),
+        "node.kubernetes.io/unreachable:NoSchedule".parse().unwrap(),
+        "node.kubernetes.io/unreachable:NoExecute".parse().unwrap(),
+    ];
+    let nodes = [node];
+    let plan = run(&judge(), &nodes, &heartbeats(&[("n1", 20)]), 21);
+    let update = &plan.updates[0];
+    let ready = update.node.condition("Ready").unwrap();
+    assert_eq!(ready.status, Some(ConditionStatus::True));
+    assert_eq!(ready.reason, "AgentReady");
+    assert_eq!(ready.last_heartbeat_time, Some(at(20).to_rfc3339()));
+    assert_eq!(taint_strings(&update.node), ["dedicated=edge:NoSchedule"]);
+    assert_eq!(plan.events[0].reason, "NodeReady");
+    assert_eq!(update.changes.len(), 3);
+    // A stale heartbeat does not.
+    assert!(run(&judge(), &nodes, &heartbeats(&[("n1", 10)]), 21)
+        .updates
+        .is_empty());
+}
+
+#[test]
+fn unreachable_nodes_are_collected_after_the_horizon() {
+    let mut node = with_ready(ready_node("n1"), ConditionStatus::Unknown, 0);
+    sync_taints(&mut node, at(0));
+    let nodes = [node];
+    let none = HashMap::new();
+    let before = run(&judge(), &nodes, &none, 3599);
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(before.next_check, Some(at(3600)));
+    let plan = run(&judge(), &nodes, &none, 3600);
+    assert!(plan.updates.is_empty());
+    assert_eq!(
+        plan.remove,
+        [NodeRemoval {
+            name: "n1".into(),
+            uid: "uid-n1".into(),
+            resource_version: String::new(),
+            unreachable_since: at(0),
+        }]
+    );
+    assert_eq!(plan.events[0].reason, "DeletingNode");
+    // A new leader first waits for the grace period.
+    let leader = NodeLifecycle::new(NodeLifecycleConfig::default(), at(5000));
+    assert!(run(&leader, &nodes, &none, 5004).remove.is_empty());
+    assert_eq!(run(&leader, &nodes, &none, 5005).remove.len(), 1);
+    // A heartbeat saves it.
+    let plan = run(&judge(), &nodes, &heartbeats(&[("n1", 3599)]), 3600);
+    assert!(plan.remove.is_empty());
+    assert_eq!(
+        status_of(&plan.updates[0].node),
+        Some(ConditionStatus::True)
+    );
+}
+
+#[test]
+fn cordon_is_a_taint() {
+    let mut node = ready_node("n1");
+    node.spec.unschedulable = true;
+    let nodes = [node];
+    let beats = heartbeats(&[("n1", 10)]);
+    let plan = run(&judge(), &nodes, &beats, 10);
+    assert_eq!(
+        taint_strings(&plan.updates[0].node),
+        ["node.kubernetes.io/unschedulable:NoSchedule"]
+    );
+    assert_eq!(plan.updates[0].node.spec.taints[0].time_added, None);
+    assert!(plan.events.is_empty());
+
+    let mut node = ready_node("n1");
+    let added = set_unschedulable(&mut node, true, at(0));
+    assert_eq!(added.len(), 1);
+    assert!(set_unschedulable(&mut node, true, at(0)).is_empty());
+    let removed = set_unschedulable(&mut node, false, at(0));
+    assert!(matches!(removed[..], [NodeChange::TaintRemoved(_)]));
+    assert!(node.spec.taints.is_empty() && !node.spec.unschedulable);
+}
+
+#[test]
+fn agent_reported_problems_become_taints() {
+    let mut node = with_ready(ready_node("n1"), ConditionStatus::False, 0);
+    for (kind, status) in [("MemoryPressure", "True"), ("DiskPressure", "False")] {
+        node.status.conditions.push(NodeCondition {
+            r#type: kind.into(),
+            status: Some(status.into()),
+            ..Default::default()
+        });
+    }
+    let nodes = [node];
+    let plan = run(&judge(), &nodes, &heartbeats(&[("n1", 10)]), 10);
+    let update = &plan.updates[0];
+    assert_eq!(
+        status_of(&update.node),
+        Some(ConditionStatus::False),
+        "left alone"
+    );
+    assert_eq!(
+        taint_strings(&update.node),
+        [
+            "node.kubernetes.io/not-ready:NoSchedule",
+            "node.kubernetes.io/not-ready:NoExecute",
+            "node.kubernetes.io/memory-pressure:NoSchedule"
+        ]
+    );
+    assert!(plan.events.is_empty());
+}
+
+#[test]
+fn existing_taints_keep_their_time() {
+    let mut node = with_ready(ready_node("n1"), ConditionStatus::Unknown, 0);
+    sync_taints(&mut node, at(0));
+    let before = node.spec.taints.clone();
+    assert!(sync_taints(&mut node, at(50)).is_empty());
+    assert_eq!(node.spec.taints, before);
+}
+
+#[test]
+fn nodes_without_a_ready_condition() {
+    let mut fresh = Node::default();
+    fresh.metadata.name = "fresh".into();
+    let mut quiet = fresh.clone();
+    quiet.metadata.name = "quiet".into();
+    let nodes = [fresh, quiet];
+    let plan = run(&judge(), &nodes, &heartbeats(&[("fresh", 10)]), 10);
+    assert_eq!(plan.updates.len(), 2);
+    assert_eq!(
+        status_of(&plan.updates[0].node),
+        Some(ConditionStatus::True)
+    );
+    let quiet = plan.updates[1].node.condition("Ready").unwrap();
+    assert_eq!(quiet.status, Some(ConditionStatus::Unknown));
+    assert_eq!(quiet.message, "drover agent never sent a heartbeat");
+}
+
+#[test]
+fn unknown_without_a_transition_time_is_stamped() {
+    let mut node = with_ready(ready_node("n1"), ConditionStatus::Unknown, 0);
+    ready_mut(&mut node).unwrap().last_transition_time = None;
+    sync_taints(&mut node, at(0));
+    let plan = run(&judge(), &[node], &HashMap::new(), 10);
+    let ready = plan.updates[0].node.condition("Ready").unwrap();
+    assert_eq!(ready.last_transition_time, Some(at(10).to_rfc3339()));
+    assert!(plan.events.is_empty());
+}
+
+#[test]
+fn plans_are_idempotent_once_applied() {
+    let mut cordoned = ready_node("c");
+    cordoned.spec.unschedulable = true;
+    let nodes = vec![
+        ready_node("a"),
+        with_ready(ready_node("b"), ConditionStatus::Unknown, 0),
+        cordoned,
+    ];
+    let beats = heartbeats(&[("b", 29), ("c", 29)]);
+    let plan = run(&judge(), &nodes, &beats, 30);
+    assert_eq!(plan.updates.len(), 3);
+    let applied: Vec<Node> = plan.updates.into_iter().map(|u| u.node).collect();
+    let again = run(&judge(), &applied, &beats, 30);
+    assert!(again.is_empty(), "{again:?}");
+}
+
+#[test]
+fn bare_pods_of_missing_nodes() {
+    let nodes = [ready_node("n1")];
+    let mut pods = vec![
+        Pod::default(),
+        Pod::default(),
+        Pod::default(),
+        Pod::default(),
+    ];
+    pods[0].spec.node_name = "n1".into();
+    pods[1].spec.node_name = "gone".into();
+    pods[2].spec.node_name = "gone".into();
+    pods[2].metadata.deletion_timestamp = Some(at(0).to_rfc3339());
+    let found = pods_on_missing_nodes(&nodes, &pods);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].spec.node_name, "gone");
+}

@@ -1,0 +1,642 @@
+//! Property tests of the DaemonSet planner against an independent oracle
+//! (Kubernetes' rules written out plainly with drover-api's matchers):
+//! random nodes (labels, taints incl. node problems and cordon), random
+//! DaemonSets (nodeSelector, required affinity, tolerations, nodeName,
+//! hostNetwork) and random pods (owned, orphan, foreign, other namespace,
+//! unmatched labels, failed, succeeded, being deleted, duplicates, on
+//! missing nodes or none).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use drover_api::node_affinity::RequiredNodeAffinity;
+use drover_api::taints::{daemon_pod_tolerations, is_tolerated};
+use drover_api::{
+    Affinity, ConditionStatus, Container, DaemonSet, LabelSelector, Labels, Node, NodeAffinity,
+    NodeSelector, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, OwnerReference,
+    Pod, PodCondition, PodPhase, Taint, TaintEffect, Toleration, TolerationOperator,
+};
+use drover_controller::daemon::{self, DaemonSetPlan, DeletionReason, FailedPodBackoff, PlanInput};
+use drover_controller::Timestamp;
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+const NODE_NAMES: [&str; 8] = ["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"];
+const TAINTS: [&str; 10] = [
+    "dedicated=gpu:NoSchedule",
+    "dedicated=gpu:NoExecute",
+    "maint:NoExecute",
+    "maint:PreferNoSchedule",
+    "node.kubernetes.io/unreachable:NoSchedule",
+    "node.kubernetes.io/unreachable:NoExecute",
+    "node.kubernetes.io/unschedulable:NoSchedule",
+    "node.kubernetes.io/not-ready:NoExecute",
+    "node.kubernetes.io/network-unavailable:NoSchedule",
+    "node.kubernetes.io/memory-pressure:NoSchedule",
+];
+const DS_UID: &str = "ds-uid";
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_unix_seconds(1_700_000_000 + seconds)
+}
+
+fn node_strategy(name: &'static str) -> impl Strategy<Value = Node> {
+    (
+        prop::option::of(prop::sample::select(vec!["a", "b"])),
+        prop::option::of(prop::sample::select(vec!["ssd", "hdd"])),
+        prop::collection::vec(prop::bool::weighted(0.15), TAINTS.len()),
+    )
+        .prop_map(move |(zone, disk, taints)| {
+            let mut node = Node::default();
+            node.metadata.name = name.into();
+            if let Some(zone) = zone {
+                node.metadata.labels.insert("zone".into(), zone.into());
+            }
+            if let Some(disk) = disk {
+                node.metadata.labels.insert("disk".into(), disk.into());
+            }
+            node.spec.taints = TAINTS
+                .iter()
+                .zip(taints)
+                .filter(|(_, on)| *on)
+                .map(|(t, _)| t.parse().unwrap())
+                .collect();
+            node
+        })
+}
+
+/// Up to six existing nodes (n6 and n7 never exist).
+fn nodes_strategy() -> impl Strategy<Value = Vec<Node>> {
+    (1usize..=6).prop_flat_map(|n| {
+        NODE_NAMES[..n]
+            .iter()
+            .map(|name| node_strategy(name).boxed())
+            .collect::<Vec<_>>()
+    })
+}
+
+fn requirement(
+    key: &str,
+    operator: NodeSelectorOperator,
+    values: &[&str],
+) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.into(),
+        operator: Some(operator),
+        values: values.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn affinity_strategy() -> impl Strategy<Value = Option<Affinity>> {
+    let terms = prop_oneof![
+        Just(vec![vec![requirement(
+            "disk",
+            NodeSelectorOperator::In,
+            &["ssd"]
+        )]]),
+        Just(vec![vec![requirement(
+            "disk",
+            NodeSelectorOperator::NotIn,
+            &["hdd"]
+        )]]),
+        Just(vec![
+            vec![requirement("zone", NodeSelectorOperator::In, &["b"])],
+            vec![requirement("disk", NodeSelectorOperator::Exists, &[])],
+        ]),
+        Just(vec![vec![requirement(
+            "zone",
+            NodeSelectorOperator::DoesNotExist,
+            &[]
+        ),]]),
+    ];
+    prop::option::weighted(0.4, terms).prop_map(|terms| {
+        terms.map(|terms| Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: terms
+                        .into_iter()
+                        .map(|match_expressions| NodeSelectorTerm {
+                            match_expressions,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    })
+}
+
+fn toleration(key: &str, effect: Option<TaintEffect>) -> Toleration {
+    Toleration {
+        key: key.into(),
+        operator: Some(TolerationOperator::Exists),
+        effect,
+        ..Default::default()
+    }
+}
+
+fn daemon_set_strategy() -> impl Strategy<Value = DaemonSet> {
+    (
+        prop::bool::weighted(0.3),
+        affinity_strategy(),
+        prop::collection::vec(prop::bool::weighted(0.25), 4),
+        prop::bool::weighted(0.1),
+        any::<bool>(),
+    )
+        .prop_map(|(zone_a, affinity, tolerate, pinned, host_network)| {
+            let mut ds = DaemonSet::default();
+            ds.metadata.name = "agent".into();
+            ds.metadata.namespace = "default".into();
+            ds.metadata.uid = DS_UID.into();
+            ds.metadata.generation = Some(3);
+            ds.spec.selector = Some(LabelSelector {
+                match_labels: labels(&[("app", "agent")]),
+                ..Default::default()
+            });
+            let template = &mut ds.spec.template;
+            template.metadata.labels = labels(&[("app", "agent"), ("tier", "node")]);
+            template.spec.containers = vec![Container {
+                name: "agent".into(),
+                image: "busybox:1.36".into(),
+                ..Default::default()
+            }];
+            if zone_a {
+                template.spec.node_selector = labels(&[("zone", "a")]);
+            }
+            template.spec.affinity = affinity;
+            let candidates = [
+                toleration("dedicated", None),
+                toleration("maint", Some(TaintEffect::NoExecute)),
+                toleration(
+                    "node.kubernetes.io/unreachable",
+                    Some(TaintEffect::NoSchedule),
+                ),
+                toleration("", None),
+            ];
+            template.spec.tolerations = candidates
+                .into_iter()
+                .zip(tolerate)
+                .filter(|(_, on)| *on)
+                .map(|(t, _)| t)
+                .collect();
+            if pinned {
+                template.spec.node_name = "n1".into();
+            }
+            template.spec.host_network = host_network;
+            ds
+        })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    DaemonSet,
+    Orphan,
+    Foreign,
+}
+
+fn pod_strategy() -> impl Strategy<Value = (usize, Owner, bool, Option<PodPhase>, bool, i64, bool)>
+{
+    (
+        0usize..9, // n0..n7, or 8 = unbound
+        prop_oneof![
+            5 => Just(Owner::DaemonSet),
+            3 => Just(Owner::Orphan),
+            1 => Just(Owner::Foreign)
+        ],
+        prop::bool::weighted(0.85),
+        prop_oneof![
+            4 => Just(Some(PodPhase::Running)),
+            1 => Just(Some(PodPhase::Pending)),
+            2 => Just(Some(PodPhase::Failed)),
+            1 => Just(Some(PodPhase::Succeeded)),
+            1 => Just(None),
+        ],
+        prop::bool::weighted(0.15),
+        0i64..4,
+        prop::bool::weighted(0.08),
+    )
+}
+
+fn pods_strategy() -> impl Strategy<Value = Vec<Pod>> {
+    prop::collection::vec(pod_strategy(), 0..12).prop_map(|specs| {
+        specs
+            .into_iter()
+            .enumerate()
+            .map(
+                |(i, (node, owner, matching, phase, deleting, created, elsewhere))| {
+                    let mut pod = Pod::default();
+                    pod.metadata.name = format!("agent-p{i}");
+                    pod.metadata.uid = format!("uid-p{i}");
+                    pod.metadata.namespace = if elsewhere { "ops" } else { "default" }.into();
+                    pod.metadata.labels = if matching {
+                        labels(&[("app", "agent")])
+                    } else {
+                        labels(&[("app", "other")])
+                    };
+                    pod.metadata.creation_timestamp = Some(at(created).to_rfc3339());
+                    if deleting {
+                        pod.metadata.deletion_timestamp = Some(at(created).to_rfc3339());
+                    }
+                    let uid = match owner {
+                        Owner::DaemonSet => Some(DS_UID),
+                        Owner::Orphan => None,
+                        Owner::Foreign => Some("other-uid"),
+                    };
+                    if let Some(uid) = uid {
+                        pod.metadata.owner_references.push(OwnerReference {
+                            api_version: "apps/v1".into(),
+                            kind: "DaemonSet".into(),
+                            name: "agent".into(),
+                            uid: uid.into(),
+                            controller: Some(true),
+                            ..Default::default()
+                        });
+                    }
+                    pod.spec.node_name = NODE_NAMES.get(node).copied().unwrap_or("").into();
+                    if phase == Some(PodPhase::Running) {
+                        pod.status.conditions.push(PodCondition {
+                            r#type: "Ready".into(),
+                            status: Some(ConditionStatus::True),
+                            last_transition_time: Some(at(created).to_rfc3339()),
+                            ..Default::default()
+                        });
+                    }
+                    pod.status.phase = phase;
+                    pod
+                },
+            )
+            .collect()
+    })
+}
+
+// ------------------------------------------------------------- the oracle
+
+/// Kubernetes' `NodeShouldRunDaemonPod`, written out plainly.
+fn oracle(ds: &DaemonSet, node: &Node) -> (bool, bool) {
+    let spec = &ds.spec.template.spec;
+    let mut tolerations = spec.tolerations.clone();
+    tolerations.extend(daemon_pod_tolerations(spec.host_network));
+    let fits = (spec.node_name.is_empty() || spec.node_name == node.metadata.name)
+        && RequiredNodeAffinity::from_pod_spec(spec).matches(node);
+    let untolerated = |effects: &[TaintEffect]| {
+        node.spec.taints.iter().any(|t: &Taint| {
+            t.effect.as_ref().is_some_and(|e| effects.contains(e)) && !is_tolerated(t, &tolerations)
+        })
+    };
+    let should_run = fits && !untolerated(&[TaintEffect::NoSchedule, TaintEffect::NoExecute]);
+    let should_continue = fits && !untolerated(&[TaintEffect::NoExecute]);
+    (should_run, should_continue)
+}
+
+fn selected(pod: &Pod) -> bool {
+    pod.metadata.labels.get("app").map(String::as_str) == Some("agent")
+}
+
+fn controlled(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .any(|r| r.controller == Some(true) && r.uid == DS_UID)
+}
+
+fn has_controller(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .any(|r| r.controller == Some(true))
+}
+
+fn terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Kubernetes' `ClaimPods` (orphans only when bound to a node).
+fn claimed(pod: &Pod) -> bool {
+    pod.metadata.namespace == "default"
+        && selected(pod)
+        && if has_controller(pod) {
+            controlled(pod)
+        } else {
+            !terminating(pod) && !pod.spec.node_name.is_empty()
+        }
+}
+
+/// Pods the DaemonSet may change: those it claims or controls.
+fn the_daemon_sets(pod: &Pod) -> bool {
+    claimed(pod) || (controlled(pod) && pod.metadata.namespace == "default")
+}
+
+fn phase_done(pod: &Pod) -> bool {
+    matches!(
+        pod.status.phase,
+        Some(PodPhase::Failed | PodPhase::Succeeded)
+    )
+}
+
+fn active(pod: &Pod) -> bool {
+    !terminating(pod) && !phase_done(pod)
+}
+
+fn creation(pod: &Pod) -> Option<Timestamp> {
+    Timestamp::parse_field(pod.metadata.creation_timestamp.as_deref())
+}
+
+// ------------------------------------------------------------- applying a plan
+
+fn plan_with(
+    ds: &DaemonSet,
+    nodes: &[Node],
+    pods: &[Pod],
+    backoff: &FailedPodBackoff,
+    now: Timestamp,
+    seed: u64,
+) -> DaemonSetPlan {
+    daemon::plan(
+        &PlanInput::new(ds, nodes, pods, now).with_backoff(backoff),
+        &mut StdRng::seed_from_u64(seed),
+    )
+}
+
+/// The store and the agents: adoptions and releases replace the pod,
+/// deletions start (deletionTimestamp), new pods run and are ready.
+fn apply(pods: &mut Vec<Pod>, plan: &DaemonSetPlan, now: Timestamp) {
+    for changed in plan.adopt.iter().chain(&plan.release) {
+        let pod = pods
+            .iter_mut()
+            .find(|p| {
+                p.metadata.name == changed.metadata.name
+                    && p.metadata.namespace == changed.metadata.namespace
+            })
+            .expect("adopted and released pods exist");
+        *pod = changed.clone();
+    }
+    for deletion in &plan.delete {
+        let pod = pods
+            .iter_mut()
+            .find(|p| {
+                p.metadata.name == deletion.name && p.metadata.namespace == deletion.namespace
+            })
+            .expect("deleted pods exist");
+        assert_eq!(pod.metadata.uid, deletion.uid);
+        pod.metadata.deletion_timestamp = Some(now.to_rfc3339());
+    }
+    for creation in &plan.create {
+        let mut pod = creation.pod.clone();
+        assert!(
+            !pods.iter().any(|p| p.metadata.name == pod.metadata.name),
+            "new names are unique"
+        );
+        pod.metadata.uid = format!("uid-{}", pod.metadata.name);
+        pod.metadata.creation_timestamp = Some(now.to_rfc3339());
+        pod.status.phase = Some(PodPhase::Running);
+        pod.status.conditions.push(PodCondition {
+            r#type: "Ready".into(),
+            status: Some(ConditionStatus::True),
+            last_transition_time: Some(now.to_rfc3339()),
+            ..Default::default()
+        });
+        pods.push(pod);
+    }
+}
+
+fn by_node(pods: &[Pod]) -> BTreeMap<String, Vec<&Pod>> {
+    let mut map: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| claimed(p)) {
+        map.entry(pod.spec.node_name.clone()).or_default().push(pod);
+    }
+    map
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// One plan, checked rule by rule against the oracle.
+    #[test]
+    fn one_plan_follows_kubernetes(
+        ds in daemon_set_strategy(),
+        nodes in nodes_strategy(),
+        pods in pods_strategy(),
+        seed in any::<u64>(),
+    ) {
+        let now = at(100);
+        let plan = plan_with(&ds, &nodes, &pods, &FailedPodBackoff::new(), now, seed);
+        let verdicts: HashMap<&str, (bool, bool)> =
+            nodes.iter().map(|n| (n.metadata.name.as_str(), oracle(&ds, n))).collect();
+        let claims = by_node(&pods);
+
+        // Creations: exactly the nodes that should run and have no pod at all.
+        let created: Vec<&str> = plan.create.iter().map(|c| c.pod.spec.node_name.as_str()).collect();
+        let expected: Vec<&str> = nodes
+            .iter()
+            .map(|n| n.metadata.name.as_str())
+            .filter(|n| verdicts[n].0 && !claims.contains_key(*n))
+            .collect();
+        prop_assert_eq!(&created, &expected);
+        for creation in &plan.create {
+            let pod = &creation.pod;
+            prop_assert!(pod.metadata.name.starts_with("agent-"));
+            prop_assert!(controlled(pod) && selected(pod));
+            prop_assert_eq!(&pod.metadata.labels, &ds.spec.template.metadata.labels);
+            for toleration in daemon_pod_tolerations(ds.spec.template.spec.host_network) {
+                prop_assert!(pod.spec.tolerations.contains(&toleration));
+            }
+        }
+
+        // Deletions: only what Kubernetes would delete, and why.
+        let deleted: HashSet<&str> = plan.delete.iter().map(|d| d.name.as_str()).collect();
+        prop_assert_eq!(deleted.len(), plan.delete.len(), "no pod deleted twice");
+        for deletion in &plan.delete {
+            let pod = pods.iter().find(|p| p.metadata.name == deletion.name).unwrap();
+            prop_assert!(claimed(pod), "only the DaemonSet's pods: {:?}", pod);
+            prop_assert!(!terminating(pod), "never a pod already being deleted");
+            let node = pod.spec.node_name.as_str();
+            match verdicts.get(node) {
+                None if node.is_empty() => prop_assert_eq!(&deletion.reason, &DeletionReason::Unbound),
+                None => prop_assert_eq!(&deletion.reason, &DeletionReason::NodeGone),
+                Some((_, false)) => {
+                    let not_eligible = matches!(deletion.reason, DeletionReason::NotEligible(_));
+                    prop_assert!(not_eligible, "not eligible");
+                }
+                Some((_, true)) => match pod.status.phase {
+                    Some(PodPhase::Failed) => prop_assert_eq!(&deletion.reason, &DeletionReason::Failed),
+                    Some(PodPhase::Succeeded) => prop_assert_eq!(&deletion.reason, &DeletionReason::Succeeded),
+                    _ => {
+                        let oldest = claims[node]
+                            .iter()
+                            .filter(|p| active(p))
+                            .min_by(|a, b| creation(a).cmp(&creation(b)).then(a.metadata.name.cmp(&b.metadata.name)))
+                            .unwrap();
+                        prop_assert_ne!(&oldest.metadata.name, &pod.metadata.name, "the oldest stays");
+                        let duplicate = matches!(deletion.reason, DeletionReason::Duplicate { .. });
+                        prop_assert!(duplicate, "a duplicate");
+                    }
+                },
+            }
+        }
+        // And everything Kubernetes would delete now is deleted.
+        for (node, on_node) in &claims {
+            for pod in on_node.iter().filter(|p| !terminating(p)) {
+                let must_go = match verdicts.get(node.as_str()) {
+                    None => true,
+                    Some((_, false)) => true,
+                    Some((_, true)) => pod.status.phase == Some(PodPhase::Succeeded),
+                };
+                if must_go {
+                    prop_assert!(deleted.contains(pod.metadata.name.as_str()), "{:?} stays", pod);
+                }
+            }
+        }
+
+        // Adoption and release.
+        let adopted: Vec<&str> = plan.adopt.iter().map(|p| p.metadata.name.as_str()).collect();
+        let expected: Vec<&str> = pods
+            .iter()
+            .filter(|p| claimed(p) && !has_controller(p))
+            .map(|p| p.metadata.name.as_str())
+            .collect();
+        prop_assert_eq!(adopted, expected);
+        let released: Vec<&str> = plan.release.iter().map(|p| p.metadata.name.as_str()).collect();
+        let expected: Vec<&str> = pods
+            .iter()
+            .filter(|p| p.metadata.namespace == "default" && controlled(p) && !selected(p) && !terminating(p))
+            .map(|p| p.metadata.name.as_str())
+            .collect();
+        prop_assert_eq!(released, expected);
+
+        // Never two active pods of the DaemonSet on one node once applied.
+        let mut after = pods.clone();
+        apply(&mut after, &plan, now);
+        for (node, on_node) in by_node(&after) {
+            let running = on_node.iter().filter(|p| active(p)).count();
+            prop_assert!(running <= 1, "{} active pods on {:?}", running, node);
+        }
+
+        // Status.
+        let desired = verdicts.values().filter(|v| v.0).count();
+        prop_assert_eq!(plan.status.desired_number_scheduled as usize, desired);
+        let current = verdicts.iter().filter(|&(n, v)| v.0 && claims.contains_key(*n)).count();
+        prop_assert_eq!(plan.status.current_number_scheduled as usize, current);
+        let misscheduled = verdicts.iter().filter(|&(n, v)| !v.0 && claims.contains_key(*n)).count();
+        prop_assert_eq!(plan.status.number_misscheduled as usize, misscheduled);
+        prop_assert!(plan.status.number_ready <= plan.status.current_number_scheduled);
+        prop_assert!(plan.status.number_available <= plan.status.number_ready);
+        prop_assert_eq!(
+            plan.status.number_unavailable,
+            plan.status.desired_number_scheduled - plan.status.number_available
+        );
+        prop_assert_eq!(plan.status.updated_number_scheduled, plan.status.current_number_scheduled);
+        prop_assert_eq!(plan.status.observed_generation, Some(3));
+
+        // Describe: a reason for every node that should get no pod.
+        let ineligible: Vec<&str> = plan.ineligible_nodes.iter().map(|n| n.node.as_str()).collect();
+        let expected: Vec<&str> = nodes
+            .iter()
+            .map(|n| n.metadata.name.as_str())
+            .filter(|n| !verdicts[n].0)
+            .collect();
+        prop_assert_eq!(ineligible, expected);
+        for node in &plan.ineligible_nodes {
+            prop_assert!(!node.eligibility.reasons.is_empty());
+            prop_assert_eq!(node.eligibility.should_continue_running, verdicts[node.node.as_str()].1);
+        }
+
+        // Deterministic.
+        let again = plan_with(&ds, &nodes, &pods, &FailedPodBackoff::new(), now, seed);
+        prop_assert_eq!(&plan, &again);
+    }
+
+    /// plan → apply → plan … converges to exactly one pod on every eligible
+    /// node, none where pods may not continue, never two anywhere.
+    #[test]
+    fn plans_converge(
+        ds in daemon_set_strategy(),
+        nodes in nodes_strategy(),
+        pods in pods_strategy(),
+        seed in any::<u64>(),
+    ) {
+        let initial = pods.clone();
+        let mut pods = pods;
+        let mut backoff = FailedPodBackoff::new();
+        let mut now = at(100);
+        let mut converged = None;
+        for round in 0..60u64 {
+            let plan = plan_with(&ds, &nodes, &pods, &backoff, now, seed.wrapping_add(round));
+            if !plan.changes_pods() && plan.requeue_at.is_none() && !pods.iter().any(terminating) {
+                converged = Some(plan);
+                break;
+            }
+            // Pods being deleted were seen by one plan; now they are gone.
+            pods.retain(|p| !terminating(p));
+            apply(&mut pods, &plan, now);
+            for (node, on_node) in by_node(&pods) {
+                let running = on_node.iter().filter(|p| active(p)).count();
+                prop_assert!(running <= 1, "round {}: {} active pods on {:?}", round, running, node);
+            }
+            backoff = plan.backoff.clone();
+            now = match plan.requeue_at {
+                Some(t) if !plan.changes_pods() => t.max(now + Duration::from_secs(1)),
+                _ => now + Duration::from_secs(1),
+            };
+        }
+        let plan = converged.expect("converges within 60 rounds");
+
+        let claims = by_node(&pods);
+        let existing: HashSet<&str> = nodes.iter().map(|n| n.metadata.name.as_str()).collect();
+        for node in claims.keys() {
+            prop_assert!(existing.contains(node.as_str()), "pods left on {:?}", node);
+        }
+        let initial_names: HashSet<&str> = initial.iter().map(|p| p.metadata.name.as_str()).collect();
+        for node in &nodes {
+            let (should_run, should_continue) = oracle(&ds, node);
+            let on_node = claims.get(&node.metadata.name).cloned().unwrap_or_default();
+            prop_assert!(on_node.iter().all(|p| active(p)), "only running pods remain");
+            if should_run {
+                prop_assert_eq!(on_node.len(), 1, "exactly one pod on {}", node.metadata.name);
+            } else if should_continue {
+                prop_assert!(on_node.len() <= 1);
+                for pod in on_node {
+                    prop_assert!(initial_names.contains(pod.metadata.name.as_str()), "kept, never created");
+                }
+            } else {
+                prop_assert!(on_node.is_empty());
+            }
+        }
+        // Pods that are not the DaemonSet's are untouched (released ones only
+        // lose the owner reference).
+        for pod in &initial {
+            let now = pods.iter().find(|p| p.metadata.name == pod.metadata.name && p.metadata.namespace == pod.metadata.namespace);
+            let released = pod.metadata.namespace == "default" && controlled(pod) && !selected(pod);
+            if released && !terminating(pod) {
+                let now = now.expect("released pods stay");
+                prop_assert!(!controlled(now));
+            } else if !terminating(pod) && !the_daemon_sets(pod) {
+                prop_assert_eq!(now, Some(pod));
+            }
+        }
+        let desired = nodes.iter().filter(|n| oracle(&ds, n).0).count() as i32;
+        prop_assert_eq!(plan.status.desired_number_scheduled, desired);
+        prop_assert_eq!(plan.status.current_number_scheduled, desired);
+        let ready = nodes
+            .iter()
+            .filter(|n| oracle(&ds, n).0)
+            .filter(|n| claims[&n.metadata.name][0].is_ready())
+            .count() as i32;
+        prop_assert_eq!(plan.status.number_ready, ready);
+    }
+}
