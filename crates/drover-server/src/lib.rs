@@ -14,8 +14,10 @@
 
 pub mod agents;
 pub mod auth;
+pub mod controller;
 pub mod http;
 pub mod identity;
+pub mod informer;
 pub mod objects;
 pub mod service;
 pub mod transport;
@@ -57,6 +59,8 @@ pub struct ServerOptions {
     pub election_ticks: usize,
     pub snapshot_every: u64,
     pub keep_entries: u64,
+    /// Node timeout and garbage-collection horizon.
+    pub controller: controller::ControllerConfig,
 }
 
 impl ServerOptions {
@@ -73,6 +77,7 @@ impl ServerOptions {
             election_ticks: 10,
             snapshot_every: 10_000,
             keep_entries: 5_000,
+            controller: controller::ControllerConfig::default(),
         }
     }
 }
@@ -222,7 +227,16 @@ impl Server {
         ));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let index = agents::PodIndex::default();
+        let informer = informer::Informer::default();
         let tasks = vec![
+            tokio::spawn(informer.clone().run(store.clone(), shutdown_rx.clone())),
+            tokio::spawn(controller::run(
+                ctx.clone(),
+                objects::Objects::new(ctx.clone()),
+                informer,
+                opts.controller.clone(),
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(index.clone().run(store.clone(), shutdown_rx.clone())),
             tokio::spawn(agents::relay_heartbeats(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(serve_grpc(grpc_l, ctx.clone(), index, shutdown_rx.clone())),

@@ -509,6 +509,29 @@ impl Objects {
         Ok(new)
     }
 
+    /// Deletes one object only if it is still at `resource_version` (0:
+    /// whatever it is). Answers the revision of the delete.
+    pub async fn delete_at(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        resource_version: u64,
+    ) -> Result<u64, Status> {
+        let r = self
+            .write(op::Op::Delete(pb::Delete {
+                key: key(kind, namespace, name),
+                expected_revision: resource_version,
+            }))
+            .await
+            .map_err(|s| match s.code() {
+                tonic::Code::NotFound => not_found(kind, name),
+                tonic::Code::Aborted => conflict(kind, name),
+                _ => s,
+            })?;
+        Ok(r.revision)
+    }
+
     /// Deletes one object and answers it as it was.
     pub async fn delete(
         &self,

@@ -121,7 +121,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     assert_eq!(n["status"]["conditions"][0]["status"], "True");
 
     // A pod bound to the node is pushed; one bound elsewhere is not.
-    let pods = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  nodeName: edge-1\n  containers: [{name: c, image: busybox}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  nodeName: edge-2\n  containers: [{name: c, image: busybox}]\n";
+    let pods = "apiVersion: v1\nkind: Node\nmetadata: {name: edge-2}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  nodeName: edge-1\n  containers: [{name: c, image: busybox}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  nodeName: edge-2\n  containers: [{name: c, image: busybox}]\n";
     objects
         .apply(authed(
             pb::ApplyRequest {

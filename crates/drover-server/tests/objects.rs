@@ -238,8 +238,10 @@ async fn watch_reports_added_modified_deleted() {
         name: "agent".into(),
     });
     api.c.delete(r).await.unwrap();
+    // The controller writes the DaemonSet's status too: more MODIFIED
+    // events may come in between.
     let mut kinds = Vec::new();
-    while kinds.len() < 3 {
+    while kinds.last().map(String::as_str) != Some("DELETED") {
         let e = tokio::time::timeout(std::time::Duration::from_secs(5), w.message())
             .await
             .expect("an event in time")
@@ -249,6 +251,11 @@ async fn watch_reports_added_modified_deleted() {
         assert_eq!(o["metadata"]["name"], "agent");
         kinds.push(e.r#type);
     }
-    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+    assert_eq!(kinds[0], "ADDED");
+    assert!(
+        kinds[1..kinds.len() - 1].iter().all(|k| k == "MODIFIED"),
+        "{kinds:?}"
+    );
+    assert!(kinds.len() >= 3, "{kinds:?}");
     api.server.shutdown().await;
 }

@@ -1,0 +1,338 @@
+//! The control loops that run on the leader: the DaemonSet controller and
+//! the node lifecycle controller. They read the [`Informer`]'s view, ask the
+//! pure planners of `drover-controller` what to do, and apply the answer
+//! with compare-and-swap writes through [`Objects`].
+//!
+//! A pass is followed by a wait until the informer has seen every write of
+//! the pass, so the next plan never acts on a view that misses its own
+//! writes (what Kubernetes calls expectations). Passes run when the view
+//! changes, when a planner asked to be woken (backoff, minReadySeconds, a
+//! node deadline), and at least every second.
+
+use crate::informer::{Informer, Snapshot};
+use crate::objects::{Kind, Objects};
+use crate::service::Ctx;
+use drover_api::{DaemonSet, Manifest, Pod};
+use drover_controller::daemon::{self, FailedPodBackoff, PlanInput};
+use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
+use drover_controller::Timestamp;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
+
+/// Tuning of the loops.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// A node silent this long is NotReady/Unknown (default 5 s).
+    pub node_timeout: Duration,
+    /// A node unreachable this long is removed (default 1 h).
+    pub node_gc_after: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            node_timeout: Duration::from_secs(5),
+            node_gc_after: Duration::from_secs(3600),
+        }
+    }
+}
+
+fn now() -> Timestamp {
+    Timestamp::from(SystemTime::now())
+}
+
+/// Runs the controllers whenever this member leads, until `stop`.
+pub async fn run(
+    ctx: Arc<Ctx>,
+    objects: Objects,
+    informer: Informer,
+    cfg: ControllerConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut leader = ctx.store.subscribe_leader();
+    loop {
+        // Wait to lead.
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            r = leader.wait_for(|l| l.is_leader) => if r.is_err() { return },
+        }
+        let term = ctx.store.leader().term;
+        tracing::info!("leading (term {term}): running the controllers");
+        let mut lead = Leading::new(&ctx, objects.clone(), informer.clone(), cfg.clone());
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = leader.wait_for(|l| !l.is_leader || l.term != term) => {
+                tracing::info!("no longer leading: controllers paused");
+            }
+            _ = lead.run() => {}
+        }
+    }
+}
+
+struct Leading {
+    ctx: Arc<Ctx>,
+    objects: Objects,
+    informer: Informer,
+    nodes: NodeLifecycle,
+    backoff: HashMap<String, FailedPodBackoff>,
+    rng: StdRng,
+}
+
+impl Leading {
+    fn new(ctx: &Arc<Ctx>, objects: Objects, informer: Informer, cfg: ControllerConfig) -> Self {
+        let config = NodeLifecycleConfig {
+            node_timeout: cfg.node_timeout,
+            gc_after: cfg.node_gc_after,
+        };
+        Leading {
+            ctx: ctx.clone(),
+            objects,
+            informer,
+            // A new leader gives every node a fresh grace period.
+            nodes: NodeLifecycle::new(config, now()),
+            backoff: HashMap::new(),
+            rng: StdRng::from_rng(&mut rand::rng()),
+        }
+    }
+
+    async fn run(&mut self) {
+        // Start from a view at least as new as everything committed before.
+        let committed = self.ctx.store.applied();
+        self.informer
+            .wait_for(committed, Duration::from_secs(10))
+            .await;
+        let mut changes = self.informer.subscribe();
+        loop {
+            let view = self.informer.snapshot();
+            let started = Instant::now();
+            let (written, wake) = self.pass(&view).await;
+            if written > 0 {
+                // Our own writes must be in the view before the next plan.
+                self.informer
+                    .wait_for(written, Duration::from_secs(10))
+                    .await;
+            }
+            let pause = wake
+                .map(|t| t.duration_since(now()))
+                .unwrap_or(Duration::from_secs(1))
+                .clamp(Duration::from_millis(10), Duration::from_secs(1));
+            if started.elapsed() > Duration::from_millis(500) {
+                tracing::debug!("controller pass took {:?}", started.elapsed());
+            }
+            changes.borrow_and_update();
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// One pass of both controllers. Answers the highest revision written
+    /// and when a planner wants to run again.
+    async fn pass(&mut self, view: &Snapshot) -> (u64, Option<Timestamp>) {
+        let now = now();
+        let mut written = 0u64;
+        let mut wake: Option<Timestamp> = None;
+        let mut soonest = |t: Option<Timestamp>| {
+            if let Some(t) = t {
+                wake = Some(wake.map_or(t, |w: Timestamp| w.min(t)));
+            }
+        };
+
+        // Node lifecycle.
+        let heartbeats = self.ctx.heartbeats.snapshot();
+        let (now_i, now_s) = (Instant::now(), SystemTime::now());
+        let last = |name: &str| {
+            heartbeats
+                .get(name)
+                .map(|i| Timestamp::from(now_s - now_i.saturating_duration_since(*i)))
+        };
+        let nodes: Vec<_> = view.nodes.values().cloned().collect();
+        let plan = self.nodes.plan(&nodes, last, now);
+        soonest(plan.next_check);
+        for u in plan.updates {
+            let name = u.node.metadata.name.clone();
+            match self.objects.update(Manifest::Node(Box::new(u.node))).await {
+                Ok(m) => written = written.max(rev(&m)),
+                Err(e) => tracing::debug!(node = %name, "node update: {}", e.message()),
+            }
+        }
+        for r in plan.remove {
+            let rv = r.resource_version.parse().unwrap_or(0);
+            match self.objects.delete_at(Kind::Node, "", &r.name, rv).await {
+                Ok(w) => {
+                    tracing::info!(node = %r.name, "removed: unreachable since {}", r.unreachable_since.to_rfc3339());
+                    self.ctx.heartbeats.forget(&r.name);
+                    written = written.max(w);
+                }
+                Err(e) => tracing::debug!(node = %r.name, "node removal: {}", e.message()),
+            }
+        }
+        self.record(plan.events).await;
+
+        // DaemonSets.
+        let pods: Vec<Pod> = view.pods.values().cloned().collect();
+        let mut live = std::collections::HashSet::new();
+        for ds in view.daemon_sets.values() {
+            live.insert(ds.metadata.uid.clone());
+            let (w, t) = self.sync_daemon_set(ds, &nodes, &pods, now).await;
+            written = written.max(w);
+            soonest(t);
+        }
+        self.backoff.retain(|uid, _| live.contains(uid));
+
+        // Pods of DaemonSets that are gone, and bare pods of nodes that left.
+        let mut doomed: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.owner_references.iter().any(|o| {
+                    o.controller == Some(true) && o.kind == "DaemonSet" && !live.contains(&o.uid)
+                })
+            })
+            .collect();
+        doomed.extend(drover_controller::node::pods_on_missing_nodes(
+            &nodes, &pods,
+        ));
+        for p in doomed {
+            let rv = p.metadata.resource_version.parse().unwrap_or(0);
+            match self
+                .objects
+                .delete_at(Kind::Pod, &p.metadata.namespace, &p.metadata.name, rv)
+                .await
+            {
+                Ok(w) => written = written.max(w),
+                Err(e) => {
+                    tracing::debug!(pod = %p.metadata.name, "garbage collection: {}", e.message())
+                }
+            }
+        }
+        (written, wake)
+    }
+
+    async fn sync_daemon_set(
+        &mut self,
+        ds: &DaemonSet,
+        nodes: &[drover_api::Node],
+        pods: &[Pod],
+        now: Timestamp,
+    ) -> (u64, Option<Timestamp>) {
+        let uid = ds.metadata.uid.clone();
+        let backoff = self.backoff.remove(&uid).unwrap_or_default();
+        let plan = daemon::plan(
+            &PlanInput::new(ds, nodes, pods, now).with_backoff(&backoff),
+            &mut self.rng,
+        );
+        self.backoff.insert(uid, plan.backoff.clone());
+        let mut written = 0u64;
+        let mut events = plan.events.clone();
+
+        for pod in plan.adopt.iter().chain(plan.release.iter()) {
+            match self
+                .objects
+                .update(Manifest::Pod(Box::new(pod.clone())))
+                .await
+            {
+                Ok(m) => written = written.max(rev(&m)),
+                Err(e) => {
+                    tracing::debug!(pod = %pod.metadata.name, "adopt/release: {}", e.message())
+                }
+            }
+        }
+        // Deletions: the uid is the precondition (an adopted pod changed its
+        // resourceVersion in this very plan, so do not pin that).
+        let deletions = plan.delete.iter().map(|d| {
+            let objects = self.objects.clone();
+            async move {
+                let current = objects.get(Kind::Pod, &d.namespace, &d.name).await;
+                let rv = match current {
+                    Ok(m) if m.metadata().uid == d.uid => {
+                        m.metadata().resource_version.parse().unwrap_or(0)
+                    }
+                    _ => return (d, Err(())),
+                };
+                match objects
+                    .delete_at(Kind::Pod, &d.namespace, &d.name, rv)
+                    .await
+                {
+                    Ok(w) => (d, Ok(w)),
+                    Err(e) => {
+                        tracing::debug!(pod = %d.name, "delete: {}", e.message());
+                        (d, Err(()))
+                    }
+                }
+            }
+        });
+        for (d, r) in futures_util::future::join_all(deletions).await {
+            if let Ok(w) = r {
+                written = written.max(w);
+                events.push(d.event.clone());
+            }
+        }
+        let creations = plan.create.iter().map(|c| {
+            let objects = self.objects.clone();
+            async move {
+                (
+                    c,
+                    objects.create(Manifest::Pod(Box::new(c.pod.clone()))).await,
+                )
+            }
+        });
+        for (c, r) in futures_util::future::join_all(creations).await {
+            match r {
+                Ok(m) => {
+                    written = written.max(rev(&m));
+                    events.push(c.event.clone());
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %c.pod.metadata.name, "create: {}", e.message());
+                    events.push(drover_controller::events::failed_create(
+                        ds,
+                        e.message(),
+                        now,
+                        &mut self.rng,
+                    ));
+                }
+            }
+        }
+        if plan.status_changed {
+            let status = serde_json::to_value(&plan.status).unwrap_or_default();
+            match self
+                .objects
+                .update_status(
+                    Kind::DaemonSet,
+                    &ds.metadata.namespace,
+                    &ds.metadata.name,
+                    &ds.metadata.uid,
+                    status,
+                )
+                .await
+            {
+                Ok(m) => written = written.max(rev(&m)),
+                Err(e) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e.message()),
+            }
+        }
+        self.record(events).await;
+        (written, plan.requeue_at)
+    }
+
+    /// Writes events; failures only cost the event.
+    async fn record(&self, events: Vec<drover_api::Event>) {
+        let writes = events.into_iter().map(|e| {
+            let objects = self.objects.clone();
+            async move {
+                if let Err(err) = objects.create(Manifest::Event(Box::new(e))).await {
+                    tracing::debug!("event not recorded: {}", err.message());
+                }
+            }
+        });
+        futures_util::future::join_all(writes).await;
+    }
+}
+
+fn rev(m: &Manifest) -> u64 {
+    m.metadata().resource_version.parse().unwrap_or(0)
+}

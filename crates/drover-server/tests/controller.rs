@@ -1,0 +1,205 @@
+//! The controllers on a one-member server, with Nodes applied by hand (no
+//! agents): a DaemonSet gets exactly one pod on every eligible node, follows
+//! label changes, replaces deleted pods, reports status, and its pods go
+//! with it; silent nodes turn NotReady with the unreachable taints.
+
+use drover_api::Manifest;
+use drover_server::objects::{Kind, Objects};
+use drover_server::{Server, ServerOptions};
+use std::time::{Duration, Instant};
+
+const DS: &str = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: mon}
+spec:
+  selector: {matchLabels: {app: mon}}
+  template:
+    metadata: {labels: {app: mon}}
+    spec:
+      nodeSelector: {role: edge}
+      containers: [{name: mon, image: busybox}]
+"#;
+
+fn node(name: &str, role: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{role: {role}}}\n---\n"
+    )
+}
+
+async fn start(node_timeout: Duration) -> (tempfile::TempDir, Server, Objects) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = ServerOptions::new(tmp.path().join("s"));
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    o.controller.node_timeout = node_timeout;
+    let server = Server::start(o).await.unwrap();
+    let objects = Objects::new(server.ctx.clone());
+    (tmp, server, objects)
+}
+
+/// The nodes that run a pod of `ds`, sorted; panics on two pods on a node.
+async fn placement(objects: &Objects) -> Vec<String> {
+    let (pods, _) = objects.list(Kind::Pod, None, None).await.unwrap();
+    let mut nodes: Vec<String> = pods
+        .iter()
+        .filter_map(|m| match m {
+            Manifest::Pod(p) if p.metadata.labels.get("app").map(String::as_str) == Some("mon") => {
+                Some(p.spec.node_name.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    nodes.sort();
+    let mut dedup = nodes.clone();
+    dedup.dedup();
+    assert_eq!(dedup, nodes, "two pods of one DaemonSet on a node");
+    nodes
+}
+
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_set_follows_nodes_and_labels() {
+    let (_tmp, mut server, objects) = start(Duration::from_secs(3600)).await;
+    let nodes = format!(
+        "{}{}{}",
+        node("a", "edge"),
+        node("b", "edge"),
+        node("c", "core")
+    );
+    objects.apply(&nodes, false).await.unwrap();
+    objects.apply(DS, false).await.unwrap();
+    eventually("pods on a and b", || async {
+        placement(&objects).await == ["a", "b"]
+    })
+    .await;
+
+    // Status counters.
+    eventually("status", || async {
+        let Ok(Manifest::DaemonSet(ds)) = objects.get(Kind::DaemonSet, "default", "mon").await
+        else {
+            return false;
+        };
+        ds.status.desired_number_scheduled == 2
+            && ds.status.current_number_scheduled == 2
+            && ds.status.observed_generation == Some(1)
+    })
+    .await;
+
+    // A node that joins gets its pod; relabelling moves pods.
+    objects.apply(&node("d", "edge"), false).await.unwrap();
+    eventually("pod on d", || async {
+        placement(&objects).await == ["a", "b", "d"]
+    })
+    .await;
+    objects.apply(&node("a", "core"), false).await.unwrap();
+    objects.apply(&node("c", "edge"), false).await.unwrap();
+    eventually("pods follow labels", || async {
+        placement(&objects).await == ["b", "c", "d"]
+    })
+    .await;
+
+    // A deleted pod is revived.
+    let (pods, _) = objects.list(Kind::Pod, None, None).await.unwrap();
+    let victim = pods
+        .iter()
+        .find(|m| m.metadata().labels.contains_key("app"))
+        .unwrap();
+    let (ns, name) = (victim.namespace().to_string(), victim.name().to_string());
+    objects.delete(Kind::Pod, &ns, &name).await.unwrap();
+    eventually("pod revived", || async {
+        let p = placement(&objects).await;
+        p == ["b", "c", "d"] && objects.get(Kind::Pod, &ns, &name).await.is_err()
+    })
+    .await;
+
+    // A node that leaves takes its pod; deleting the DaemonSet takes the rest.
+    objects.delete(Kind::Node, "", "d").await.unwrap();
+    eventually("pod of d gone", || async {
+        placement(&objects).await == ["b", "c"]
+    })
+    .await;
+    objects
+        .delete(Kind::DaemonSet, "default", "mon")
+        .await
+        .unwrap();
+    eventually("pods gone with the DaemonSet", || async {
+        placement(&objects).await.is_empty()
+    })
+    .await;
+
+    // The controller recorded what it did.
+    let (events, _) = objects.list(Kind::Event, None, None).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Manifest::Event(ev) if ev.reason == "SuccessfulCreate")),
+        "no SuccessfulCreate event among {}",
+        events.len()
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_nodes_become_not_ready_and_keep_their_pods() {
+    let (_tmp, mut server, objects) = start(Duration::from_millis(600)).await;
+    objects
+        .apply(
+            &format!("{}{}", node("live", "edge"), node("dead", "edge")),
+            false,
+        )
+        .await
+        .unwrap();
+    objects.apply(DS, false).await.unwrap();
+    eventually("pods on both", || async {
+        placement(&objects).await == ["dead", "live"]
+    })
+    .await;
+    // Only "live" heartbeats.
+    let hb = server.ctx.clone();
+    let beating = tokio::spawn(async move {
+        loop {
+            hb.heartbeats.beat("live");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    eventually("dead is NotReady with the unreachable taints", || async {
+        let Ok(Manifest::Node(n)) = objects.get(Kind::Node, "", "dead").await else {
+            return false;
+        };
+        let unknown =
+            n.status.conditions.iter().any(|c| {
+                c.r#type == "Ready" && c.status == Some(drover_api::ConditionStatus::Unknown)
+            });
+        let taints: Vec<_> = n.spec.taints.iter().map(|t| t.key.as_str()).collect();
+        unknown
+            && taints
+                .iter()
+                .filter(|k| **k == "node.kubernetes.io/unreachable")
+                .count()
+                == 2
+    })
+    .await;
+    let Ok(Manifest::Node(live)) = objects.get(Kind::Node, "", "live").await else {
+        panic!()
+    };
+    assert!(
+        live.spec.taints.is_empty(),
+        "the beating node stays untainted"
+    );
+    // Its pod stays (daemon pods tolerate unreachable NoExecute).
+    assert_eq!(placement(&objects).await, ["dead", "live"]);
+    beating.abort();
+    server.shutdown().await;
+}
