@@ -1,8 +1,10 @@
 //! The `drover` binary: argument parsing and wiring, nothing else.
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use drover_cli::commands::{self, KvOutput};
+use drover_cli::kubectl::{self, DeleteOptions, DryRun, GetOptions, Shell};
+use drover_cli::printers::Output;
 use drover_cli::{Client, ClientConfig};
 use std::io::Write;
 use std::path::PathBuf;
@@ -50,6 +52,114 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KvCmd,
     },
+    /// Create or update objects from manifests (YAML or JSON), all or nothing.
+    Apply {
+        /// A manifest file, a directory (its *.yaml, *.yml, *.json) or - for stdin; repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<String>,
+        /// Validate and show what would happen, write nothing.
+        #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
+        dry_run: Option<DryRun>,
+    },
+    /// List objects, or show some by name: ds, pods, nodes, events, controllerrevisions.
+    Get {
+        /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions.
+        kind: String,
+        /// Names (every object of the kind when none).
+        names: Vec<String>,
+        #[arg(short, long, value_enum)]
+        output: Option<Output>,
+        /// Label selector, e.g. app=web,tier!=db or 'env in (a,b)'.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        #[command(flatten)]
+        ns: Namespaces,
+        /// After listing, print one line per change.
+        #[arg(short, long)]
+        watch: bool,
+    },
+    /// Show an object in detail, with its events (a DaemonSet also says why nodes have no pod).
+    Describe {
+        /// ds, pod or node.
+        kind: String,
+        /// Names (every object of the kind when none).
+        names: Vec<String>,
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Delete objects by name, by label selector, or as listed in manifests.
+    Delete {
+        /// ds, pod or node (not with -f).
+        kind: Option<String>,
+        /// Names of the objects to delete.
+        names: Vec<String>,
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        /// Every object of the kind in the namespace.
+        #[arg(long)]
+        all: bool,
+        /// Delete the objects these manifests describe.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<String>,
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Set (k=v) or remove (k-) labels of an object.
+    Label {
+        /// node, ds or pod.
+        kind: String,
+        name: String,
+        /// k=v to set, k- to remove.
+        #[arg(required = true)]
+        labels: Vec<String>,
+        /// Allow changing the value of an existing label.
+        #[arg(long)]
+        overwrite: bool,
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Add (k=v:Effect, k:Effect) or remove (k:Effect-, k-) taints of a node.
+    Taint {
+        /// node.
+        kind: String,
+        name: String,
+        #[arg(required = true)]
+        taints: Vec<String>,
+        /// Allow replacing a taint with the same key and effect.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Mark nodes unschedulable (daemon pods still run there).
+    Cordon {
+        #[arg(required = true)]
+        nodes: Vec<String>,
+    },
+    /// Mark nodes schedulable again.
+    Uncordon {
+        #[arg(required = true)]
+        nodes: Vec<String>,
+    },
+    /// Events, oldest first.
+    Events {
+        #[command(flatten)]
+        ns: Namespaces,
+    },
+    /// Print a shell completion script (e.g. `drover completion bash > /etc/bash_completion.d/drover`).
+    Completion {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// `-n NS` or `-A`.
+#[derive(Args)]
+struct Namespaces {
+    /// The namespace [default: default].
+    #[arg(short, long, conflicts_with = "all_namespaces")]
+    namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
 }
 
 #[derive(Args)]
@@ -171,7 +281,7 @@ fn main() {
         }
     };
     if let Err(e) = rt.block_on(run(cli)) {
-        eprintln!("error: {e:#}");
+        eprintln!("{}", drover_cli::error_text(&e));
         std::process::exit(1);
     }
 }
@@ -187,6 +297,7 @@ fn client(conn: &Conn) -> Result<Client> {
 
 async fn run(cli: Cli) -> Result<()> {
     let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr();
     match cli.cmd {
         Cmd::Server(a) => match a.cmd {
             Some(ServerCmd::Leave { data_dir }) => {
@@ -228,6 +339,111 @@ async fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
+        Cmd::Apply { files, dry_run } => {
+            let sources = kubectl::read_sources(&files, &mut std::io::stdin())?;
+            let c = client(&cli.conn)?;
+            kubectl::apply(&c, &sources, dry_run, &mut out, &mut err).await?
+        }
+        Cmd::Get {
+            kind,
+            names,
+            output,
+            selector,
+            ns,
+            watch,
+        } => {
+            let c = client(&cli.conn)?;
+            let o = GetOptions {
+                kind,
+                names,
+                output,
+                selector,
+                namespace: ns.namespace,
+                all_namespaces: ns.all_namespaces,
+                watch,
+            };
+            kubectl::get(&c, &o, &mut out, &mut err).await?
+        }
+        Cmd::Describe {
+            kind,
+            names,
+            namespace,
+        } => {
+            let c = client(&cli.conn)?;
+            kubectl::describe(&c, &kind, &names, namespace.as_deref(), &mut out).await?
+        }
+        Cmd::Delete {
+            kind,
+            names,
+            selector,
+            all,
+            files,
+            namespace,
+        } => {
+            let sources = if files.is_empty() {
+                Vec::new()
+            } else {
+                kubectl::read_sources(&files, &mut std::io::stdin())?
+            };
+            let c = client(&cli.conn)?;
+            let o = DeleteOptions {
+                kind,
+                names,
+                selector,
+                all,
+                namespace,
+                sources,
+            };
+            kubectl::delete(&c, &o, &mut out).await?
+        }
+        Cmd::Label {
+            kind,
+            name,
+            labels,
+            overwrite,
+            namespace,
+        } => {
+            let c = client(&cli.conn)?;
+            kubectl::label(
+                &c,
+                &kind,
+                &name,
+                &labels,
+                overwrite,
+                namespace.as_deref(),
+                &mut out,
+            )
+            .await?
+        }
+        Cmd::Taint {
+            kind,
+            name,
+            taints,
+            overwrite,
+        } => {
+            let c = client(&cli.conn)?;
+            kubectl::taint(&c, &kind, &name, &taints, overwrite, &mut out).await?
+        }
+        Cmd::Cordon { nodes } => {
+            let c = client(&cli.conn)?;
+            kubectl::cordon(&c, &nodes, true, &mut out).await?
+        }
+        Cmd::Uncordon { nodes } => {
+            let c = client(&cli.conn)?;
+            kubectl::cordon(&c, &nodes, false, &mut out).await?
+        }
+        Cmd::Events { ns } => {
+            let c = client(&cli.conn)?;
+            kubectl::events(
+                &c,
+                ns.namespace.as_deref(),
+                ns.all_namespaces,
+                &mut out,
+                &mut err,
+            )
+            .await?
+        }
+        Cmd::Completion { shell } => kubectl::completion(shell, &mut Cli::command(), &mut out)?,
     }
     out.flush()?;
     Ok(())

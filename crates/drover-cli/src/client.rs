@@ -6,7 +6,9 @@
 //! request id, so retrying one after an ambiguous failure applies it at
 //! most once.
 
+use drover_api::Manifest;
 use drover_proto::v1::cluster_client::ClusterClient;
+use drover_proto::v1::objects_client::ObjectsClient;
 use drover_proto::v1::store_client::StoreClient;
 use drover_proto::v1::{self as pb, op, Op};
 use rand::Rng;
@@ -41,6 +43,9 @@ pub enum ClientError {
         servers: String,
         last: String,
     },
+    /// The server answered with an object this client cannot read.
+    #[error("the server sent an object this client cannot read: {0}")]
+    Decode(String),
 }
 
 impl ClientError {
@@ -385,6 +390,157 @@ impl Client {
             .into_inner())
     }
 
+    fn objects(&self, ch: Channel) -> ObjectsClient<Channel> {
+        ObjectsClient::new(ch)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    /// Applies a manifest stream (YAML documents or JSON): the server
+    /// validates every object before it writes any. With `dry_run` nothing
+    /// is written, and the answer says what would have happened.
+    ///
+    /// A retry after an ambiguous failure applies the same objects again,
+    /// which is harmless (apply is create-or-update) but may then report
+    /// `unchanged` for what the first attempt created.
+    pub async fn apply(&self, text: &str, dry_run: bool) -> Result<Vec<Applied>, ClientError> {
+        let body = pb::ApplyRequest {
+            manifests: text.to_string(),
+            dry_run,
+        };
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(30));
+                async move { self.objects(ch).apply(req).await }
+            })
+            .await?
+            .into_inner();
+        r.results
+            .into_iter()
+            .map(|a| {
+                Ok(Applied {
+                    object: decode_object(&a.object)?,
+                    reference: a.reference,
+                    namespace: a.namespace,
+                    action: a.action,
+                    warnings: a.warnings,
+                })
+            })
+            .collect()
+    }
+
+    /// Reads one object. `kind` as users type it (`ds`, `pods`, `node`…);
+    /// `namespace` is ignored for nodes and means `default` when empty.
+    pub async fn get_object(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Manifest, ClientError> {
+        let body = object_ref(kind, namespace, name);
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.objects(ch).get(req).await }
+            })
+            .await?
+            .into_inner();
+        decode_object(&r.object)
+    }
+
+    /// Lists the objects of a kind in one namespace (every namespace when
+    /// `namespace` is empty) whose labels match `selector` (kubectl's `-l`
+    /// syntax; empty matches everything).
+    pub async fn list_objects(
+        &self,
+        kind: &str,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<ObjectList, ClientError> {
+        let body = pb::ListObjectsRequest {
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            label_selector: selector.to_string(),
+        };
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.objects(ch).list(req).await }
+            })
+            .await?
+            .into_inner();
+        Ok(ObjectList {
+            items: r
+                .items
+                .iter()
+                .map(|b| decode_object(b))
+                .collect::<Result<_, _>>()?,
+            resource_version: r.resource_version,
+        })
+    }
+
+    /// Replaces one object. When it carries `metadata.resourceVersion` the
+    /// write is a compare-and-swap: it fails with ABORTED (a conflict) if
+    /// the object changed since that version was read.
+    pub async fn update_object(&self, object: &Manifest) -> Result<Manifest, ClientError> {
+        let json = serde_json::to_vec(object).map_err(|e| {
+            ClientError::Config(format!("cannot encode {}: {e}", object.reference()))
+        })?;
+        let body = pb::UpdateObjectRequest { object: json };
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.objects(ch).update(req).await }
+            })
+            .await?
+            .into_inner();
+        decode_object(&r.object)
+    }
+
+    /// Deletes one object and returns it as it was.
+    pub async fn delete_object(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Manifest, ClientError> {
+        let body = object_ref(kind, namespace, name);
+        let r = self
+            .call(|ch| {
+                let req = self.req(body.clone(), Duration::from_secs(12));
+                async move { self.objects(ch).delete(req).await }
+            })
+            .await?
+            .into_inner();
+        decode_object(&r.object)
+    }
+
+    /// Follows the changes of a kind (in one namespace, or all when empty)
+    /// after `resource_version` (empty or "0": from now), e.g. the
+    /// `resource_version` of a [`Client::list_objects`] answer.
+    pub async fn watch_objects(
+        &self,
+        kind: &str,
+        namespace: &str,
+        resource_version: &str,
+    ) -> Result<ObjectWatch, ClientError> {
+        let body = pb::WatchObjectsRequest {
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            resource_version: resource_version.to_string(),
+        };
+        let stream = self
+            .call(|ch| {
+                let mut req = Request::new(body.clone());
+                req.metadata_mut()
+                    .insert("authorization", self.auth.clone());
+                async move { self.objects(ch).watch(req).await }
+            })
+            .await?
+            .into_inner();
+        Ok(ObjectWatch { stream })
+    }
+
     /// The status of whichever server answers.
     pub async fn status(&self) -> Result<pb::StatusResponse, ClientError> {
         Ok(self
@@ -418,5 +574,71 @@ impl Client {
             .unwrap_or_default()
             .to_string();
         Client::single(addr, &token)
+    }
+}
+
+fn object_ref(kind: &str, namespace: &str, name: &str) -> pb::ObjectRef {
+    pb::ObjectRef {
+        kind: kind.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+/// Reads an object as the Objects service sends it (JSON).
+pub fn decode_object(bytes: &[u8]) -> Result<Manifest, ClientError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ClientError::Decode(e.to_string()))?;
+    Manifest::from_value(value).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+/// What `apply` did with one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// kubectl's reference, e.g. `daemonset.apps/fluentd`.
+    pub reference: String,
+    /// The object's namespace (empty for nodes).
+    pub namespace: String,
+    /// `created`, `configured` or `unchanged`.
+    pub action: String,
+    /// Fields kept but not acted on, e.g. `unknown field "spec.foo" (...)`.
+    pub warnings: Vec<String>,
+    /// The object as stored (or as it would be, for a dry run).
+    pub object: Manifest,
+}
+
+/// The answer of [`Client::list_objects`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectList {
+    pub items: Vec<Manifest>,
+    /// Watch from this version to see every later change.
+    pub resource_version: String,
+}
+
+/// One change seen by [`Client::watch_objects`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectEvent {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub r#type: String,
+    /// The object after the change (for `DELETED`, as it was, with the
+    /// resourceVersion of the delete).
+    pub object: Manifest,
+}
+
+/// A stream of object changes.
+pub struct ObjectWatch {
+    stream: tonic::Streaming<pb::ObjectEvent>,
+}
+
+impl ObjectWatch {
+    /// The next change; `None` when the server ended the stream.
+    pub async fn next(&mut self) -> Result<Option<ObjectEvent>, ClientError> {
+        match self.stream.message().await? {
+            Some(e) => Ok(Some(ObjectEvent {
+                object: decode_object(&e.object)?,
+                r#type: e.r#type,
+            })),
+            None => Ok(None),
+        }
     }
 }

@@ -1,8 +1,19 @@
-//! drover's client side: the cluster connection ([`client`]) and what the
-//! commands print ([`commands`], [`table`]).
+//! drover's client side: the cluster connection ([`client`]), the
+//! commands ([`commands`] for the cluster and raw keys, [`kubectl`] for the
+//! kubectl-style object commands) and what they print ([`printers`],
+//! [`describe`], [`table`]).
 
 pub mod client;
 pub mod commands;
+pub mod describe;
+pub mod edit;
+pub mod errors;
+pub mod kinds;
+pub mod kubectl;
+pub mod printers;
 pub mod table;
+pub mod tabwriter;
+pub mod timefmt;
 
 pub use client::{Client, ClientConfig, ClientError};
+pub use errors::error_text;

@@ -1,0 +1,920 @@
+//! The kubectl-style commands: `apply`, `get`, `describe`, `delete`,
+//! `label`, `taint`, `cordon`, `uncordon`, `events`, `completion`.
+//!
+//! Every command takes a connected [`Client`] and writers for stdout and
+//! stderr, so tests run them in-process and check what a user would see.
+//! A server's refusal comes back as [`Reported`] text worded like kubectl's
+//! (`Error from server (NotFound): …`); when a command acts on several
+//! objects it does what it can and reports every failure at the end.
+
+use crate::client::{Client, ClientError, ObjectWatch};
+use crate::describe;
+use crate::edit;
+use crate::errors::{kube, server_line, Reported};
+use crate::kinds::Kind;
+use crate::printers::{self, Output, TableOptions};
+use crate::table::{self, Widths};
+use anyhow::{anyhow, bail, Context, Result};
+use drover_api::selector::Selector;
+use drover_api::{parse_manifests, Event, Manifest, Node, Pod, DEFAULT_NAMESPACE};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+use tonic::Code;
+
+/// How many times a read-modify-write retries after a conflict.
+const CONFLICT_RETRIES: usize = 5;
+
+/// `--dry-run[=client|server]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DryRun {
+    /// Print what would happen (drover's server still validates).
+    Client,
+    /// The same, worded like kubectl's server-side dry run.
+    Server,
+}
+
+/// The shells `completion` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+fn namespace_or_default(ns: Option<&str>) -> &str {
+    ns.filter(|n| !n.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
+}
+
+/// A source of manifests: its name for messages, and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub name: String,
+    pub text: String,
+}
+
+/// Reads `-f` arguments like kubectl: a file, `-` (stdin), or a directory
+/// (its `*.yaml`, `*.yml` and `*.json` files, by name; not recursive).
+pub fn read_sources(paths: &[String], stdin: &mut dyn Read) -> Result<Vec<Source>> {
+    if paths.is_empty() {
+        bail!("must specify one of -f (a file, a directory or - for stdin)");
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p == "-" {
+            let mut text = String::new();
+            stdin
+                .read_to_string(&mut text)
+                .context("reading manifests from stdin")?;
+            out.push(Source {
+                name: "STDIN".into(),
+                text,
+            });
+            continue;
+        }
+        let path = Path::new(p);
+        if !path.exists() {
+            bail!("the path {p:?} does not exist");
+        }
+        if path.is_dir() {
+            let mut files: Vec<_> = std::fs::read_dir(path)
+                .with_context(|| format!("reading the directory {p}"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.is_file()
+                        && f.extension()
+                            .and_then(|x| x.to_str())
+                            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
+                })
+                .collect();
+            files.sort();
+            for f in files {
+                let text = std::fs::read_to_string(&f)
+                    .with_context(|| format!("reading {}", f.display()))?;
+                out.push(Source {
+                    name: f.display().to_string(),
+                    text,
+                });
+            }
+        } else {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {p}"))?;
+            out.push(Source {
+                name: p.clone(),
+                text,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Parses every source; refuses all of them if one can't be read, naming
+/// the file.
+pub fn parse_sources(sources: &[Source]) -> Result<Vec<Manifest>> {
+    let mut all = Vec::new();
+    for s in sources {
+        let ms = parse_manifests(&s.text).map_err(|e| anyhow!("error parsing {}: {e}", s.name))?;
+        all.extend(ms);
+    }
+    if all.is_empty() {
+        bail!("no objects passed to apply");
+    }
+    Ok(all)
+}
+
+/// `drover apply -f FILE|DIR|- …`: every object of every file is sent in one
+/// request, so the server refuses them all if one is invalid.
+pub async fn apply(
+    c: &Client,
+    sources: &[Source],
+    dry_run: Option<DryRun>,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<()> {
+    let manifests = parse_sources(sources)?;
+    let list = printers::list_value(&manifests);
+    let text = serde_json::to_string(&list)?;
+    let results = c.apply(&text, dry_run.is_some()).await.map_err(kube)?;
+    let suffix = match dry_run {
+        None => "",
+        Some(DryRun::Client) => " (dry run)",
+        Some(DryRun::Server) => " (server dry run)",
+    };
+    for r in results {
+        for w in &r.warnings {
+            writeln!(err, "Warning: {w}")?;
+        }
+        writeln!(out, "{} {}{suffix}", r.reference, r.action)?;
+    }
+    Ok(())
+}
+
+/// What `get` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct GetOptions {
+    pub kind: String,
+    pub names: Vec<String>,
+    pub output: Option<Output>,
+    pub selector: Option<String>,
+    pub namespace: Option<String>,
+    pub all_namespaces: bool,
+    pub watch: bool,
+}
+
+/// The namespace a list or watch covers: empty for all (and for nodes).
+fn scope(kind: Kind, namespace: Option<&str>, all: bool) -> String {
+    if !kind.namespaced() || all {
+        String::new()
+    } else {
+        namespace_or_default(namespace).to_string()
+    }
+}
+
+fn no_resources(kind: Kind, ns: &str) -> String {
+    if kind.namespaced() && !ns.is_empty() {
+        format!("No resources found in {ns} namespace.")
+    } else {
+        "No resources found".into()
+    }
+}
+
+/// Prints objects in a `get` output format.
+fn print_objects(
+    kind: Kind,
+    items: &[Manifest],
+    single: bool,
+    output: Option<Output>,
+    topts: &TableOptions,
+    widths: &mut Widths,
+    out: &mut impl Write,
+) -> Result<()> {
+    match output {
+        None | Some(Output::Wide) => {
+            if !items.is_empty() {
+                let rows: Vec<Vec<String>> =
+                    items.iter().map(|m| printers::row(m, topts)).collect();
+                let headers = printers::headers(kind, topts);
+                write!(out, "{}", table::render_with(widths, &headers, &rows))?;
+            }
+        }
+        Some(Output::Json) | Some(Output::Yaml) => {
+            let v = if single && items.len() == 1 {
+                printers::object_value(&items[0])
+            } else {
+                printers::list_value(items)
+            };
+            if output == Some(Output::Json) {
+                write!(out, "{}", printers::to_json(&v))?;
+            } else {
+                write!(out, "{}", printers::to_yaml(&v))?;
+            }
+        }
+        Some(Output::Name) => {
+            for m in items {
+                writeln!(out, "{}", printers::name(m))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `drover get KIND [NAME…] [-o …] [-l …] [-n NS | -A] [-w]`.
+pub async fn get(
+    c: &Client,
+    o: &GetOptions,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<()> {
+    let kind = Kind::parse(&o.kind)?;
+    let selector = o.selector.as_deref().unwrap_or("");
+    if !o.names.is_empty() && !selector.is_empty() {
+        bail!("a selector (-l) can't be combined with names: give one or the other");
+    }
+    let local_selector = if selector.is_empty() {
+        None
+    } else {
+        Some(Selector::parse(selector).map_err(|e| anyhow!("{e}"))?)
+    };
+    let ns = scope(kind, o.namespace.as_deref(), o.all_namespaces);
+    let topts = TableOptions {
+        wide: o.output == Some(Output::Wide),
+        all_namespaces: o.all_namespaces,
+        now: SystemTime::now(),
+    };
+    let mut errors = Vec::new();
+    let mut items = Vec::new();
+    let mut resource_version = String::new();
+    if o.names.is_empty() || o.watch {
+        let list = c
+            .list_objects(kind.plural(), &ns, selector)
+            .await
+            .map_err(kube)?;
+        resource_version = list.resource_version;
+        if o.names.is_empty() {
+            items = list.items;
+        } else {
+            for n in &o.names {
+                match list.items.iter().find(|m| m.name() == n) {
+                    Some(m) => items.push(m.clone()),
+                    None => errors.push(server_line(
+                        Code::NotFound,
+                        &format!("{} {n:?} not found", kind.resource()),
+                    )),
+                }
+            }
+        }
+    } else {
+        let get_ns = if kind.namespaced() {
+            namespace_or_default(o.namespace.as_deref())
+        } else {
+            ""
+        };
+        for n in &o.names {
+            match c.get_object(kind.plural(), get_ns, n).await {
+                Ok(m) => items.push(m),
+                Err(ClientError::Server { code, message }) if code == Code::NotFound => {
+                    errors.push(server_line(code, &message))
+                }
+                Err(e) => return Err(kube(e)),
+            }
+        }
+    }
+    let single = o.names.len() == 1 && !o.watch;
+    let mut widths = Widths::default();
+    print_objects(kind, &items, single, o.output, &topts, &mut widths, out)?;
+    let table_output = matches!(o.output, None | Some(Output::Wide));
+    if items.is_empty() && errors.is_empty() && table_output && !o.watch {
+        writeln!(err, "{}", no_resources(kind, &ns))?;
+    }
+    if o.watch {
+        for e in &errors {
+            writeln!(err, "{e}")?;
+        }
+        out.flush()?;
+        return watch(
+            c,
+            kind,
+            &ns,
+            &o.names,
+            local_selector.as_ref(),
+            resource_version,
+            o.output,
+            widths,
+            out,
+        )
+        .await;
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Reported(errors.join("\n")).into())
+    }
+}
+
+fn retryable(e: &ClientError) -> bool {
+    matches!(
+        e.code(),
+        Some(Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal)
+    )
+}
+
+/// `get -w`: one row (or object) per change, from `resource_version` on,
+/// following the cluster across servers when the stream breaks.
+#[allow(clippy::too_many_arguments)]
+async fn watch(
+    c: &Client,
+    kind: Kind,
+    ns: &str,
+    names: &[String],
+    selector: Option<&Selector>,
+    mut resource_version: String,
+    output: Option<Output>,
+    mut widths: Widths,
+    out: &mut impl Write,
+) -> Result<()> {
+    let mut printed_header = !widths.is_empty();
+    let mut stream: Option<ObjectWatch> = None;
+    loop {
+        let s = match stream.as_mut() {
+            Some(s) => s,
+            None => {
+                let w = c
+                    .watch_objects(kind.plural(), ns, &resource_version)
+                    .await
+                    .map_err(kube)?;
+                stream.insert(w)
+            }
+        };
+        let event = match s.next().await {
+            Ok(Some(e)) => e,
+            Ok(None) => {
+                // The server ended the stream: follow on (another) server.
+                stream = None;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) if retryable(&e) => {
+                stream = None;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) if e.code() == Some(Code::OutOfRange) => {
+                // Our resourceVersion was compacted away: relist, go on from there.
+                let list = c.list_objects(kind.plural(), ns, "").await.map_err(kube)?;
+                resource_version = list.resource_version;
+                stream = None;
+                continue;
+            }
+            Err(e) => return Err(kube(e)),
+        };
+        let rv = &event.object.metadata().resource_version;
+        if !rv.is_empty() {
+            resource_version = rv.clone();
+        }
+        let m = event.object;
+        if !names.is_empty() && !names.iter().any(|n| n == m.name()) {
+            continue;
+        }
+        if selector.is_some_and(|s| !s.matches(&m.metadata().labels)) {
+            continue;
+        }
+        match output {
+            None | Some(Output::Wide) => {
+                let topts = TableOptions {
+                    wide: output == Some(Output::Wide),
+                    all_namespaces: ns.is_empty() && kind.namespaced(),
+                    now: SystemTime::now(),
+                };
+                let row = printers::row(&m, &topts);
+                let row: Vec<&str> = row.iter().map(String::as_str).collect();
+                if !printed_header {
+                    let headers = printers::headers(kind, &topts);
+                    widths.fit(&headers);
+                    widths.fit(&row);
+                    write!(out, "{}", widths.line(&headers))?;
+                    printed_header = true;
+                }
+                widths.fit(&row);
+                write!(out, "{}", widths.line(&row))?;
+            }
+            Some(Output::Json) => {
+                write!(out, "{}", printers::to_json(&printers::object_value(&m)))?
+            }
+            Some(Output::Yaml) => write!(
+                out,
+                "---\n{}",
+                printers::to_yaml(&printers::object_value(&m))
+            )?,
+            Some(Output::Name) => writeln!(out, "{}", printers::name(&m))?,
+        }
+        out.flush()?;
+    }
+}
+
+async fn list_all<T>(
+    c: &Client,
+    kind: Kind,
+    ns: &str,
+    pick: impl Fn(Manifest) -> Option<T>,
+) -> Result<Vec<T>> {
+    Ok(c.list_objects(kind.plural(), ns, "")
+        .await
+        .map_err(kube)?
+        .items
+        .into_iter()
+        .filter_map(pick)
+        .collect())
+}
+
+fn as_pod(m: Manifest) -> Option<Pod> {
+    match m {
+        Manifest::Pod(p) => Some(*p),
+        _ => None,
+    }
+}
+
+fn as_node(m: Manifest) -> Option<Node> {
+    match m {
+        Manifest::Node(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn as_event(m: Manifest) -> Option<Event> {
+    match m {
+        Manifest::Event(e) => Some(*e),
+        _ => None,
+    }
+}
+
+/// The text `describe` prints for one object.
+async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<String> {
+    Ok(match m {
+        Manifest::DaemonSet(ds) => {
+            let ns = &ds.metadata.namespace;
+            let pods = list_all(c, Kind::Pod, ns, as_pod).await?;
+            let nodes = list_all(c, Kind::Node, "", as_node).await?;
+            let events = list_all(c, Kind::Event, ns, as_event).await?;
+            describe::describe_daemon_set(ds, &pods, &nodes, &events, now)
+        }
+        Manifest::Pod(p) => {
+            let events = list_all(c, Kind::Event, &p.metadata.namespace, as_event).await?;
+            describe::describe_pod(p, &events, now)
+        }
+        Manifest::Node(n) => {
+            let pods = list_all(c, Kind::Pod, "", as_pod).await?;
+            let events = list_all(c, Kind::Event, "", as_event).await?;
+            describe::describe_node(n, &pods, &events, now)
+        }
+        other => bail!(
+            "describe shows daemonsets, pods and nodes; for {} use `drover get {} -o yaml`",
+            other.kind(),
+            Kind::of(other).plural()
+        ),
+    })
+}
+
+/// `drover describe ds|pod|node [NAME…] [-n NS]` (every object of the kind
+/// without names).
+pub async fn describe(
+    c: &Client,
+    kind: &str,
+    names: &[String],
+    namespace: Option<&str>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let kind = Kind::parse(kind)?;
+    if !matches!(kind, Kind::DaemonSet | Kind::Pod | Kind::Node) {
+        bail!("describe shows daemonsets (ds), pods (po) and nodes (no); for {} use `drover get {} -o yaml`", kind.plural(), kind.plural());
+    }
+    let ns = if kind.namespaced() {
+        namespace_or_default(namespace)
+    } else {
+        ""
+    };
+    let mut errors = Vec::new();
+    let mut objects = Vec::new();
+    if names.is_empty() {
+        objects = c
+            .list_objects(kind.plural(), ns, "")
+            .await
+            .map_err(kube)?
+            .items;
+        if objects.is_empty() {
+            bail!("{}", no_resources(kind, ns));
+        }
+    }
+    for n in names {
+        match c.get_object(kind.plural(), ns, n).await {
+            Ok(m) => objects.push(m),
+            Err(ClientError::Server { code, message }) if code == Code::NotFound => {
+                errors.push(server_line(code, &message))
+            }
+            Err(e) => return Err(kube(e)),
+        }
+    }
+    let now = SystemTime::now();
+    for (i, m) in objects.iter().enumerate() {
+        if i > 0 {
+            write!(out, "\n\n")?;
+        }
+        write!(out, "{}", describe_one(c, m, now).await?)?;
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Reported(errors.join("\n")).into())
+    }
+}
+
+/// What `delete` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub kind: Option<String>,
+    pub names: Vec<String>,
+    pub selector: Option<String>,
+    pub all: bool,
+    pub namespace: Option<String>,
+    /// Objects read from `-f`.
+    pub sources: Vec<Source>,
+}
+
+/// `drover delete KIND NAME… | KIND -l SELECTOR | KIND --all | -f FILE`:
+/// deletes what it can, then reports every object it could not delete.
+pub async fn delete(c: &Client, o: &DeleteOptions, out: &mut impl Write) -> Result<()> {
+    let mut targets: Vec<(Kind, String, String)> = Vec::new();
+    if !o.sources.is_empty() {
+        if o.kind.is_some() || !o.names.is_empty() {
+            bail!("give either -f FILE or a kind and names, not both");
+        }
+        for m in parse_sources(&o.sources)? {
+            targets.push((
+                Kind::of(&m),
+                m.namespace().to_string(),
+                m.name().to_string(),
+            ));
+        }
+    } else {
+        let Some(kind) = &o.kind else {
+            bail!("you must provide one or more resources by argument or filename (drover delete ds NAME, delete ds -l SELECTOR, delete -f FILE)");
+        };
+        let kind = Kind::parse(kind)?;
+        let selector = o.selector.as_deref().unwrap_or("");
+        let ns = if kind.namespaced() {
+            namespace_or_default(o.namespace.as_deref()).to_string()
+        } else {
+            String::new()
+        };
+        if !o.names.is_empty() {
+            if !selector.is_empty() || o.all {
+                bail!("names can't be combined with -l or --all");
+            }
+            for n in &o.names {
+                targets.push((kind, ns.clone(), n.clone()));
+            }
+        } else if !selector.is_empty() || o.all {
+            let list = c
+                .list_objects(kind.plural(), &ns, selector)
+                .await
+                .map_err(kube)?;
+            if list.items.is_empty() {
+                writeln!(out, "No resources found")?;
+                return Ok(());
+            }
+            for m in list.items {
+                targets.push((kind, m.namespace().to_string(), m.name().to_string()));
+            }
+        } else {
+            bail!("resource(s) were provided, but no name was specified (give names, -l SELECTOR or --all)");
+        }
+    }
+    let mut errors = Vec::new();
+    for (kind, ns, name) in targets {
+        match c.delete_object(kind.plural(), &ns, &name).await {
+            Ok(_) => writeln!(out, "{} {name:?} deleted", kind.singular())?,
+            Err(ClientError::Server { code, message }) => errors.push(server_line(code, &message)),
+            Err(e) => return Err(kube(e)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Reported(errors.join("\n")).into())
+    }
+}
+
+/// Reads an object, changes it with `f`, writes it back with
+/// compare-and-swap on the version read, and starts over on a conflict.
+/// `f` returns the message to print and whether anything changed (nothing
+/// is written when not).
+async fn read_modify_write<F>(
+    c: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    mut f: F,
+) -> Result<(Manifest, String)>
+where
+    F: FnMut(&mut Manifest) -> Result<(String, bool)>,
+{
+    let mut last = None;
+    for _ in 0..CONFLICT_RETRIES {
+        let mut m = c
+            .get_object(kind.plural(), namespace, name)
+            .await
+            .map_err(kube)?;
+        let (msg, changed) = f(&mut m)?;
+        if !changed {
+            return Ok((m, msg));
+        }
+        match c.update_object(&m).await {
+            Ok(new) => return Ok((new, msg)),
+            Err(e) if e.code() == Some(Code::Aborted) => last = Some(e),
+            Err(e) => return Err(kube(e)),
+        }
+    }
+    Err(kube(last.expect("a conflict was seen")))
+}
+
+/// `drover label KIND NAME k=v… k-… [--overwrite]`.
+pub async fn label(
+    c: &Client,
+    kind: &str,
+    name: &str,
+    args: &[String],
+    overwrite: bool,
+    namespace: Option<&str>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let kind = Kind::parse(kind)?;
+    let changes = edit::parse_label_args(args)?;
+    let ns = if kind.namespaced() {
+        namespace_or_default(namespace)
+    } else {
+        ""
+    };
+    let mut not_found = Vec::new();
+    let (m, msg) = read_modify_write(c, kind, ns, name, |m| {
+        let o = edit::apply_labels(&mut m.metadata_mut().labels, &changes, overwrite)?;
+        not_found = o.not_found.clone();
+        Ok((o.message.to_string(), o.changed()))
+    })
+    .await?;
+    for k in not_found {
+        writeln!(out, "label {k:?} not found.")?;
+    }
+    writeln!(out, "{} {msg}", m.reference())?;
+    Ok(())
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// `drover taint node NAME k=v:Effect… k:Effect-… k-… [--overwrite]`.
+pub async fn taint(
+    c: &Client,
+    kind: &str,
+    name: &str,
+    args: &[String],
+    overwrite: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    if Kind::parse(kind).ok() != Some(Kind::Node) {
+        bail!("invalid resource type {kind}, only node types are supported");
+    }
+    let changes = edit::parse_taint_args(args)?;
+    let now = now_rfc3339();
+    let (m, msg) = read_modify_write(c, Kind::Node, "", name, |m| {
+        let Manifest::Node(n) = m else {
+            bail!("{} is not a node", m.reference());
+        };
+        let before = n.spec.taints.clone();
+        let op = edit::apply_taints(name, &mut n.spec.taints, &changes, overwrite, &now)?;
+        Ok((op.to_string(), n.spec.taints != before))
+    })
+    .await?;
+    writeln!(out, "{} {msg}", m.reference())?;
+    Ok(())
+}
+
+/// `drover cordon NODE…` (`unschedulable` true) and `uncordon NODE…`.
+pub async fn cordon(
+    c: &Client,
+    nodes: &[String],
+    unschedulable: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    if nodes.is_empty() {
+        bail!("give the name of at least one node");
+    }
+    let mut errors = Vec::new();
+    for name in nodes {
+        let r = read_modify_write(c, Kind::Node, "", name, |m| {
+            let Manifest::Node(n) = m else {
+                bail!("{} is not a node", m.reference());
+            };
+            let (msg, changed) = edit::set_unschedulable(&mut n.spec.unschedulable, unschedulable);
+            Ok((msg.to_string(), changed))
+        })
+        .await;
+        match r {
+            Ok((m, msg)) => writeln!(out, "{} {msg}", m.reference())?,
+            Err(e) => errors.push(crate::errors::error_text(&e)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Reported(errors.join("\n")).into())
+    }
+}
+
+/// The table `drover events` prints: kubectl events' columns, oldest
+/// first.
+pub fn events_table(events: &[Event], all_namespaces: bool, now: SystemTime) -> String {
+    let mut sorted: Vec<&Event> = events.iter().collect();
+    sorted.sort_by_key(|e| printers::event_sort_time(e));
+    let mut headers = Vec::new();
+    if all_namespaces {
+        headers.push("NAMESPACE");
+    }
+    headers.extend(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+    let rows: Vec<Vec<String>> = sorted
+        .iter()
+        .map(|e| {
+            let mut r = Vec::new();
+            if all_namespaces {
+                r.push(e.metadata.namespace.clone());
+            }
+            r.extend([
+                printers::event_interval(e, now),
+                e.r#type.clone(),
+                e.reason.clone(),
+                format!("{}/{}", e.involved_object.kind, e.involved_object.name),
+                e.message.trim().to_string(),
+            ]);
+            r
+        })
+        .collect();
+    table::render(&headers, &rows)
+}
+
+/// `drover events [-n NS | -A]`: every event, oldest first.
+pub async fn events(
+    c: &Client,
+    namespace: Option<&str>,
+    all_namespaces: bool,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<()> {
+    let ns = scope(Kind::Event, namespace, all_namespaces);
+    let evs = list_all(c, Kind::Event, &ns, as_event).await?;
+    if evs.is_empty() {
+        if all_namespaces {
+            writeln!(err, "No events found.")?;
+        } else {
+            writeln!(err, "No events found in {ns} namespace.")?;
+        }
+        return Ok(());
+    }
+    write!(
+        out,
+        "{}",
+        events_table(&evs, all_namespaces, SystemTime::now())
+    )?;
+    Ok(())
+}
+
+/// `drover completion bash|zsh|fish`: the completion script of `cmd`.
+pub fn completion(shell: Shell, cmd: &mut clap::Command, out: &mut impl Write) -> Result<()> {
+    let name = cmd.get_name().to_string();
+    let sh = match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    // clap_complete panics when its writer fails (`| head`): write to a
+    // buffer, then report a write error as an error.
+    let mut buf = Vec::new();
+    clap_complete::generate(sh, cmd, name, &mut buf);
+    out.write_all(&buf)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, name: &str, ns: &str, last: &str, count: i32, msg: &str) -> Event {
+        let m = parse_manifests(&format!(
+            r#"
+apiVersion: v1
+kind: Event
+metadata: {{name: {name}.1, namespace: {ns}}}
+involvedObject: {{kind: {kind}, name: {name}, namespace: {ns}}}
+reason: R
+message: "{msg}"
+type: Normal
+firstTimestamp: "2024-05-03T15:00:00Z"
+lastTimestamp: "{last}"
+count: {count}
+"#
+        ))
+        .unwrap()
+        .remove(0);
+        as_event(m).unwrap()
+    }
+
+    #[test]
+    fn events_sorted_by_time_like_kubectl_events() {
+        let now = crate::timefmt::parse_time("2024-05-03T16:00:00Z").unwrap();
+        let evs = vec![
+            event("Node", "n1", "default", "2024-05-03T15:59:00Z", 1, "later"),
+            event(
+                "DaemonSet",
+                "ds",
+                "kube-system",
+                "2024-05-03T15:30:00Z",
+                4,
+                "earlier",
+            ),
+        ];
+        assert_eq!(
+            events_table(&evs, true, now),
+            "NAMESPACE     LAST SEEN           TYPE     REASON   OBJECT         MESSAGE\n\
+             kube-system   30m (x4 over 60m)   Normal   R        DaemonSet/ds   earlier\n\
+             default       60m                 Normal   R        Node/n1        later\n"
+        );
+    }
+
+    #[test]
+    fn scopes_and_messages() {
+        assert_eq!(scope(Kind::Pod, None, false), "default");
+        assert_eq!(scope(Kind::Pod, Some("kube-system"), false), "kube-system");
+        assert_eq!(scope(Kind::Pod, Some("x"), true), "");
+        assert_eq!(scope(Kind::Node, Some("x"), false), "");
+        assert_eq!(
+            no_resources(Kind::DaemonSet, "default"),
+            "No resources found in default namespace."
+        );
+        assert_eq!(no_resources(Kind::DaemonSet, ""), "No resources found");
+        assert_eq!(no_resources(Kind::Node, ""), "No resources found");
+    }
+
+    #[test]
+    fn sources_from_files_and_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("b.yaml"),
+            "apiVersion: v1\nkind: Node\nmetadata: {name: b}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("a.json"),
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"}}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
+        let d = dir.path().display().to_string();
+        let mut stdin = "apiVersion: v1\nkind: Node\nmetadata: {name: c}\n".as_bytes();
+        let s = read_sources(&[d.clone(), "-".into()], &mut stdin).unwrap();
+        assert_eq!(s.len(), 3);
+        assert!(s[0].name.ends_with("a.json"));
+        assert!(s[1].name.ends_with("b.yaml"));
+        assert_eq!(s[2].name, "STDIN");
+        let names: Vec<String> = parse_sources(&s)
+            .unwrap()
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        let e = read_sources(&[format!("{d}/missing.yaml")], &mut "".as_bytes()).unwrap_err();
+        assert!(e.to_string().starts_with("the path "), "{e}");
+        let bad = Source {
+            name: "bad.yaml".into(),
+            text: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n".into(),
+        };
+        let e = parse_sources(&[bad]).unwrap_err().to_string();
+        assert!(e.starts_with("error parsing bad.yaml: document 1 (apps/v1 Deployment \"x\"): kind Deployment is not supported"), "{e}");
+        let empty = Source {
+            name: "e.yaml".into(),
+            text: "---\n".into(),
+        };
+        assert_eq!(
+            parse_sources(&[empty]).unwrap_err().to_string(),
+            "no objects passed to apply"
+        );
+    }
+
+    #[test]
+    fn completion_scripts() {
+        let mut cmd = clap::Command::new("drover").subcommand(clap::Command::new("get"));
+        for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let mut out = Vec::new();
+            completion(sh, &mut cmd, &mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.contains("drover"), "{sh:?}");
+            assert!(text.contains("get"), "{sh:?}");
+        }
+    }
+}

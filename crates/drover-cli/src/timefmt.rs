@@ -1,0 +1,245 @@
+//! Times as kubectl shows them: ages (`5s`, `3m20s`, `2d4h`) and the
+//! RFC 1123 dates of `describe` (`Mon, 02 Jan 2006 15:04:05 +0000`).
+//!
+//! Every function takes "now" as an argument, so that output is testable.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Reads an RFC 3339 time as Kubernetes objects carry it
+/// (`2024-05-01T12:00:00Z`, with an optional fraction, or with a UTC
+/// offset such as `+02:00`).
+pub fn parse_time(text: &str) -> Option<SystemTime> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if let Ok(t) = humantime::parse_rfc3339(text) {
+        return Some(t);
+    }
+    // humantime only reads UTC ("Z"): handle an explicit offset here.
+    let bytes = text.as_bytes();
+    if bytes.len() > 6 && bytes[bytes.len() - 3] == b':' {
+        let sign = match bytes[bytes.len() - 6] {
+            b'+' => 1i64,
+            b'-' => -1i64,
+            _ => return None,
+        };
+        let (base, offset) = text.split_at(text.len() - 6);
+        let hours: i64 = offset[1..3].parse().ok()?;
+        let minutes: i64 = offset[4..6].parse().ok()?;
+        let utc = humantime::parse_rfc3339(&format!("{base}Z")).ok()?;
+        let shift = Duration::from_secs((hours * 3600 + minutes * 60) as u64);
+        // 12:00+02:00 is 10:00Z.
+        return if sign > 0 {
+            utc.checked_sub(shift)
+        } else {
+            utc.checked_add(shift)
+        };
+    }
+    None
+}
+
+/// `now - then` in nanoseconds, negative when `then` is in the future.
+fn signed_nanos(then: SystemTime, now: SystemTime) -> i128 {
+    match now.duration_since(then) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// kubectl's `HumanDuration` of a signed duration in nanoseconds: `0s` for
+/// up to 2 s in the future (clock skew), `<invalid>` beyond.
+pub fn human_duration_nanos(nanos: i128) -> String {
+    let seconds = nanos / 1_000_000_000; // truncates toward zero, like Go's int()
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    human_duration(Duration::from_nanos(nanos.max(0) as u64))
+}
+
+/// kubectl's `HumanDuration`: `59s`, `119s`, `2m`, `9m59s`, `10m`, `3h`,
+/// `7h59m`, `8h`, `47h`, `2d`, `7d23h`, `8d`, `2y`, `3y120d`, `8y`.
+pub fn human_duration(d: Duration) -> String {
+    let seconds = d.as_secs();
+    if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        if s == 0 {
+            return format!("{minutes}m");
+        }
+        return format!("{minutes}m{s}s");
+    } else if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        if m == 0 {
+            return format!("{hours}h");
+        }
+        return format!("{hours}h{m}m");
+    } else if hours < 48 {
+        return format!("{hours}h");
+    } else if hours < 24 * 8 {
+        let h = hours % 24;
+        if h == 0 {
+            return format!("{}d", hours / 24);
+        }
+        return format!("{}d{h}h", hours / 24);
+    } else if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    } else if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        if dy == 0 {
+            return format!("{}y", hours / 24 / 365);
+        }
+        return format!("{}y{dy}d", hours / 24 / 365);
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// The age of a timestamp as kubectl's AGE and LAST SEEN columns show it;
+/// `<unknown>` when there is none (or it can't be read).
+pub fn age(timestamp: Option<&str>, now: SystemTime) -> String {
+    match timestamp.and_then(parse_time) {
+        Some(t) => human_duration_nanos(signed_nanos(t, now)),
+        None => "<unknown>".into(),
+    }
+}
+
+const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// The civil date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Go's `time.RFC1123Z` layout in UTC: `Mon, 02 Jan 2006 15:04:05 +0000`,
+/// as `kubectl describe` prints times.
+pub fn rfc1123z(t: SystemTime) -> String {
+    let secs = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs_f64().ceil() as i64),
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} +0000",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// A stored timestamp in `describe`'s format; `<unset>` when absent, the
+/// text itself when it can't be read.
+pub fn describe_time(timestamp: Option<&str>) -> String {
+    match timestamp {
+        None => "<unset>".into(),
+        Some(s) if s.trim().is_empty() => "<unset>".into(),
+        Some(s) => parse_time(s).map(rfc1123z).unwrap_or_else(|| s.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> SystemTime {
+        parse_time(s).unwrap()
+    }
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        let cases = [
+            (0, "0s"),
+            (5, "5s"),
+            (119, "119s"),
+            (120, "2m"),
+            (121, "2m1s"),
+            (599, "9m59s"),
+            (600, "10m"),
+            (3 * 3600 - 1, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 60, "3h1m"),
+            (8 * 3600, "8h"),
+            (47 * 3600 + 59 * 60, "47h"),
+            (48 * 3600, "2d"),
+            (52 * 3600, "2d4h"),
+            (8 * 86_400 - 1, "7d23h"),
+            (8 * 86_400, "8d"),
+            (729 * 86_400, "729d"),
+            (730 * 86_400, "2y"),
+            (850 * 86_400, "2y120d"),
+            (8 * 365 * 86_400, "8y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(human_duration(Duration::from_secs(secs)), want, "{secs}s");
+        }
+    }
+
+    #[test]
+    fn future_times_tolerate_a_little_skew() {
+        assert_eq!(human_duration_nanos(-1_500_000_000), "0s");
+        assert_eq!(human_duration_nanos(-2_000_000_000), "<invalid>");
+        let now = at("2024-05-01T12:00:00Z");
+        assert_eq!(age(Some("2024-05-01T12:00:01Z"), now), "0s");
+        assert_eq!(age(Some("2024-05-01T12:00:10Z"), now), "<invalid>");
+    }
+
+    #[test]
+    fn ages_from_timestamps() {
+        let now = at("2024-05-03T16:00:00Z");
+        assert_eq!(age(Some("2024-05-03T15:59:55Z"), now), "5s");
+        assert_eq!(age(Some("2024-05-03T15:57:00Z"), now), "3m");
+        assert_eq!(age(Some("2024-05-01T12:00:00Z"), now), "2d4h");
+        assert_eq!(age(Some("2024-05-03T15:59:55.750000Z"), now), "4s");
+        // An offset: 17:59:00+02:00 is 15:59:00Z.
+        assert_eq!(age(Some("2024-05-03T17:59:00+02:00"), now), "60s");
+        assert_eq!(age(Some("2024-05-03T14:59:00-01:00"), now), "60s");
+        assert_eq!(age(None, now), "<unknown>");
+        assert_eq!(age(Some(""), now), "<unknown>");
+        assert_eq!(age(Some("yesterday"), now), "<unknown>");
+    }
+
+    #[test]
+    fn rfc1123z_like_go() {
+        assert_eq!(
+            rfc1123z(at("2006-01-02T15:04:05Z")),
+            "Mon, 02 Jan 2006 15:04:05 +0000"
+        );
+        assert_eq!(rfc1123z(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 +0000");
+        assert_eq!(
+            rfc1123z(at("2024-02-29T23:59:59Z")),
+            "Thu, 29 Feb 2024 23:59:59 +0000"
+        );
+        assert_eq!(
+            describe_time(Some("2000-03-01T00:00:00Z")),
+            "Wed, 01 Mar 2000 00:00:00 +0000"
+        );
+        assert_eq!(describe_time(None), "<unset>");
+        assert_eq!(describe_time(Some("garbage")), "garbage");
+    }
+}
