@@ -37,7 +37,7 @@ pub enum ClientError {
     Config(String),
     #[error("{message}")]
     Server { code: Code, message: String },
-    #[error("no server answered within {waited:?} (tried {servers}): {last}")]
+    #[error("no server answered within {:.1} s (tried {servers}): {last}", waited.as_secs_f64())]
     Unreachable {
         waited: Duration,
         servers: String,

@@ -30,6 +30,10 @@ pub struct ControllerConfig {
     pub node_timeout: Duration,
     /// A node unreachable this long is removed (default 1 h).
     pub node_gc_after: Duration,
+    /// A pod bound by hand to a node that does not exist is deleted after
+    /// this long (default 40 s, as Kubernetes' pod garbage collector), so a
+    /// pod applied just before its node is not lost.
+    pub orphan_pod_grace: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -37,6 +41,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             node_timeout: Duration::from_secs(5),
             node_gc_after: Duration::from_secs(3600),
+            orphan_pod_grace: Duration::from_secs(40),
         }
     }
 }
@@ -79,6 +84,9 @@ struct Leading {
     informer: Informer,
     nodes: NodeLifecycle,
     backoff: HashMap<String, FailedPodBackoff>,
+    /// Bare pods whose node is missing, and since when (by pod uid).
+    orphans: HashMap<String, Instant>,
+    orphan_grace: Duration,
     rng: StdRng,
 }
 
@@ -95,6 +103,8 @@ impl Leading {
             // A new leader gives every node a fresh grace period.
             nodes: NodeLifecycle::new(config, now()),
             backoff: HashMap::new(),
+            orphans: HashMap::new(),
+            orphan_grace: cfg.orphan_pod_grace,
             rng: StdRng::from_rng(&mut rand::rng()),
         }
     }
@@ -194,9 +204,22 @@ impl Leading {
                 })
             })
             .collect();
-        doomed.extend(drover_controller::node::pods_on_missing_nodes(
-            &nodes, &pods,
-        ));
+        let missing = drover_controller::node::pods_on_missing_nodes(&nodes, &pods);
+        let seen: std::collections::HashSet<&str> =
+            missing.iter().map(|p| p.metadata.uid.as_str()).collect();
+        self.orphans.retain(|uid, _| seen.contains(uid.as_str()));
+        for p in missing {
+            let since = *self
+                .orphans
+                .entry(p.metadata.uid.clone())
+                .or_insert_with(Instant::now);
+            if since.elapsed() >= self.orphan_grace {
+                doomed.push(p);
+            } else {
+                let left = self.orphan_grace - since.elapsed();
+                soonest(Some(now.saturating_add(left)));
+            }
+        }
         for p in doomed {
             let rv = p.metadata.resource_version.parse().unwrap_or(0);
             match self

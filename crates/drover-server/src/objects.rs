@@ -299,8 +299,15 @@ impl Objects {
             let applied = if dry_run {
                 match old {
                     None => Applied::Created(m),
-                    Some((o, _)) if spec_of(&o) == spec_of(&m) => Applied::Unchanged(o),
-                    Some(_) => Applied::Configured(m),
+                    Some((o, _)) => {
+                        // The same comparison as a real apply makes.
+                        let new = merge_for_update(&m, &o);
+                        if encode(&new)? == encode(&o)? {
+                            Applied::Unchanged(o)
+                        } else {
+                            Applied::Configured(new)
+                        }
+                    }
                 }
             } else {
                 self.apply_one(m, old).await?
@@ -532,31 +539,24 @@ impl Objects {
         Ok(r.revision)
     }
 
-    /// Deletes one object and answers it as it was.
+    /// Deletes one object and answers it as it was: read it, then delete
+    /// that version (retried when it changed in between).
     pub async fn delete(
         &self,
         kind: Kind,
         namespace: &str,
         name: &str,
     ) -> Result<Manifest, Status> {
-        let r = self
-            .write(op::Op::Delete(pb::Delete {
-                key: key(kind, namespace, name),
-                expected_revision: 0,
-            }))
-            .await
-            .map_err(|s| {
-                if s.code() == tonic::Code::NotFound {
-                    not_found(kind, name)
-                } else {
-                    s
-                }
-            })?;
-        match r.kv {
-            Some(kv) if !kv.value.is_empty() => decode(&kv),
-            // A retried delete answered from its first outcome has no value.
-            _ => Err(not_found(kind, name)),
+        for _ in 0..5 {
+            let current = self.get(kind, namespace, name).await?;
+            let rv = current.metadata().resource_version.parse().unwrap_or(0);
+            match self.delete_at(kind, namespace, name, rv).await {
+                Ok(_) => return Ok(current),
+                Err(s) if s.code() == tonic::Code::Aborted => continue,
+                Err(s) => return Err(s),
+            }
         }
+        Err(conflict(kind, name))
     }
 }
 

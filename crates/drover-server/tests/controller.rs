@@ -203,3 +203,46 @@ async fn silent_nodes_become_not_ready_and_keep_their_pods() {
     beating.abort();
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_placed_pod_waits_for_its_node_then_is_collected() {
+    let pod = |name: &str, node: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  containers: [{{name: c, image: busybox}}]\n---\n")
+    };
+    // Default grace (40 s): a pod applied before its node survives.
+    let (_tmp, mut server, objects) = start(Duration::from_secs(3600)).await;
+    objects
+        .apply(&pod("early", "late-node"), false)
+        .await
+        .unwrap();
+    objects
+        .apply(&node("late-node", "edge"), false)
+        .await
+        .unwrap();
+    objects.apply(DS, false).await.unwrap();
+    // Once the DaemonSet's pod exists, passes have run with the node present.
+    eventually("daemon pod on late-node", || async {
+        placement(&objects).await == ["late-node"]
+    })
+    .await;
+    assert!(objects.get(Kind::Pod, "default", "early").await.is_ok());
+    server.shutdown().await;
+
+    // A short grace: a pod whose node never comes is collected.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = ServerOptions::new(tmp.path().join("s"));
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    o.controller.orphan_pod_grace = Duration::from_millis(300);
+    let mut server = Server::start(o).await.unwrap();
+    let objects = Objects::new(server.ctx.clone());
+    objects
+        .apply(&pod("lost", "no-such-node"), false)
+        .await
+        .unwrap();
+    eventually("the orphan pod collected", || async {
+        objects.get(Kind::Pod, "default", "lost").await.is_err()
+    })
+    .await;
+    server.shutdown().await;
+}
