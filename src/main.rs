@@ -197,6 +197,12 @@ struct ServerArgs {
     /// Entries kept behind the applied index on compaction.
     #[arg(long, default_value_t = 5_000)]
     keep_entries: u64,
+    /// A node silent this long turns NotReady (Unknown) with the unreachable taints.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    node_timeout: Duration,
+    /// A node unreachable this long is removed, with its pods.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    node_gc_after: Duration,
 }
 
 #[derive(Subcommand)]
@@ -465,6 +471,8 @@ async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
     opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;
     opts.snapshot_every = a.snapshot_every.max(1);
     opts.keep_entries = a.keep_entries;
+    opts.controller.node_timeout = a.node_timeout;
+    opts.controller.node_gc_after = a.node_gc_after;
     let mut server = drover_server::Server::start(opts).await?;
     eprintln!(
         "drover server: member {:016x} serving gRPC on {} and HTTP on {}; client config in {}",
