@@ -1,0 +1,314 @@
+//! drover's node agent: it joins a cluster, keeps one outbound session to a
+//! server, runs the pods the server assigns to its node through a
+//! [`Runtime`], and reports their status.
+//!
+//! - [`run_agent`] (`drover agent`) runs one node; [`run_sim`] and [`Sim`]
+//!   (`drover sim`) run many simulated nodes in one process, each through
+//!   the same sync loop.
+//! - [`Runtime`] is the seam between a pod and the machine; [`SimRuntime`]
+//!   keeps containers in memory (behaviour chosen by image name: `crash`,
+//!   `never-ready`, see [`sim_runtime`]). Docker comes through the same trait.
+//! - The decisions are pure and tested without I/O: [`plan`] (what to start,
+//!   restart, remove), [`status`] (the Kubernetes PodStatus), [`backoff`]
+//!   (the kubelet's restart backoff, jittered reconnects).
+//! - Time comes from a [`Clock`]; randomness from a seedable RNG
+//!   ([`Tuning::seed`]).
+//!
+//! # Flags
+//!
+//! ```text
+//! drover agent --server ADDR[,ADDR…] --token T --name NAME [--label k=v]…
+//!              [--taint k=v:Effect]… [--runtime sim] [--data-dir DIR]
+//! drover sim   --server ADDR[,ADDR…] --token T --nodes N [--prefix sim-]
+//!              [--label k=v]… [--taint k=v:Effect]…
+//! ```
+//!
+//! map to [`AgentOptions`] and [`SimOptions`]; [`flags`] has clap value
+//! parsers for `--server`, `--label` and `--taint`. The token is the
+//! cluster's join token (`join-token` in a server's data dir).
+//!
+//! ```no_run
+//! use drover_agent::{flags, run_agent, run_sim, AgentOptions, SimOptions};
+//!
+//! # async fn wiring() -> anyhow::Result<()> {
+//! let servers = flags::parse_servers("10.0.0.1:7600,10.0.0.2:7600")?;
+//! let mut o = AgentOptions::new(servers.clone(), "drover-join-…", "edge-1");
+//! o.labels = flags::labels(&[flags::parse_label("zone=eu-1")?])?;
+//! o.taints = flags::taints(&[flags::parse_taint("dedicated=edge:NoSchedule")?])?;
+//! o.data_dir = Some("/var/lib/drover/agent".into());
+//! // Resolves on SIGTERM/SIGINT: the node leaves gracefully.
+//! let shutdown = async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! };
+//! run_agent(o, shutdown).await?;
+//!
+//! let mut s = SimOptions::new(servers, "drover-join-…", 10_000);
+//! s.prefix = "sim-".into();
+//! run_sim(s, async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! })
+//! .await
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod agent;
+pub mod backoff;
+pub mod clock;
+pub mod flags;
+mod link;
+pub mod node;
+pub mod persist;
+pub mod plan;
+pub mod runtime;
+mod sim;
+pub mod sim_runtime;
+pub mod status;
+
+pub use agent::Stats;
+pub use clock::{Clock, ManualClock, TokioClock};
+pub use runtime::{ContainerInfo, RunState, Runtime, RuntimeError, StartContainer};
+pub use sim::{run_sim, Sim, SimOptions};
+pub use sim_runtime::{SimConfig, SimRuntime};
+
+use anyhow::{bail, Context, Result};
+use drover_api::Taint;
+use rand::Rng;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The agent's version (`nodeInfo.kubeletVersion` is `drover-<VERSION>`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Timings of the sync loop. The defaults are the production values; tests
+/// and sims shorten them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tuning {
+    /// Heartbeat interval; `None` takes the server's (1 s).
+    pub heartbeat: Option<Duration>,
+    /// Status reports are sent at most this often (coalesced), 200 ms.
+    pub status_interval: Duration,
+    /// First restart backoff of a crashed container (the kubelet's 10 s).
+    pub restart_backoff: Duration,
+    /// Longest restart backoff (the kubelet's 5 min).
+    pub restart_backoff_max: Duration,
+    /// First wait before reconnecting (jittered, doubling), 200 ms.
+    pub reconnect_min: Duration,
+    /// Longest wait before reconnecting, 10 s.
+    pub reconnect_max: Duration,
+    /// The runtime is relisted at least this often, 1 s.
+    pub resync: Duration,
+    /// Opening a session (connect, hello, welcome) gives up after this, 10 s.
+    pub connect_timeout: Duration,
+    /// A leaving node waits this long for the server to take its Leave, 5 s.
+    pub leave_timeout: Duration,
+    /// Seed of the RNG (server choice, jitter, heartbeat phase); random
+    /// when `None`.
+    pub seed: Option<u64>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            heartbeat: None,
+            status_interval: Duration::from_millis(200),
+            restart_backoff: Duration::from_secs(10),
+            restart_backoff_max: Duration::from_secs(300),
+            reconnect_min: Duration::from_millis(200),
+            reconnect_max: Duration::from_secs(10),
+            resync: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(10),
+            leave_timeout: Duration::from_secs(5),
+            seed: None,
+        }
+    }
+}
+
+/// The container runtime of `drover agent --runtime`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RuntimeKind {
+    /// `--runtime sim`: containers in memory ([`SimRuntime`]).
+    #[default]
+    Sim,
+}
+
+impl std::str::FromStr for RuntimeKind {
+    type Err = flags::FlagError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sim" => Ok(RuntimeKind::Sim),
+            other => Err(flags::FlagError(format!(
+                "--runtime {other}: this agent supports: sim"
+            ))),
+        }
+    }
+}
+
+/// Everything `drover agent` takes:
+///
+/// `drover agent --server ADDR[,ADDR…] --token T --name NAME [--label k=v]…
+/// [--taint k=v:Effect]… [--runtime sim] [--data-dir DIR]`
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// `--server`: `host:port` of one or more servers ([`flags::parse_servers`]).
+    pub servers: Vec<String>,
+    /// `--token`: the cluster's join token.
+    pub token: String,
+    /// `--name`: the node's name (a DNS subdomain), e.g. the hostname.
+    pub name: String,
+    /// `--label k=v` ([`flags::parse_label`], [`flags::labels`]).
+    pub labels: BTreeMap<String, String>,
+    /// `--taint k=v:Effect` ([`flags::parse_taint`]).
+    pub taints: Vec<Taint>,
+    /// `--data-dir`: where the desired pods are kept across restarts; `None`
+    /// keeps nothing (an agent restarted while no server answers then runs
+    /// nothing until one does).
+    pub data_dir: Option<PathBuf>,
+    /// `--runtime`.
+    pub runtime: RuntimeKind,
+    /// Behaviour of the simulated runtime (`--runtime sim`).
+    pub sim: SimConfig,
+    /// Timings.
+    pub tuning: Tuning,
+}
+
+impl AgentOptions {
+    /// An agent named `name` for `servers` with `token`, defaults for the rest.
+    pub fn new(servers: Vec<String>, token: impl Into<String>, name: impl Into<String>) -> Self {
+        AgentOptions {
+            servers,
+            token: token.into(),
+            name: name.into(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            data_dir: None,
+            runtime: RuntimeKind::Sim,
+            sim: SimConfig::default(),
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// `host:port` without scheme, checked; at least one.
+pub(crate) fn normalize_servers(servers: &[String]) -> Result<Vec<String>> {
+    flags::parse_servers(&servers.join(",")).map_err(anyhow::Error::from)
+}
+
+/// `drover agent`: runs one node until `shutdown` resolves (SIGTERM/SIGINT),
+/// then leaves the cluster gracefully (see [`run_agent_with`]).
+pub async fn run_agent(opts: AgentOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    match opts.runtime {
+        RuntimeKind::Sim => {
+            let rt = Arc::new(SimRuntime::new(clock.clone(), Arc::new(opts.sim.clone())));
+            tracing::info!(node = %opts.name, "using the simulated container runtime");
+            run_agent_with(opts, rt, clock, shutdown).await
+        }
+    }
+}
+
+/// Runs one node with the given runtime and clock until `shutdown`
+/// resolves; then sends Leave, and once a server took it stops every pod
+/// and forgets the saved pods. Errors only for bad options or a data dir it
+/// cannot use; unreachable servers are retried forever, and the pods keep
+/// running meanwhile.
+pub async fn run_agent_with<R: Runtime>(
+    opts: AgentOptions,
+    runtime: Arc<R>,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let servers = normalize_servers(&opts.servers)?;
+    if opts.token.is_empty() {
+        bail!("--token: the cluster's join token is required");
+    }
+    let token = link::bearer(&opts.token)?;
+    let runtime_version = runtime.version();
+    let host_ip = node::host_ip(&servers).await;
+    {
+        let facts = node::machine_facts(&opts.name, &host_ip, &runtime_version);
+        let n = node::node_object(&opts.name, &opts.labels, &opts.taints, &facts);
+        drover_api::validation::validate_node(&n).context("--name, --label or --taint")?;
+    }
+    let saved = match &opts.data_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the data dir {}", dir.display()))?;
+            let pods = persist::load(dir, &opts.name)?;
+            if !pods.is_empty() {
+                tracing::info!(
+                    node = %opts.name,
+                    "running {} pod(s) saved in {} until a server answers",
+                    pods.len(),
+                    dir.display()
+                );
+            }
+            pods
+        }
+        None => Vec::new(),
+    };
+    let channels = link::Channels::new(&servers, 1, opts.tuning.connect_timeout)?;
+    let seed = opts.tuning.seed.unwrap_or_else(|| rand::rng().random());
+    let shared = Arc::new(agent::Shared {
+        servers,
+        token,
+        labels: opts.labels.clone(),
+        taints: opts.taints.clone(),
+        tuning: opts.tuning.clone(),
+        clock,
+        channels,
+        gate: None,
+        loud: true,
+        sim_facts: false,
+        runtime_version,
+        stats: Arc::new(Stats::default()),
+    });
+    let agent = agent::NodeAgent::new(
+        shared,
+        opts.name.clone(),
+        host_ip,
+        0,
+        opts.data_dir.clone(),
+        runtime,
+        seed,
+        saved,
+    );
+    agent.run(shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_kind_parses() {
+        assert_eq!("sim".parse::<RuntimeKind>().unwrap(), RuntimeKind::Sim);
+        assert!("docker".parse::<RuntimeKind>().is_err());
+    }
+
+    #[tokio::test]
+    async fn bad_options_are_refused_before_anything_runs() {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+        let rt = Arc::new(SimRuntime::new(
+            clock.clone(),
+            Arc::new(SimConfig::default()),
+        ));
+        let o = AgentOptions::new(vec!["127.0.0.1:1".into()], "t", "Not_A_Name");
+        let e = run_agent_with(o, rt.clone(), clock.clone(), async {})
+            .await
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("metadata.name"), "{e:#}");
+        let o = AgentOptions::new(vec!["127.0.0.1:1".into()], "", "n");
+        assert!(run_agent_with(o, rt.clone(), clock.clone(), async {})
+            .await
+            .is_err());
+        let o = AgentOptions::new(vec![], "t", "n");
+        assert!(run_agent_with(o, rt, clock, async {}).await.is_err());
+    }
+}

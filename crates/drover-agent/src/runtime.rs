@@ -1,0 +1,224 @@
+//! [`Runtime`]: the one seam between a pod and the machine.
+//!
+//! The agent's sync loop (the same code for every runtime) decides *what*
+//! must happen: which container of which pod to start, which to remove, when
+//! a crashed container may restart. A runtime only does it, and says what
+//! runs. It is kept small so that each implementation is thin:
+//!
+//! - the simulated runtime ([`crate::SimRuntime`]), in memory;
+//! - Docker (later, through bollard): `start` = create + start a container
+//!   labelled with the node, the pod's namespace, name and uid, the
+//!   container's name, its attempt and its spec hash; `list` = the
+//!   containers that carry this node's label (all of them, exited ones
+//!   too), which is how an agent restarted adopts what already runs;
+//!   `remove_pod` = stop (SIGTERM, grace, SIGKILL) and remove every
+//!   container (and the pod's network sandbox) of a pod uid.
+//!
+//! A container instance is identified by its pod uid, its name in the pod
+//! and its attempt (0 for the first run, +1 for each restart: the attempt of
+//! the newest instance is the container's `restartCount`, as for the
+//! kubelet). Its spec hash ([`spec_hash`]) tells the agent whether it still
+//! runs the current spec.
+
+use drover_api::{Container, Pod};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// What a runtime knows of one container instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerInfo {
+    /// The runtime's id of this instance (Docker's container id).
+    pub id: String,
+    /// The uid of the pod it belongs to.
+    pub pod_uid: String,
+    /// The pod's namespace (informational; labels on Docker).
+    pub pod_namespace: String,
+    /// The pod's name (informational; labels on Docker).
+    pub pod_name: String,
+    /// The container's name in the pod spec.
+    pub container: String,
+    /// 0 for the first run, +1 for every restart.
+    pub attempt: u32,
+    /// [`spec_hash`] of the container spec it was started from.
+    pub spec_hash: String,
+    /// The image it runs.
+    pub image: String,
+    /// The image's id, when the runtime knows it.
+    pub image_id: String,
+    /// Where it is in its life.
+    pub state: RunState,
+    /// The runtime's own view of readiness (the simulated runtime decides it
+    /// by image name; Docker says true while running, and readiness probes,
+    /// when they come, are ANDed with it).
+    pub ready: bool,
+    /// The pod's IP, when the runtime gives pods their own address.
+    pub pod_ip: Option<String>,
+}
+
+/// Where a container instance is in its life.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunState {
+    /// Created, not running yet (pulling, creating, starting).
+    Creating,
+    /// Running since `started_at`.
+    Running {
+        /// When the process started.
+        started_at: SystemTime,
+    },
+    /// Exited.
+    Exited {
+        /// The process's exit code (128 + signal when killed).
+        exit_code: i32,
+        /// Kubernetes' reason: `Completed` (0), `Error`, `OOMKilled`, ….
+        reason: String,
+        /// When it started, if it ever did.
+        started_at: Option<SystemTime>,
+        /// When it exited.
+        finished_at: SystemTime,
+    },
+}
+
+impl RunState {
+    /// Whether the instance is running.
+    pub fn is_running(&self) -> bool {
+        matches!(self, RunState::Running { .. })
+    }
+
+    /// Whether the instance exited.
+    pub fn is_exited(&self) -> bool {
+        matches!(self, RunState::Exited { .. })
+    }
+}
+
+/// Everything a runtime needs to start one container of a pod. Owned, so
+/// that the agent can hand it to a task.
+#[derive(Debug, Clone)]
+pub struct StartContainer {
+    /// The pod (its spec: containers, volumes, hostNetwork, …).
+    pub pod: Arc<Pod>,
+    /// The container's index in `pod.spec.containers`.
+    pub index: usize,
+    /// The attempt this instance is (see [`ContainerInfo::attempt`]).
+    pub attempt: u32,
+    /// [`spec_hash`] of the container, to be recorded with the instance.
+    pub spec_hash: String,
+    /// The node's name (a Docker label; the downward API's `spec.nodeName`).
+    pub node_name: String,
+    /// The node's IP (the downward API's `status.hostIP`; the pod IP of a
+    /// `hostNetwork` pod).
+    pub host_ip: String,
+}
+
+impl StartContainer {
+    /// The container to start.
+    pub fn container(&self) -> Option<&Container> {
+        self.pod.spec.containers.get(self.index)
+    }
+}
+
+/// A runtime operation that failed; `reason` becomes the container's
+/// waiting reason, as the kubelet reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct RuntimeError {
+    /// `ErrImagePull`, `ErrImageNeverPull`, `CreateContainerError`,
+    /// `RunContainerError`, or `RuntimeUnavailable` for a runtime that does
+    /// not answer.
+    pub reason: String,
+    /// Details for `describe`.
+    pub message: String,
+}
+
+impl RuntimeError {
+    /// An error with this reason and message.
+    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        RuntimeError {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The seam between a pod and the machine; see the module documentation.
+///
+/// Every method may be called concurrently for different pods; the agent
+/// never runs two operations on the same pod at once.
+pub trait Runtime: Send + Sync + 'static {
+    /// The runtime and its version as the Node reports it
+    /// (`nodeInfo.containerRuntimeVersion`), e.g. `sim://0.1.0` or
+    /// `docker://24.0.7`.
+    fn version(&self) -> String;
+
+    /// Every container instance this runtime holds for the node, running or
+    /// exited (the agent keeps the newest exited instance of each container
+    /// for `lastState`, and asks to remove older ones).
+    fn list(&self) -> impl Future<Output = Result<Vec<ContainerInfo>, RuntimeError>> + Send;
+
+    /// Creates and starts one container instance. Starting an instance that
+    /// already exists (same pod uid, name and attempt) is not an error.
+    fn start(&self, req: StartContainer) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+
+    /// Stops (gracefully, within `grace`) and removes one container instance.
+    /// Removing an instance that does not exist is not an error.
+    fn remove(
+        &self,
+        id: &str,
+        grace: Duration,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+
+    /// Stops (gracefully, within `grace`) and removes every container of a
+    /// pod, and whatever the runtime holds for the pod itself.
+    fn remove_pod(
+        &self,
+        pod_uid: &str,
+        grace: Duration,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+
+    /// When the state of some container may next change on its own, if the
+    /// runtime knows (the simulated runtime does; Docker does not, and the
+    /// agent relists it every resync period).
+    fn next_change(&self) -> Option<SystemTime> {
+        None
+    }
+}
+
+/// A stable hash of a container's spec (FNV-1a, 64 bits, of its JSON), as
+/// 16 hex digits. It changes when anything in the container spec changes,
+/// and is the same across agent builds and machines.
+pub fn spec_hash(container: &Container) -> String {
+    let json = serde_json::to_vec(container).unwrap_or_default();
+    format!("{:016x}", fnv1a(&json))
+}
+
+/// FNV-1a, 64 bits.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_hash_is_stable_and_follows_the_spec() {
+        let c = Container {
+            name: "c".into(),
+            image: "busybox".into(),
+            ..Default::default()
+        };
+        let h = spec_hash(&c);
+        assert_eq!(h.len(), 16);
+        assert_eq!(h, spec_hash(&c.clone()));
+        let mut d = c.clone();
+        d.image = "busybox:2".into();
+        assert_ne!(h, spec_hash(&d));
+        // FNV-1a's published test vector.
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

@@ -1,0 +1,242 @@
+//! `drover sim`: many simulated nodes in one process.
+//!
+//! Each node is a real agent ([`crate::agent`]'s sync loop, restart backoff,
+//! status reporting, leave) over its own [`SimRuntime`]. What makes 10,000
+//! of them fit on 2 cores:
+//!
+//! - one tokio runtime, one task per node and no other per-node task or
+//!   thread; a node's only timer is the one its loop re-arms;
+//! - the simulated runtime computes container states from the clock when
+//!   asked, so a container costs no timer either;
+//! - sessions share HTTP/2 connections, `sessions_per_connection` (100) per
+//!   connection, under the server's limit of 200 streams per connection;
+//! - at most `max_joining` (256) nodes register at once, so a start or a
+//!   reconnect storm queues instead of piling up on the server;
+//! - heartbeats start at a random phase and are skipped right after a
+//!   status report (which the server counts as one);
+//! - small codec buffers per session.
+
+use crate::agent::{NodeAgent, Shared, Stats};
+use crate::clock::{Clock, TokioClock};
+use crate::link::{self, Channels};
+use crate::node;
+use crate::runtime::Runtime;
+use crate::sim_runtime::{SimConfig, SimRuntime};
+use crate::Tuning;
+use anyhow::{bail, Context, Result};
+use drover_api::Taint;
+use rand::Rng;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+/// Everything `drover sim` takes:
+///
+/// `drover sim --server ADDR[,ADDR…] --token T --nodes N [--prefix sim-]
+/// [--label k=v]… [--taint k=v:Effect]…`
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// `--server`: `host:port` of one or more servers.
+    pub servers: Vec<String>,
+    /// `--token`: the cluster's join token.
+    pub token: String,
+    /// `--nodes`: how many nodes.
+    pub nodes: usize,
+    /// `--prefix`: nodes are named `<prefix>0 … <prefix>(N-1)` (default `sim-`).
+    pub prefix: String,
+    /// `--label k=v`, on every node.
+    pub labels: BTreeMap<String, String>,
+    /// `--taint k=v:Effect`, on every node.
+    pub taints: Vec<Taint>,
+    /// How simulated containers behave (`--ready-delay`, crash timing).
+    pub sim: SimConfig,
+    /// Timings (the defaults suit; resync is 10 s for sim nodes).
+    pub tuning: Tuning,
+    /// Sessions carried by one HTTP/2 connection (servers allow 200).
+    pub sessions_per_connection: usize,
+    /// Nodes registering at the same time.
+    pub max_joining: usize,
+}
+
+impl SimOptions {
+    /// `nodes` nodes named `sim-0…` on `servers` with `token`, defaults for
+    /// the rest.
+    pub fn new(servers: Vec<String>, token: impl Into<String>, nodes: usize) -> Self {
+        SimOptions {
+            servers,
+            token: token.into(),
+            nodes,
+            prefix: "sim-".into(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            sim: SimConfig::default(),
+            tuning: Tuning {
+                resync: Duration::from_secs(10),
+                ..Tuning::default()
+            },
+            sessions_per_connection: 100,
+            max_joining: 256,
+        }
+    }
+}
+
+/// A running sim: N nodes, each an agent task.
+pub struct Sim {
+    tasks: JoinSet<()>,
+    stop: watch::Sender<bool>,
+    stats: Arc<Stats>,
+    runtimes: Vec<Arc<SimRuntime>>,
+    names: Vec<String>,
+}
+
+impl Sim {
+    /// Starts every node (in the current tokio runtime); they join in the
+    /// background.
+    pub fn start(opts: SimOptions) -> Result<Sim> {
+        let servers = crate::normalize_servers(&opts.servers)?;
+        if opts.token.is_empty() {
+            bail!("--token: the cluster's join token is required");
+        }
+        let token = link::bearer(&opts.token)?;
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+        let cfg = Arc::new(opts.sim.clone());
+        let per_conn = opts.sessions_per_connection.clamp(1, 190);
+        let slots = opts.nodes.div_ceil(per_conn).max(1);
+        let channels = Channels::new(&servers, slots, opts.tuning.connect_timeout)?;
+        let runtime_version = SimRuntime::new(clock.clone(), cfg.clone()).version();
+        let names: Vec<String> = (0..opts.nodes)
+            .map(|i| format!("{}{i}", opts.prefix))
+            .collect();
+        // Check the names and labels once, with the first and last node.
+        for name in [names.first(), names.last()].into_iter().flatten() {
+            let facts = node::sim_facts(name, "100.64.0.1", &runtime_version);
+            let n = node::node_object(name, &opts.labels, &opts.taints, &facts);
+            drover_api::validation::validate_node(&n)
+                .with_context(|| format!("node {name:?} (--prefix {:?})", opts.prefix))?;
+        }
+        let stats = Arc::new(Stats::default());
+        let shared = Arc::new(Shared {
+            servers,
+            token,
+            labels: opts.labels.clone(),
+            taints: opts.taints.clone(),
+            tuning: opts.tuning.clone(),
+            clock: clock.clone(),
+            channels,
+            gate: Some(Arc::new(Semaphore::new(opts.max_joining.max(1)))),
+            loud: false,
+            sim_facts: true,
+            runtime_version,
+            stats: stats.clone(),
+        });
+        let seed = opts.tuning.seed.unwrap_or_else(|| rand::rng().random());
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut runtimes = Vec::with_capacity(opts.nodes);
+        for (i, name) in names.iter().enumerate() {
+            let rt = Arc::new(SimRuntime::with_id_base(
+                clock.clone(),
+                cfg.clone(),
+                i as u64,
+            ));
+            runtimes.push(rt.clone());
+            let agent = NodeAgent::new(
+                shared.clone(),
+                name.clone(),
+                node::sim_host_ip(i),
+                i / per_conn,
+                None,
+                rt,
+                seed.wrapping_add(i as u64),
+                Vec::new(),
+            );
+            let mut rx = stop_rx.clone();
+            let name = name.clone();
+            tasks.spawn(async move {
+                let stopped = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = agent.run(stopped).await {
+                    tracing::warn!(node = %name, "{e:#}");
+                }
+            });
+        }
+        tracing::info!(
+            nodes = opts.nodes,
+            connections = slots,
+            "sim started: nodes {}0 … {}{}",
+            opts.prefix,
+            opts.prefix,
+            opts.nodes.saturating_sub(1)
+        );
+        Ok(Sim {
+            tasks,
+            stop,
+            stats,
+            runtimes,
+            names,
+        })
+    }
+
+    /// How many nodes.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether the sim has no node.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The nodes' names.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// How many nodes have a session open now.
+    pub fn connected(&self) -> usize {
+        self.stats.connected.load(Ordering::Relaxed)
+    }
+
+    /// The runtime of node `i` (to look at or kill its containers).
+    pub fn runtime(&self, i: usize) -> Option<&Arc<SimRuntime>> {
+        self.runtimes.get(i)
+    }
+
+    /// Every node leaves (Leave, then its pods stop); returns how many the
+    /// servers took.
+    pub async fn shutdown(mut self) -> usize {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+        self.stats.left.load(Ordering::Relaxed)
+    }
+
+    /// Every node dies at once, as with SIGKILL: no Leave, the sessions are
+    /// cut.
+    pub fn kill(mut self) {
+        self.tasks.abort_all();
+    }
+}
+
+/// `drover sim`: starts the nodes, and on `shutdown` (SIGTERM) makes them
+/// all leave.
+pub async fn run_sim(opts: SimOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let n = opts.nodes;
+    let sim = Sim::start(opts)?;
+    shutdown.await;
+    tracing::info!("sim: {n} nodes leaving");
+    let left = sim.shutdown().await;
+    if left < n {
+        tracing::warn!(
+            "sim: {} of {n} nodes could not leave (no server took it)",
+            n - left
+        );
+    } else {
+        tracing::info!("sim: all {n} nodes left");
+    }
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! One agent (simulated runtime) against a real one-member server in this
+//! process: it joins, runs and stops pods, backs off a crashing container,
+//! leaves gracefully, and keeps its pods through an agent restart while the
+//! server is down. Every wait has a deadline.
+
+mod common;
+
+use common::{is_running_and_ready, pod_yaml, wait_until, TestServer};
+use drover_agent::{
+    run_agent_with, AgentOptions, Clock, RunState, SimConfig, SimRuntime, TokioClock, Tuning,
+};
+use drover_api::ConditionStatus;
+use drover_server::objects::Kind;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+struct TestAgent {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<anyhow::Result<()>>,
+    runtime: Arc<SimRuntime>,
+}
+
+impl TestAgent {
+    /// Graceful stop (SIGTERM): waits for the agent to return.
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .expect("the agent stops in time")
+            .expect("the agent task")
+            .expect("the agent returns Ok");
+    }
+
+    /// SIGKILL: the task is gone, nothing is said to the server.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+fn fast_tuning() -> Tuning {
+    Tuning {
+        reconnect_min: Duration::from_millis(50),
+        reconnect_max: Duration::from_millis(300),
+        connect_timeout: Duration::from_secs(2),
+        leave_timeout: Duration::from_secs(3),
+        restart_backoff: Duration::from_millis(100),
+        restart_backoff_max: Duration::from_millis(400),
+        seed: Some(1),
+        ..Tuning::default()
+    }
+}
+
+fn options(server: &str, token: &str, name: &str, data_dir: Option<PathBuf>) -> AgentOptions {
+    let mut o = AgentOptions::new(vec![server.to_string()], token, name);
+    o.tuning = fast_tuning();
+    o.data_dir = data_dir;
+    o
+}
+
+fn start_agent(opts: AgentOptions, runtime: Option<Arc<SimRuntime>>) -> TestAgent {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let runtime = runtime.unwrap_or_else(|| {
+        Arc::new(SimRuntime::new(
+            clock.clone(),
+            Arc::new(SimConfig {
+                crash_after: Duration::from_millis(150),
+                ..SimConfig::default()
+            }),
+        ))
+    });
+    let (tx, rx) = oneshot::channel::<()>();
+    let rt = runtime.clone();
+    let task = tokio::spawn(async move {
+        run_agent_with(opts, rt, clock, async move {
+            let _ = rx.await;
+        })
+        .await
+    });
+    TestAgent {
+        stop: Some(tx),
+        task,
+        runtime,
+    }
+}
+
+fn running(rt: &SimRuntime, uid: &str) -> Vec<drover_agent::ContainerInfo> {
+    rt.containers()
+        .into_iter()
+        .filter(|c| c.pod_uid == uid && c.state.is_running())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agent_joins_ready_with_its_labels_and_taints_and_leaves_on_shutdown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let mut o = options(&s.addr, &s.join_token, "edge-1", None);
+    o.labels.insert("zone".into(), "a".into());
+    o.taints
+        .push(drover_agent::flags::parse_taint("dedicated=edge:NoSchedule").unwrap());
+    let t0 = Instant::now();
+    let agent = start_agent(o, None);
+    let joined = wait_until("the node to register", Duration::from_secs(10), || async {
+        s.node("edge-1").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    eprintln!("node registered and Ready {joined:?} after the agent started");
+    let n = s.node("edge-1").await.unwrap();
+    assert_eq!(n.metadata.labels["zone"], "a");
+    assert_eq!(n.metadata.labels["kubernetes.io/hostname"], "edge-1");
+    assert_eq!(n.spec.taints.len(), 1);
+    assert_eq!(n.spec.taints[0].to_string(), "dedicated=edge:NoSchedule");
+    assert_eq!(n.status.addresses[0].r#type, "InternalIP");
+    assert_eq!(n.status.addresses[0].address, "127.0.0.1");
+    assert!(n.status.capacity.contains_key("cpu"));
+    assert!(n.status.capacity.contains_key("memory"));
+    let info = &n.status.node_info;
+    assert_eq!(
+        info.kubelet_version,
+        format!("drover-{}", drover_agent::VERSION)
+    );
+    assert!(info.container_runtime_version.starts_with("sim://"));
+    assert!(!info.operating_system.is_empty() && !info.architecture.is_empty());
+    // Heartbeats reach the server's in-memory table.
+    let hb = s.server.ctx.heartbeats.snapshot()["edge-1"];
+    wait_until("a heartbeat", Duration::from_secs(5), || async {
+        s.server.ctx.heartbeats.snapshot()["edge-1"] > hb
+    })
+    .await;
+
+    // A pod, so that leaving has something to stop.
+    s.apply(&pod_yaml("web", "edge-1", "nginx")).await;
+    wait_until("the pod to run", Duration::from_secs(10), || async {
+        s.pod("web").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    let rt = agent.runtime.clone();
+    assert_eq!(rt.containers().len(), 1);
+
+    // SIGTERM: Leave, the Node is deleted, the pods stop.
+    let t = Instant::now();
+    agent.stop().await;
+    eprintln!("graceful stop took {:?}", t.elapsed());
+    assert!(
+        s.node("edge-1").await.is_none(),
+        "the node is deleted once the agent returned"
+    );
+    assert!(rt.containers().is_empty(), "its pods are stopped");
+    assert!(
+        !s.server.ctx.heartbeats.snapshot().contains_key("edge-1"),
+        "the server forgot its heartbeats"
+    );
+    eprintln!("whole test body {:?}", t0.elapsed());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pod_bound_to_the_node_runs_ready_and_a_deleted_pod_is_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let agent = start_agent(options(&s.addr, &s.join_token, "n1", None), None);
+    wait_until("the node", Duration::from_secs(10), || async {
+        s.node("n1").await.is_some()
+    })
+    .await;
+
+    s.apply(&pod_yaml("web", "n1", "nginx:1.27")).await;
+    let took = wait_until("web Running and Ready", Duration::from_secs(10), || async {
+        s.pod("web").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    eprintln!("apply -> pod Running/Ready in the store: {took:?}");
+    let p = s.pod("web").await.unwrap();
+    let uid = p.metadata.uid.clone();
+    let st = &p.status;
+    assert_eq!(st.host_ip, "127.0.0.1");
+    assert!(st.pod_ip.starts_with("10."), "{}", st.pod_ip);
+    assert!(st.start_time.is_some());
+    for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        let cond = p.condition(c).unwrap_or_else(|| panic!("condition {c}"));
+        assert_eq!(cond.status, Some(ConditionStatus::True), "{c}");
+    }
+    let cs = &st.container_statuses[0];
+    assert_eq!(cs.name, "c");
+    assert_eq!(cs.image, "nginx:1.27");
+    assert_eq!(cs.restart_count, 0);
+    assert!(cs.state.running.as_ref().unwrap().started_at.is_some());
+    assert!(cs.container_id.starts_with("sim://"));
+    assert_eq!(running(&agent.runtime, &uid).len(), 1);
+
+    // A never-ready image runs but stays unready.
+    s.apply(&pod_yaml("stuck", "n1", "sim/never-ready")).await;
+    wait_until(
+        "stuck Running, not Ready",
+        Duration::from_secs(10),
+        || async {
+            s.pod("stuck").await.is_some_and(|p| {
+                p.status.phase == Some(drover_api::PodPhase::Running)
+                    && p.condition("Ready")
+                        .is_some_and(|c| c.status == Some(ConditionStatus::False))
+            })
+        },
+    )
+    .await;
+
+    // Deleted: its container goes.
+    s.objects
+        .delete(Kind::Pod, "default", "web")
+        .await
+        .expect("delete");
+    let took = wait_until(
+        "web's container to stop",
+        Duration::from_secs(10),
+        || async { agent.runtime.containers().iter().all(|c| c.pod_uid != uid) },
+    )
+    .await;
+    eprintln!("delete -> container stopped: {took:?}");
+    assert_eq!(agent.runtime.containers().len(), 1, "stuck still runs");
+
+    agent.stop().await;
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crashing_container_restarts_with_backoff_and_shows_crash_loop_back_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let agent = start_agent(options(&s.addr, &s.join_token, "n1", None), None);
+    s.apply(&pod_yaml("bad", "n1", "example/crash:1")).await;
+    let mut reasons = std::collections::BTreeSet::new();
+    let mut counts = Vec::new();
+    let t0 = Instant::now();
+    loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no restartCount >= 3 with CrashLoopBackOff: counts {counts:?}, reasons {reasons:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let Some(p) = s.pod("bad").await else {
+            continue;
+        };
+        let Some(cs) = p.status.container_statuses.first() else {
+            continue;
+        };
+        if let Some(w) = &cs.state.waiting {
+            reasons.insert(w.reason.clone());
+            if w.reason == "CrashLoopBackOff" {
+                assert!(w.message.starts_with("back-off "), "{}", w.message);
+                let last = cs.last_state.terminated.as_ref().expect("lastState");
+                assert_eq!(last.exit_code, 1);
+                assert_eq!(last.reason, "Error");
+                assert_eq!(
+                    p.status.phase,
+                    Some(drover_api::PodPhase::Running),
+                    "restartPolicy Always: still Running"
+                );
+                assert!(!p.is_ready());
+            }
+        }
+        if counts.last() != Some(&cs.restart_count) {
+            counts.push(cs.restart_count);
+        }
+        if cs.restart_count >= 3 && reasons.contains("CrashLoopBackOff") {
+            break;
+        }
+    }
+    let took = t0.elapsed();
+    eprintln!("restart counts seen {counts:?}, waiting reasons {reasons:?}, in {took:?}");
+    assert!(
+        counts.windows(2).all(|w| w[0] <= w[1]),
+        "restartCount never goes down: {counts:?}"
+    );
+    // The runtime keeps the newest instance and the one before.
+    let attempts: Vec<u32> = agent
+        .runtime
+        .containers()
+        .iter()
+        .map(|c| c.attempt)
+        .collect();
+    assert!(attempts.len() <= 2, "{attempts:?}");
+    agent.stop().await;
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_restarted_while_the_server_is_down_keeps_running_its_pods() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sdir = tmp.path().join("server");
+    let data = tmp.path().join("agent");
+    let s = TestServer::start(&sdir).await;
+    let (addr, token) = (s.addr.clone(), s.join_token.clone());
+    let opts = || options(&addr, &token, "edge-1", Some(data.clone()));
+
+    // 1. The agent runs a pod.
+    let a1 = start_agent(opts(), None);
+    s.apply(&pod_yaml("p1", "edge-1", "nginx")).await;
+    wait_until("p1 running", Duration::from_secs(10), || async {
+        s.pod("p1").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    let uid1 = s.pod("p1").await.unwrap().metadata.uid;
+    assert!(
+        data.join("pods.json").exists(),
+        "the desired pods are saved"
+    );
+    let rt1 = a1.runtime.clone();
+    let id0 = running(&rt1, &uid1)[0].id.clone();
+
+    // 2. Killed and restarted over the same runtime (a container engine
+    //    outlives its agent): the running container is adopted, not restarted.
+    a1.kill().await;
+    let a2 = start_agent(opts(), Some(rt1.clone()));
+    s.apply(&pod_yaml("p2", "edge-1", "nginx")).await;
+    wait_until("p2 running", Duration::from_secs(10), || async {
+        s.pod("p2").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    let uid2 = s.pod("p2").await.unwrap().metadata.uid;
+    let p1 = running(&rt1, &uid1);
+    assert_eq!(p1.len(), 1);
+    assert_eq!(p1[0].id, id0, "adopted, not restarted");
+    assert_eq!(p1[0].attempt, 0);
+
+    // 3. The agent dies, so does the server; the agent comes back on a
+    //    machine where nothing runs (a reboot) and no server answers.
+    a2.kill().await;
+    s.shutdown().await;
+    let a3 = start_agent(opts(), None);
+    let rt = a3.runtime.clone();
+    let took = wait_until(
+        "both pods running from the data dir",
+        Duration::from_secs(5),
+        || async { running(&rt, &uid1).len() == 1 && running(&rt, &uid2).len() == 1 },
+    )
+    .await;
+    eprintln!("agent restart without a server -> pods running again: {took:?}");
+    // A container that dies meanwhile is restarted, server or not.
+    assert!(rt.kill(&uid1, "c", 137));
+    wait_until("p1 restarted offline", Duration::from_secs(5), || async {
+        running(&rt, &uid1).first().is_some_and(|c| c.attempt == 1)
+    })
+    .await;
+    let p2_id = running(&rt, &uid2)[0].id.clone();
+
+    // 4. The server is back: the agent reconnects and reports; nothing
+    //    healthy is restarted.
+    let s = TestServer::restart(&sdir).await;
+    let took = wait_until(
+        "p1's restart reported after reconnect",
+        Duration::from_secs(15),
+        || async {
+            s.pod("p1").await.is_some_and(|p| {
+                is_running_and_ready(&p) && p.status.container_statuses[0].restart_count == 1
+            })
+        },
+    )
+    .await;
+    eprintln!("server back -> status reconciled: {took:?}");
+    assert_eq!(running(&rt, &uid2)[0].id, p2_id, "p2 was not restarted");
+    assert_eq!(running(&rt, &uid2)[0].attempt, 0);
+    let p1 = s.pod("p1").await.unwrap();
+    let last = p1.status.container_statuses[0]
+        .last_state
+        .terminated
+        .as_ref()
+        .expect("lastState of the killed instance");
+    assert_eq!(last.exit_code, 137);
+
+    // 5. Graceful stop: the node leaves, its pods stop, the saved copy goes.
+    a3.stop().await;
+    assert!(s.node("edge-1").await.is_none());
+    assert!(rt.containers().is_empty());
+    assert!(!data.join("pods.json").exists());
+    assert!(rt
+        .containers()
+        .iter()
+        .all(|c| !matches!(c.state, RunState::Running { .. })));
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_moves_past_servers_that_do_not_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    // A port nothing listens on, then the real server: whichever the agent
+    // tries first, it ends up on the one that answers.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    for seed in [1, 2, 3] {
+        let mut o = AgentOptions::new(
+            vec![dead_addr.clone(), s.addr.clone()],
+            s.join_token.clone(),
+            format!("n{seed}"),
+        );
+        o.tuning = Tuning {
+            seed: Some(seed),
+            ..fast_tuning()
+        };
+        let agent = start_agent(o, None);
+        let took = wait_until("the node to register", Duration::from_secs(10), || async {
+            s.node(&format!("n{seed}")).await.is_some()
+        })
+        .await;
+        eprintln!("seed {seed}: registered in {took:?}");
+        agent.stop().await;
+        assert!(s.node(&format!("n{seed}")).await.is_none());
+    }
+    s.shutdown().await;
+}

@@ -1,0 +1,127 @@
+//! A one-member server in-process on loopback, and helpers to wait on it.
+
+#![allow(dead_code)]
+
+use drover_api::{Manifest, Node, Pod};
+use drover_server::objects::{Kind, Objects};
+use drover_server::{Server, ServerOptions};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct TestServer {
+    pub server: Server,
+    pub dir: PathBuf,
+    pub objects: Objects,
+    pub addr: String,
+    pub join_token: String,
+}
+
+fn fast(mut o: ServerOptions) -> ServerOptions {
+    o.tick = Duration::from_millis(20);
+    o.election_ticks = 10;
+    o
+}
+
+impl TestServer {
+    /// A new one-member cluster in `dir`.
+    pub async fn start(dir: &Path) -> TestServer {
+        let mut o = ServerOptions::new(dir);
+        o.listen = Some("127.0.0.1:0".into());
+        o.http = Some("127.0.0.1:0".into());
+        Self::with(fast(o)).await
+    }
+
+    /// The member of `dir` again, on the same address.
+    pub async fn restart(dir: &Path) -> TestServer {
+        Self::with(fast(ServerOptions::new(dir))).await
+    }
+
+    async fn with(o: ServerOptions) -> TestServer {
+        // RUST_LOG=drover_agent=debug shows what the agents do.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let dir = o.data_dir.clone();
+        let server = Server::start(o).await.expect("server starts");
+        let objects = Objects::new(server.ctx.clone());
+        let addr = server.grpc_addr.to_string();
+        let join_token = server.identity.join_token.clone();
+        let s = TestServer {
+            server,
+            dir,
+            objects,
+            addr,
+            join_token,
+        };
+        // Wait for a leader (a restarted member elects itself).
+        wait_until("a leader", Duration::from_secs(10), || async {
+            s.server.store.leader().is_leader
+        })
+        .await;
+        s
+    }
+
+    pub async fn shutdown(mut self) {
+        self.server.shutdown().await;
+    }
+
+    pub async fn apply(&self, yaml: &str) {
+        self.objects.apply(yaml, false).await.expect("apply");
+    }
+
+    pub async fn node(&self, name: &str) -> Option<Node> {
+        match self.objects.get(Kind::Node, "", name).await {
+            Ok(Manifest::Node(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub async fn pod(&self, name: &str) -> Option<Pod> {
+        match self.objects.get(Kind::Pod, "default", name).await {
+            Ok(Manifest::Pod(p)) => Some(*p),
+            _ => None,
+        }
+    }
+
+    pub async fn node_count(&self) -> usize {
+        self.objects
+            .list(Kind::Node, None, None)
+            .await
+            .map(|(l, _)| l.len())
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// Polls `f` every 10 ms until it holds; panics after `timeout`.
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if f().await {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A Pod bound to `node`.
+pub fn pod_yaml(name: &str, node: &str, image: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  containers: [{{name: c, image: \"{image}\"}}]\n"
+    )
+}
+
+pub fn is_running_and_ready(p: &Pod) -> bool {
+    p.status.phase == Some(drover_api::PodPhase::Running)
+        && p.is_ready()
+        && p.status.container_statuses.iter().all(|c| c.ready)
+}

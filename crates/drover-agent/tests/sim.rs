@@ -1,0 +1,97 @@
+//! `drover sim` in-process: 200 simulated nodes against a real one-member
+//! server register, run a pod, and all leave on shutdown.
+
+mod common;
+
+use common::{is_running_and_ready, pod_yaml, wait_until, TestServer};
+use drover_agent::{Sim, SimOptions};
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_sim_nodes_register_run_pods_and_leave() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let mut o = SimOptions::new(vec![s.addr.clone()], s.join_token.clone(), 200);
+    o.labels.insert("pool".into(), "sim".into());
+    // Two connections' worth of sessions, to exercise the sharding.
+    o.sessions_per_connection = 100;
+    o.tuning.seed = Some(42);
+    let t0 = Instant::now();
+    let sim = Sim::start(o).expect("sim starts");
+    assert_eq!(sim.len(), 200);
+    assert_eq!(sim.names()[199], "sim-199");
+    let took = wait_until("200 nodes registered", Duration::from_secs(60), || async {
+        s.node_count().await == 200
+    })
+    .await;
+    eprintln!("200 sim nodes registered in {took:?}");
+    wait_until("200 sessions open", Duration::from_secs(10), || async {
+        sim.connected() == 200
+    })
+    .await;
+    let n = s.node("sim-7").await.unwrap();
+    assert!(n.is_ready());
+    assert_eq!(n.metadata.labels["pool"], "sim");
+    assert_eq!(n.status.addresses[0].address, "100.64.0.8");
+    assert_eq!(n.status.capacity["cpu"].0, "4");
+
+    // Pods bound to a few nodes run there.
+    for i in [0, 7, 199] {
+        s.apply(&pod_yaml(&format!("p{i}"), &format!("sim-{i}"), "nginx"))
+            .await;
+    }
+    let took = wait_until(
+        "3 pods Running and Ready",
+        Duration::from_secs(10),
+        || async {
+            let mut ok = true;
+            for i in [0, 7, 199] {
+                ok &= s
+                    .pod(&format!("p{i}"))
+                    .await
+                    .is_some_and(|p| is_running_and_ready(&p));
+            }
+            ok
+        },
+    )
+    .await;
+    eprintln!("pods on sim nodes Running/Ready in {took:?}");
+    assert_eq!(sim.runtime(7).unwrap().containers().len(), 1);
+    assert!(sim.runtime(8).unwrap().containers().is_empty());
+
+    // SIGTERM: every node leaves.
+    let t = Instant::now();
+    let left = tokio::time::timeout(Duration::from_secs(60), sim.shutdown())
+        .await
+        .expect("the sim stops in time");
+    eprintln!(
+        "200 nodes left in {:?} (whole test {:?})",
+        t.elapsed(),
+        t0.elapsed()
+    );
+    assert_eq!(left, 200);
+    assert_eq!(s.node_count().await, 0, "every Node is deleted");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn killed_sim_nodes_stay_registered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let mut o = SimOptions::new(vec![s.addr.clone()], s.join_token.clone(), 5);
+    o.prefix = "k-".into();
+    let sim = Sim::start(o).expect("sim starts");
+    wait_until("5 nodes", Duration::from_secs(20), || async {
+        s.node_count().await == 5
+    })
+    .await;
+    wait_until("5 sessions", Duration::from_secs(10), || async {
+        sim.connected() == 5
+    })
+    .await;
+    // SIGKILL: no Leave; the nodes stay until the server judges them.
+    sim.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.node_count().await, 5);
+    s.shutdown().await;
+}
