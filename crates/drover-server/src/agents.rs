@@ -116,6 +116,10 @@ pub async fn relay_heartbeats(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
 struct IndexState {
     /// node -> pod key -> pod JSON (with resourceVersion).
     by_node: HashMap<String, BTreeMap<String, Vec<u8>>>,
+    /// pod key -> the pod without status and resourceVersion: what an agent
+    /// must act on. A change of status alone (the agent's own report) does
+    /// not push the node's pods again.
+    desired: HashMap<String, Value>,
     /// pod key -> node.
     node_of: HashMap<String, String>,
     versions: HashMap<String, watch::Sender<u64>>,
@@ -132,6 +136,7 @@ impl IndexState {
     }
 
     fn remove(&mut self, key: &str) {
+        self.desired.remove(key);
         if let Some(node) = self.node_of.remove(key) {
             if let Some(p) = self.by_node.get_mut(&node) {
                 p.remove(key);
@@ -150,19 +155,46 @@ impl IndexState {
         if node.is_empty() {
             return;
         }
+        let desired = desired_part(&json);
+        let unchanged = self.desired.get(&key) == Some(&desired);
+        self.desired.insert(key.clone(), desired);
         self.by_node
             .entry(node.clone())
             .or_default()
             .insert(key.clone(), json);
         self.node_of.insert(key, node.clone());
-        self.bump(&node);
+        if !unchanged {
+            self.bump(&node);
+        }
     }
 }
 
 /// The pods of every node, following this member's applied state.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct PodIndex {
     state: Arc<Mutex<IndexState>>,
+    loaded: Arc<watch::Sender<bool>>,
+}
+
+impl Default for PodIndex {
+    fn default() -> Self {
+        PodIndex {
+            state: Arc::default(),
+            loaded: Arc::new(watch::channel(false).0),
+        }
+    }
+}
+
+/// A pod as far as its agent must act on it: without status and version.
+fn desired_part(json: &[u8]) -> Value {
+    let mut v: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+    }
+    v
 }
 
 fn node_of(json: &[u8]) -> String {
@@ -196,6 +228,7 @@ impl PodIndex {
                 let nodes: Vec<String> = s.by_node.keys().cloned().collect();
                 s.by_node.clear();
                 s.node_of.clear();
+                s.desired.clear();
                 s.revision = rev;
                 for kv in &kvs {
                     if let Ok(json) = objects::decode(kv).and_then(|m| objects::to_json(&m)) {
@@ -207,6 +240,7 @@ impl PodIndex {
                     s.bump(&n);
                 }
             }
+            self.loaded.send_replace(true);
             let mut w = match store.watch(&prefix, rev) {
                 Ok(w) => w,
                 Err(e) => {
@@ -241,6 +275,13 @@ impl PodIndex {
                 }
             }
         }
+    }
+
+    /// Waits until the index holds the first list of pods.
+    pub async fn wait_loaded(&self) -> bool {
+        let mut rx = self.loaded.subscribe();
+        let loaded = rx.wait_for(|l| *l).await.is_ok();
+        loaded
     }
 
     /// The pods bound to `node` and the index's revision.
@@ -392,6 +433,10 @@ impl agent_server::Agent for AgentSvc {
         let push_tx = tx.clone();
         let pusher = tokio::spawn(async move {
             let mut changes = index.subscribe(&push_node);
+            // Never tell an agent "no pods" before the index has loaded.
+            if !index.wait_loaded().await {
+                return;
+            }
             loop {
                 let (pods, rev) = index.pods(&push_node);
                 let msg = pb::ServerMessage {

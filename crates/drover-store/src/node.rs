@@ -78,6 +78,8 @@ impl Reporter {
 /// State shared by the raft thread and the async handles.
 pub(crate) struct Shared {
     pub db: sled::Db,
+    /// sled's data file, for `fdatasync`.
+    pub file: Option<std::fs::File>,
     pub tree: sled::Tree,
     /// Held for writing while a batch is applied, for reading while a list
     /// scans, so a list never sees half a raft round.
@@ -93,6 +95,19 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Makes everything written so far durable: sled's flush writes its
+    /// buffers with `sync_file_range`, which neither flushes the disk's
+    /// write cache nor the file's metadata, so an `fdatasync` of sled's file
+    /// follows (what etcd does for its WAL).
+    pub fn sync(&self) -> Result<()> {
+        self.db.flush()?;
+        if let Some(f) = &self.file {
+            f.sync_data()
+                .map_err(|e| Error::Storage(format!("fdatasync of the store failed: {e}")))?;
+        }
+        Ok(())
+    }
+
     pub fn members(&self) -> BTreeMap<u64, Member> {
         self.members
             .read()
@@ -226,7 +241,7 @@ impl Node {
                 break Error::Removed;
             }
         };
-        let _ = self.shared.db.flush();
+        let _ = self.shared.sync();
         self.fail_all(&reason);
         self.shared.stopped.send_replace(Some(reason));
     }
@@ -597,10 +612,12 @@ impl Node {
         self.send(ready.take_messages());
 
         let tree = self.shared.tree.clone();
-        // Only the log, the hard state and a snapshot must be durable before
-        // we go on; applied state may trail (it is replayed from the log).
-        let must_flush =
-            !ready.entries().is_empty() || ready.hs().is_some() || !ready.snapshot().is_empty();
+        // Only the log, the term and vote, and a snapshot must be durable
+        // before we go on; applied state may trail (it is replayed from the
+        // log, and sled persists writes in order).
+        // A hard state whose only change is the commit index need not be
+        // synced (raft-rs says so with must_sync, as etcd does).
+        let must_flush = ready.must_sync() || !ready.snapshot().is_empty();
         if !ready.snapshot().is_empty() {
             self.install_snapshot(ready.snapshot())?;
         }
@@ -620,7 +637,7 @@ impl Node {
         let events = std::mem::take(&mut app.events);
         self.commit_batch(app.batch)?;
         if must_flush {
-            self.shared.db.flush()?;
+            self.shared.sync()?;
         }
         self.finish(events, outcomes, member_outcomes);
         for rs in ready.take_read_states() {

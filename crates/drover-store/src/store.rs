@@ -188,7 +188,7 @@ impl Store {
         let db = sled::Config::new()
             .path(&cfg.dir)
             .cache_capacity(64 << 20)
-            .flush_every_ms(Some(1000))
+            .flush_every_ms(Some(5000))
             .open()
             .map_err(|e| {
                 Error::Storage(format!(
@@ -219,8 +219,10 @@ impl Store {
             .into_iter()
             .map(|m| (m.id, m))
             .collect();
+        let file = std::fs::File::open(cfg.dir.join("db")).ok();
         let shared = Arc::new(Shared {
             db,
+            file,
             tree,
             apply_lock: Default::default(),
             applied: watch::channel(applied).0,
