@@ -1,5 +1,7 @@
 //! The `drover` binary: argument parsing and wiring, nothing else.
 
+mod up;
+
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use drover_cli::commands::{self, KvOutput};
@@ -40,8 +42,14 @@ struct Conn {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// A whole cluster in one process: a server and a local node (plus simulated ones).
+    Up(UpArgs),
     /// Run a control-plane member (bootstrap, join, or resume from --data-dir).
     Server(ServerArgs),
+    /// Run a node agent: join with --server ADDR[,ADDR…] --token JOIN_TOKEN and run this node's pods.
+    Agent(AgentArgs),
+    /// Run N simulated nodes in one process (real agent loop, in-memory runtime).
+    Sim(SimArgs),
     /// Cluster membership and status.
     Cluster {
         #[command(subcommand)]
@@ -205,6 +213,66 @@ struct ServerArgs {
     node_gc_after: Duration,
 }
 
+#[derive(Args)]
+struct UpArgs {
+    /// Where the server and the local node keep their state [default: ~/.local/share/drover].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// gRPC address of the server.
+    #[arg(long, default_value = "127.0.0.1:7600")]
+    listen: String,
+    /// HTTP address of the server.
+    #[arg(long, default_value = "127.0.0.1:7680")]
+    http: String,
+    /// The local node's name [default: the hostname].
+    #[arg(long)]
+    name: Option<String>,
+    /// Simulated nodes to add beside the local one.
+    #[arg(long, default_value_t = 0)]
+    sim_nodes: usize,
+    /// A node silent this long turns NotReady.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    node_timeout: Duration,
+}
+
+#[derive(Args)]
+struct AgentArgs {
+    /// The node's name [default: the hostname].
+    #[arg(long)]
+    name: Option<String>,
+    /// A label the node registers with (k=v); repeatable.
+    #[arg(long = "label", value_parser = drover_agent::flags::parse_label)]
+    labels: Vec<(String, String)>,
+    /// A taint the node registers with (k=v:Effect); repeatable.
+    #[arg(long = "taint", value_parser = drover_agent::flags::parse_taint)]
+    taints: Vec<drover_api::Taint>,
+    /// The container runtime.
+    #[arg(long, default_value = "sim")]
+    runtime: drover_agent::RuntimeKind,
+    /// Where the agent keeps its desired pods, to run them through control-plane outages.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SimArgs {
+    /// How many nodes.
+    #[arg(long)]
+    nodes: usize,
+    /// Node names are PREFIX0 … PREFIX(N-1).
+    #[arg(long, default_value = "sim-")]
+    prefix: String,
+    /// A label every node registers with (k=v); repeatable.
+    #[arg(long = "label", value_parser = drover_agent::flags::parse_label)]
+    labels: Vec<(String, String)>,
+    /// A taint every node registers with (k=v:Effect); repeatable.
+    #[arg(long = "taint", value_parser = drover_agent::flags::parse_taint)]
+    taints: Vec<drover_api::Taint>,
+    /// How long a simulated container takes to become ready.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    ready_delay: Duration,
+}
+
 #[derive(Subcommand)]
 enum ServerCmd {
     /// Remove this data dir's member from its cluster.
@@ -305,6 +373,39 @@ async fn run(cli: Cli) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
     match cli.cmd {
+        Cmd::Up(a) => {
+            let opts = up::UpOptions {
+                data_dir: a.data_dir.unwrap_or_else(up::default_data_dir),
+                listen: a.listen,
+                http: a.http,
+                name: a.name.unwrap_or_else(up::hostname),
+                sim_nodes: a.sim_nodes,
+                node_timeout: a.node_timeout,
+            };
+            up::up(opts, shutdown_signal()).await?
+        }
+        Cmd::Agent(a) => {
+            let (servers, token) = join_target(&cli.conn)?;
+            let mut opts = drover_agent::AgentOptions::new(
+                servers,
+                token,
+                a.name.unwrap_or_else(up::hostname),
+            );
+            opts.labels = drover_agent::flags::labels(&a.labels)?;
+            opts.taints = drover_agent::flags::taints(&a.taints)?;
+            opts.runtime = a.runtime;
+            opts.data_dir = a.data_dir;
+            drover_agent::run_agent(opts, shutdown_signal()).await?
+        }
+        Cmd::Sim(a) => {
+            let (servers, token) = join_target(&cli.conn)?;
+            let mut opts = drover_agent::SimOptions::new(servers, token, a.nodes);
+            opts.prefix = a.prefix;
+            opts.labels = drover_agent::flags::labels(&a.labels)?;
+            opts.taints = drover_agent::flags::taints(&a.taints)?;
+            opts.sim.ready_delay = a.ready_delay;
+            drover_agent::run_sim(opts, shutdown_signal()).await?
+        }
         Cmd::Server(a) => match a.cmd {
             Some(ServerCmd::Leave { data_dir }) => {
                 commands::server_leave(&data_dir, &mut out).await?
@@ -500,6 +601,20 @@ async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
         Some(e) => Err(anyhow::anyhow!("the store stopped: {e}")),
         None => Ok(()),
     }
+}
+
+/// `--server` and `--token` of `drover agent` and `drover sim`: the servers
+/// and the cluster's join token.
+fn join_target(conn: &Conn) -> Result<(Vec<String>, String)> {
+    let Some(servers) = &conn.server else {
+        anyhow::bail!("--server ADDR[,ADDR…] is required: the servers to join");
+    };
+    let Some(token) = &conn.token else {
+        anyhow::bail!(
+            "--token is required: the cluster's join token (DATA_DIR/join-token of a server)"
+        );
+    };
+    Ok((drover_agent::flags::parse_servers(servers)?, token.clone()))
 }
 
 async fn shutdown_signal() {
