@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# drover vs etcd, the same workload against both: builds the release drover
+# binary and the benchmark, installs etcd 3.4 if it is missing (Debian's
+# etcd-server, as root), then runs crates/drover-bench. Extra arguments go
+# to drover-bench (see `--help`), e.g. bench/run.sh --seconds 5.
+#
+# Figures: one `system.name: value unit` line each on stdout, then a
+# markdown table of drover/etcd ratios. Diagnostics on stderr ('#').
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v etcd >/dev/null; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "# installing etcd-server (Debian)" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >&2
+  else
+    echo "etcd not found: apt-get install -y etcd-server etcd-client" >&2
+    exit 2
+  fi
+fi
+
+TARGET=${CARGO_TARGET_DIR:-target}
+cargo build --release -p drover -p drover-bench >&2
+exec "$TARGET/release/drover-bench" --drover-bin "$TARGET/release/drover" "$@"

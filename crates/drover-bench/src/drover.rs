@@ -1,0 +1,162 @@
+//! drover: a 3-member cluster of the release binary on loopback. The first
+//! member bootstraps, the others `--join` it with its join token; restarts
+//! resume from the data dir with `--data-dir` alone.
+
+use crate::cluster::{all_healthy, poll, Cluster, Member};
+use crate::workload::Target;
+use anyhow::{Context, Result};
+use drover_cli::{Client, ClientConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct DroverCluster {
+    members: Vec<Member>,
+    /// gRPC address of each member.
+    grpc: Vec<String>,
+    /// Data dir of each member.
+    dirs: Vec<PathBuf>,
+    /// The admin token, known once the first member serves.
+    token: String,
+}
+
+impl DroverCluster {
+    /// Lays out the members (nothing runs yet). `ports` holds 6 free ports:
+    /// gRPC first, then HTTP.
+    pub fn new(bin: &Path, dir: &Path, ports: &[u16]) -> DroverCluster {
+        let grpc: Vec<String> = ports[..3]
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let http: Vec<SocketAddr> = ports[3..6]
+            .iter()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+            .collect();
+        let mut members = Vec::new();
+        let mut dirs = Vec::new();
+        for i in 0..3 {
+            let name = format!("m{}", i + 1);
+            let data = dir.join(&name);
+            let d = data.display().to_string();
+            let first = [
+                "server".to_string(),
+                "--data-dir".into(),
+                d.clone(),
+                "--listen".into(),
+                grpc[i].clone(),
+                "--http".into(),
+                http[i].to_string(),
+            ];
+            let m = Member::new(&name, bin, dir.join(format!("{name}.log")), http[i])
+                .first_args(first)
+                .restart_args(["server", "--data-dir", &d]);
+            members.push(m);
+            dirs.push(data);
+        }
+        DroverCluster {
+            members,
+            grpc,
+            dirs,
+            token: String::new(),
+        }
+    }
+
+    /// Waits until member `i`'s view of the cluster has `n` voters.
+    async fn wait_voters(&self, i: usize, n: usize) -> Result<()> {
+        let c = Client::single(&self.grpc[i], &self.token)?;
+        poll(
+            &format!("{n} voting drover members"),
+            Duration::from_secs(60),
+            || async {
+                let s = c.status().await.ok()?;
+                let voters = s
+                    .members
+                    .iter()
+                    .filter(|m| !m.learner && !m.removed)
+                    .count();
+                (voters >= n).then_some(())
+            },
+        )
+        .await
+    }
+}
+
+impl Cluster for DroverCluster {
+    fn name(&self) -> &'static str {
+        "drover"
+    }
+
+    async fn bootstrap(&mut self) -> Result<()> {
+        self.members[0].start()?;
+        let d1 = self.dirs[0].clone();
+        let cfg = poll(
+            "the first member's client.yaml",
+            Duration::from_secs(30),
+            || async { ClientConfig::load(&d1.join("client.yaml")).ok() },
+        )
+        .await?;
+        self.token = cfg.token;
+        let join_token = std::fs::read_to_string(d1.join("join-token"))
+            .context("reading the first member's join-token")?
+            .trim()
+            .to_string();
+        all_healthy(&self.members[..1], Duration::from_secs(30)).await?;
+        // Members join one at a time (learner, then voter).
+        for i in 1..3 {
+            let mut args = vec![
+                "server".to_string(),
+                "--data-dir".into(),
+                self.dirs[i].display().to_string(),
+                "--listen".into(),
+                self.grpc[i].clone(),
+                "--http".into(),
+                self.members[i].health.to_string(),
+                "--join".into(),
+                self.grpc[0].clone(),
+            ];
+            args.extend(["--token".to_string(), join_token.clone()]);
+            self.members[i].set_first_args(args);
+            self.members[i].start()?;
+            self.wait_voters(0, i + 1).await?;
+        }
+        all_healthy(&self.members, Duration::from_secs(30)).await?;
+        let t = self.target(0)?;
+        let v = crate::workload::value(8);
+        poll("a first put", Duration::from_secs(10), || async {
+            t.put("bench/ready", &v).await.ok()
+        })
+        .await
+    }
+
+    fn members(&mut self) -> &mut [Member] {
+        &mut self.members
+    }
+
+    fn target(&self, i: usize) -> Result<Target> {
+        Ok(Target::Drover(Client::single(&self.grpc[i], &self.token)?))
+    }
+
+    async fn leader(&self) -> Result<usize> {
+        let leader = poll(
+            "a drover member that is the leader",
+            Duration::from_secs(10),
+            || async {
+                for (i, a) in self.grpc.iter().enumerate() {
+                    let Ok(c) = Client::single(a, &self.token) else {
+                        continue;
+                    };
+                    if let Ok(Ok(s)) =
+                        tokio::time::timeout(Duration::from_secs(2), c.status()).await
+                    {
+                        if s.role == "leader" {
+                            return Some(i);
+                        }
+                    }
+                }
+                None
+            },
+        )
+        .await;
+        leader.context("finding the drover leader")
+    }
+}
