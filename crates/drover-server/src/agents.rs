@@ -119,7 +119,7 @@ struct IndexState {
     /// pod key -> the pod without status and resourceVersion: what an agent
     /// must act on. A change of status alone (the agent's own report) does
     /// not push the node's pods again.
-    desired: HashMap<String, Value>,
+    desired: HashMap<String, u64>,
     /// pod key -> node.
     node_of: HashMap<String, String>,
     versions: HashMap<String, watch::Sender<u64>>,
@@ -185,8 +185,10 @@ impl Default for PodIndex {
     }
 }
 
-/// A pod as far as its agent must act on it: without status and version.
-fn desired_part(json: &[u8]) -> Value {
+/// A hash of the pod as far as its agent must act on it: without status
+/// and version.
+fn desired_part(json: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut v: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         o.remove("status");
@@ -194,7 +196,9 @@ fn desired_part(json: &[u8]) -> Value {
             m.remove("resourceVersion");
         }
     }
-    v
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
 }
 
 fn node_of(json: &[u8]) -> String {

@@ -16,6 +16,7 @@ use drover_api::{DaemonSet, Manifest, Pod};
 use drover_controller::daemon::{self, FailedPodBackoff, PlanInput};
 use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
 use drover_controller::Timestamp;
+use futures_util::StreamExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::collections::HashMap;
@@ -45,6 +46,9 @@ impl Default for ControllerConfig {
         }
     }
 }
+
+/// Writes of one pass in flight at once.
+const CONCURRENT_WRITES: usize = 512;
 
 fn now() -> Timestamp {
     Timestamp::from(SystemTime::now())
@@ -164,13 +168,26 @@ impl Leading {
         let nodes: Vec<_> = view.nodes.values().cloned().collect();
         let plan = self.nodes.plan(&nodes, last, now);
         soonest(plan.next_check);
-        for u in plan.updates {
-            let name = u.node.metadata.name.clone();
-            match self.objects.update(Manifest::Node(Box::new(u.node))).await {
-                Ok(m) => written = written.max(rev(&m)),
-                Err(e) => tracing::debug!(node = %name, "node update: {}", e.message()),
+        // Many nodes can change at once (a sim process dies): write them
+        // concurrently, raft batches the writes.
+        let updates = plan.updates.into_iter().map(|u| {
+            let objects = self.objects.clone();
+            async move {
+                let name = u.node.metadata.name.clone();
+                match objects.update(Manifest::Node(Box::new(u.node))).await {
+                    Ok(m) => rev(&m),
+                    Err(e) => {
+                        tracing::debug!(node = %name, "node update: {}", e.message());
+                        0
+                    }
+                }
             }
-        }
+        });
+        let revs: Vec<u64> = futures_util::stream::iter(updates)
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
+        written = written.max(revs.into_iter().max().unwrap_or(0));
         for r in plan.remove {
             let rv = r.resource_version.parse().unwrap_or(0);
             match self.objects.delete_at(Kind::Node, "", &r.name, rv).await {
@@ -267,7 +284,7 @@ impl Leading {
         }
         // Deletions: the uid is the precondition (an adopted pod changed its
         // resourceVersion in this very plan, so do not pin that).
-        let deletions = plan.delete.iter().map(|d| {
+        let deletions = plan.delete.iter().cloned().map(|d| {
             let objects = self.objects.clone();
             async move {
                 let current = objects.get(Kind::Pod, &d.namespace, &d.name).await;
@@ -289,22 +306,28 @@ impl Leading {
                 }
             }
         });
-        for (d, r) in futures_util::future::join_all(deletions).await {
+        let deleted: Vec<_> = futures_util::stream::iter(deletions)
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
+        for (d, r) in deleted {
             if let Ok(w) = r {
                 written = written.max(w);
                 events.push(d.event.clone());
             }
         }
-        let creations = plan.create.iter().map(|c| {
+        let creations = plan.create.iter().cloned().map(|c| {
             let objects = self.objects.clone();
             async move {
-                (
-                    c,
-                    objects.create(Manifest::Pod(Box::new(c.pod.clone()))).await,
-                )
+                let r = objects.create(Manifest::Pod(Box::new(c.pod.clone()))).await;
+                (c, r)
             }
         });
-        for (c, r) in futures_util::future::join_all(creations).await {
+        let created: Vec<_> = futures_util::stream::iter(creations)
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
+        for (c, r) in created {
             match r {
                 Ok(m) => {
                     written = written.max(rev(&m));
@@ -352,7 +375,10 @@ impl Leading {
                 }
             }
         });
-        futures_util::future::join_all(writes).await;
+        futures_util::stream::iter(writes)
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect::<Vec<()>>()
+            .await;
     }
 }
 

@@ -227,7 +227,9 @@ impl Store {
             apply_lock: Default::default(),
             applied: watch::channel(applied).0,
             leader: watch::channel(LeaderState::default()).0,
-            events: broadcast::channel(1024).0,
+            // Few slots: one revision can carry thousands of changes (a batched
+            // entry), and a watcher that falls behind rereads the history.
+            events: broadcast::channel(64).0,
             compacted: compacted.into(),
             members: std::sync::RwLock::new(members),
             stopped: watch::channel(None).0,
