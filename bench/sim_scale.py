@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""drover at scale with simulated nodes (a report, not a test).
+
+For each N in --nodes: starts one `drover server` (fresh data dir, ephemeral
+ports) and one `drover sim --nodes N`, then measures
+  - join: sim start -> N nodes Ready
+  - apply: `drover apply` of a DaemonSet -> N pods Running and Ready
+  - sigkill: SIGKILL of the sim process -> N nodes NotReady (node timeout 5 s)
+  - RSS of the server (after apply) and of the sim process (per node)
+and prints one `name: value unit` line per figure. Every process it starts
+is killed on exit; every wait has a deadline.
+
+Usage: bench/sim_scale.py [--bin target/release/drover] [--nodes 1000,10000]
+"""
+import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, time
+
+DS = """apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: scale}
+spec:
+  selector: {matchLabels: {app: scale}}
+  template:
+    metadata: {labels: {app: scale}}
+    spec:
+      containers: [{name: c, image: local/busybox:1}]
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def fig(name, value, unit):
+    print(f"{name}: {value:.1f} {unit}" if isinstance(value, float) else f"{name}: {value} {unit}", flush=True)
+
+
+class Run:
+    def __init__(self, binary, n, work):
+        self.bin, self.n, self.work, self.procs = binary, n, work, []
+        self.cfg = os.path.join(work, "server", "client.yaml")
+
+    def start(self, args, log):
+        p = subprocess.Popen([self.bin] + args, stdout=subprocess.DEVNULL,
+                             stderr=open(os.path.join(self.work, log), "w"))
+        self.procs.append(p)
+        return p
+
+    def drover_json(self, *args):
+        out = subprocess.run([self.bin, "--config", self.cfg] + list(args) + ["-o", "json"],
+                             capture_output=True, timeout=120)
+        if out.returncode != 0:
+            return []
+        return json.loads(out.stdout).get("items", [])
+
+    def wait(self, what, pred, timeout):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if pred():
+                return time.monotonic() - t0
+            time.sleep(0.05)
+        raise SystemExit(f"timed out after {timeout}s waiting for {what}")
+
+    def nodes_ready(self, want_ready):
+        items = self.drover_json("get", "nodes")
+        def ready(n):
+            return any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in n.get("status", {}).get("conditions", []))
+        count = sum(1 for n in items if ready(n) == want_ready)
+        return count == self.n
+
+    def pods_ready(self):
+        items = self.drover_json("get", "pods", "-A")
+        ok = sum(1 for p in items if p.get("status", {}).get("phase") == "Running" and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in p.get("status", {}).get("conditions", [])))
+        return ok == self.n
+
+    def run(self):
+        n, prefix = self.n, f"n{self.n}."
+        grpc, http = free_port(), free_port()
+        server = self.start(["server", "--data-dir", os.path.join(self.work, "server"),
+                             "--listen", f"127.0.0.1:{grpc}", "--http", f"127.0.0.1:{http}",
+                             "--node-timeout", "5s"], "server.log")
+        self.wait("client.yaml", lambda: os.path.exists(self.cfg), 30)
+        token = open(os.path.join(self.work, "server", "join-token")).read().strip()
+        t0 = time.monotonic()
+        sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token", token,
+                          "--nodes", str(n)], "sim.log")
+        self.wait(f"{n} nodes Ready", lambda: self.nodes_ready(True), 600)
+        fig(prefix + "join_all_ready", (time.monotonic() - t0) * 1e3, "ms")
+        path = os.path.join(self.work, "ds.yaml")
+        open(path, "w").write(DS)
+        t0 = time.monotonic()
+        subprocess.run([self.bin, "--config", self.cfg, "apply", "-f", path], check=True,
+                       capture_output=True, timeout=60)
+        self.wait(f"{n} pods Running and Ready", self.pods_ready, 600)
+        fig(prefix + "apply_to_all_pods_ready", (time.monotonic() - t0) * 1e3, "ms")
+        fig(prefix + "server_rss", rss_mib(server.pid), "MiB")
+        sim_rss = rss_mib(sim.pid)
+        fig(prefix + "sim_rss", sim_rss, "MiB")
+        fig(prefix + "sim_rss_per_node", sim_rss * 1024 / n, "KiB")
+        t0 = time.monotonic()
+        sim.kill()
+        sim.wait()
+        self.wait(f"{n} nodes NotReady", lambda: self.nodes_ready(False), 120)
+        fig(prefix + "sigkill_to_all_not_ready", (time.monotonic() - t0) * 1e3, "ms")
+        fig(prefix + "pods_kept_after_sigkill", len(self.drover_json("get", "pods", "-A")), "pods")
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default="target/release/drover")
+    ap.add_argument("--nodes", default="1000,10000")
+    a = ap.parse_args()
+    print(f"# machine: {os.cpu_count()} cpus; load {open('/proc/loadavg').read().split()[:3]}", file=sys.stderr)
+    for n in [int(x) for x in a.nodes.split(",")]:
+        work = tempfile.mkdtemp(prefix=f"drover-scale-{n}.")
+        r = Run(a.bin, n, work)
+        try:
+            r.run()
+        finally:
+            r.close()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    main()
