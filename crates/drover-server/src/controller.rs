@@ -121,6 +121,10 @@ impl Leading {
             .await;
         let mut changes = self.informer.subscribe();
         loop {
+            // Mark what this pass sees before reading it: a change that
+            // arrives during the pass (our own writes included) wakes the
+            // next pass at once instead of after the idle timer.
+            changes.borrow_and_update();
             let view = self.informer.snapshot();
             let started = Instant::now();
             let (written, wake) = self.pass(&view).await;
@@ -137,7 +141,6 @@ impl Leading {
             if started.elapsed() > Duration::from_millis(500) {
                 tracing::debug!("controller pass took {:?}", started.elapsed());
             }
-            changes.borrow_and_update();
             tokio::select! {
                 r = changes.changed() => if r.is_err() { return },
                 _ = tokio::time::sleep(pause) => {}
