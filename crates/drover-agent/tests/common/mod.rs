@@ -26,10 +26,18 @@ fn fast(mut o: ServerOptions) -> ServerOptions {
 impl TestServer {
     /// A new one-member cluster in `dir`.
     pub async fn start(dir: &Path) -> TestServer {
+        Self::start_tuned(dir, |_| {}).await
+    }
+
+    /// A new one-member cluster in `dir`, with the options `tune` changes
+    /// (e.g. `o.controller.node_timeout`).
+    pub async fn start_tuned(dir: &Path, tune: impl FnOnce(&mut ServerOptions)) -> TestServer {
         let mut o = ServerOptions::new(dir);
         o.listen = Some("127.0.0.1:0".into());
         o.http = Some("127.0.0.1:0".into());
-        Self::with(fast(o)).await
+        let mut o = fast(o);
+        tune(&mut o);
+        Self::with(o).await
     }
 
     /// The member of `dir` again, on the same address.
