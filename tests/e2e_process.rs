@@ -15,13 +15,14 @@
 //! when the test ends (panics included), and the tail of every log is
 //! printed on failure. `DROVER_TEST_KEEP=1` keeps the temp dir.
 
+mod common;
+
 use drover_api::{ConditionStatus, Manifest, Node, Pod, PodPhase, TaintEffect};
 use drover_cli::{Client, ClientConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
 use std::future::Future;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -37,34 +38,15 @@ const CONVERGE: Duration = Duration::from_secs(15);
 const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 
 /// Polls `f` until it yields a value; panics with `what` after `timeout`.
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    common::wait_for(what, timeout, POLL, f).await
 }
 
-/// `n` distinct free loopback ports (held until all are chosen).
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
-}
+use common::free_ports;
 
 /// The test's processes, by name, and their logs. Dropping it SIGKILLs and
 /// reaps every child (before the temp dir goes), printing the logs' tails

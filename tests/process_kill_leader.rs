@@ -24,12 +24,13 @@
 //! tail of each server's log is printed and the temp dir (data dirs, logs) is
 //! kept; `DROVER_TEST_KEEP=1` keeps it on success too.
 
+mod common;
+
 use drover_cli::{Client, ClientConfig, ClientError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
 use std::future::Future;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,36 +61,15 @@ const POLL: Duration = Duration::from_millis(25);
 const GRPC_ALREADY_EXISTS: i32 = 6;
 
 /// Polls `f` until it yields a value; panics with `what` after `timeout`.
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    common::wait_for(what, timeout, POLL, f).await
 }
 
-/// `n` distinct free loopback ports. The listeners are held until all ports
-/// are chosen so that no port is picked twice; the server binds with
-/// SO_REUSEADDR.
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
-}
+use common::free_ports;
 
 /// The HTTP status code of `GET path` on `addr`, or None when it does not
 /// answer (a minimal HTTP/1.1 client: the root package has no HTTP client).
