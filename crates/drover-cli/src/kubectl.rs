@@ -217,6 +217,42 @@ fn print_objects(
     Ok(())
 }
 
+/// kubectl's two ways to name objects: `KIND NAME…` or `KIND/NAME…` (one
+/// kind per command here). Answers the kind and the names.
+pub fn resource_args(kind: &str, names: &[String]) -> Result<(String, Vec<String>)> {
+    if !kind.contains('/') {
+        if names.iter().any(|n| n.contains('/')) {
+            bail!(
+                "there is no need to specify a resource type as a separate argument when passing arguments in resource/name form (e.g. 'drover get ds/NAME' instead of 'drover get ds ds/NAME')"
+            );
+        }
+        return Ok((kind.to_string(), names.to_vec()));
+    }
+    let mut first_kind: Option<(Kind, String)> = None;
+    let mut out = Vec::with_capacity(names.len() + 1);
+    for arg in std::iter::once(kind).chain(names.iter().map(String::as_str)) {
+        let Some((k, n)) = arg.split_once('/') else {
+            bail!("{arg:?}: give every object as TYPE/NAME once one is (e.g. ds/{arg})");
+        };
+        if n.is_empty() || n.contains('/') {
+            bail!("{arg:?}: expected TYPE/NAME, e.g. ds/fluentd");
+        }
+        let parsed = Kind::parse(k)?;
+        match &first_kind {
+            None => first_kind = Some((parsed, k.to_string())),
+            Some((f, fs)) if *f != parsed => {
+                bail!(
+                    "{arg:?}: one kind per command (the first was {fs}); run one command per kind"
+                )
+            }
+            Some(_) => {}
+        }
+        out.push(n.to_string());
+    }
+    let kind = first_kind.map(|(_, s)| s).unwrap_or_default();
+    Ok((kind, out))
+}
+
 /// `drover get KIND [NAME…] [-o …] [-l …] [-n NS | -A] [-w]`.
 pub async fn get(
     c: &Client,
@@ -224,6 +260,12 @@ pub async fn get(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
+    let (kind_arg, names) = resource_args(&o.kind, &o.names)?;
+    let o = &GetOptions {
+        kind: kind_arg,
+        names,
+        ..o.clone()
+    };
     let kind = Kind::parse(&o.kind)?;
     let selector = o.selector.as_deref().unwrap_or("");
     if !o.names.is_empty() && !selector.is_empty() {
@@ -482,7 +524,9 @@ pub async fn describe(
     namespace: Option<&str>,
     out: &mut impl Write,
 ) -> Result<()> {
-    let kind = Kind::parse(kind)?;
+    let (kind_arg, names) = resource_args(kind, names)?;
+    let names = &names[..];
+    let kind = Kind::parse(&kind_arg)?;
     if !matches!(kind, Kind::DaemonSet | Kind::Pod | Kind::Node) {
         bail!("describe shows daemonsets (ds), pods (po) and nodes (no); for {} use `drover get {} -o yaml`", kind.plural(), kind.plural());
     }
@@ -557,18 +601,19 @@ pub async fn delete(c: &Client, o: &DeleteOptions, out: &mut impl Write) -> Resu
         let Some(kind) = &o.kind else {
             bail!("you must provide one or more resources by argument or filename (drover delete ds NAME, delete ds -l SELECTOR, delete -f FILE)");
         };
-        let kind = Kind::parse(kind)?;
+        let (kind, names) = resource_args(kind, &o.names)?;
+        let kind = Kind::parse(&kind)?;
         let selector = o.selector.as_deref().unwrap_or("");
         let ns = if kind.namespaced() {
             namespace_or_default(o.namespace.as_deref()).to_string()
         } else {
             String::new()
         };
-        if !o.names.is_empty() {
+        if !names.is_empty() {
             if !selector.is_empty() || o.all {
                 bail!("names can't be combined with -l or --all");
             }
-            for n in &o.names {
+            for n in &names {
                 targets.push((kind, ns.clone(), n.clone()));
             }
         } else if !selector.is_empty() || o.all {
@@ -799,6 +844,41 @@ pub fn completion(shell: Shell, cmd: &mut clap::Command, out: &mut impl Write) -
     clap_complete::generate(sh, cmd, name, &mut buf);
     out.write_all(&buf)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod resource_args_tests {
+    use super::resource_args;
+
+    fn v(x: &[&str]) -> Vec<String> {
+        x.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn type_slash_name_and_separate_forms() {
+        assert_eq!(
+            resource_args("ds", &v(&["a", "b"])).unwrap(),
+            ("ds".into(), v(&["a", "b"]))
+        );
+        assert_eq!(
+            resource_args("ds/a", &v(&["daemonset/b"])).unwrap(),
+            ("ds".into(), v(&["a", "b"]))
+        );
+        assert_eq!(
+            resource_args("po/x", &[]).unwrap(),
+            ("po".into(), v(&["x"]))
+        );
+        let e = resource_args("ds", &v(&["ds/a"])).unwrap_err().to_string();
+        assert!(e.contains("no need to specify a resource type"), "{e}");
+        let e = resource_args("ds/a", &v(&["pod/b"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one kind per command"), "{e}");
+        let e = resource_args("ds/a", &v(&["b"])).unwrap_err().to_string();
+        assert!(e.contains("TYPE/NAME"), "{e}");
+        assert!(resource_args("ds/", &[]).is_err());
+        assert!(resource_args("nope/a", &[]).is_err());
+    }
 }
 
 #[cfg(test)]
