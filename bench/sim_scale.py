@@ -5,6 +5,9 @@ For each N in --nodes: starts one `drover server` (fresh data dir, ephemeral
 ports) and one `drover sim --nodes N`, then measures
   - join: sim start -> N nodes Ready
   - apply: `drover apply` of a DaemonSet -> N pods Running and Ready
+  - join latency: a second sim adds --join-nodes nodes; for each, the time
+    from its Node first showing Ready to its pod first showing Running 1/1,
+    both seen on `drover get ... -w` streams timestamped here (p50/p99)
   - sigkill: SIGKILL of the sim process -> N nodes NotReady (node timeout 5 s)
   - RSS of the server (after apply) and of the sim process (per node)
 and prints one `name: value unit` line per figure. Every process it starts
@@ -12,7 +15,7 @@ is killed on exit; every wait has a deadline.
 
 Usage: bench/sim_scale.py [--bin target/release/drover] [--nodes 1000,10000]
 """
-import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 DS = """apiVersion: apps/v1
 kind: DaemonSet
@@ -44,9 +47,37 @@ def fig(name, value, unit):
     print(f"{name}: {value:.1f} {unit}" if isinstance(value, float) else f"{name}: {value} {unit}", flush=True)
 
 
+def pct(sorted_vals, p):
+    if not sorted_vals:
+        return float("nan")
+    k = max(0, min(len(sorted_vals) - 1, -(-p * len(sorted_vals) // 100) - 1))
+    return sorted_vals[k]
+
+
+class Watcher(threading.Thread):
+    """Reads `drover get KIND -w -o wide` and keeps the local time at which
+    each name first matched `pred(columns)`."""
+
+    def __init__(self, argv, pred):
+        super().__init__(daemon=True)
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.pred, self.first = pred, {}
+
+    def run(self):
+        for line in self.p.stdout:
+            cols = line.split()
+            if cols and cols[0] != "NAME" and cols[0] not in self.first and self.pred(cols):
+                self.first[cols[0]] = (time.monotonic(), cols)
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
 class Run:
-    def __init__(self, binary, n, work):
+    def __init__(self, binary, n, work, join_nodes=0):
         self.bin, self.n, self.work, self.procs = binary, n, work, []
+        self.join_nodes = join_nodes
         self.cfg = os.path.join(work, "server", "client.yaml")
 
     def start(self, args, log):
@@ -109,12 +140,41 @@ class Run:
         sim_rss = rss_mib(sim.pid)
         fig(prefix + "sim_rss", sim_rss, "MiB")
         fig(prefix + "sim_rss_per_node", sim_rss * 1024 / n, "KiB")
+        if self.join_nodes:
+            self.join_latency(grpc, token, prefix)
         t0 = time.monotonic()
         sim.kill()
         sim.wait()
         self.wait(f"{n} nodes NotReady", lambda: self.nodes_ready(False), 120)
         fig(prefix + "sigkill_to_all_not_ready", (time.monotonic() - t0) * 1e3, "ms")
         fig(prefix + "pods_kept_after_sigkill", len(self.drover_json("get", "pods", "-A")), "pods")
+
+    def join_latency(self, grpc, token, prefix):
+        m = self.join_nodes
+        base = [self.bin, "--config", self.cfg, "get"]
+        nodes = Watcher(base + ["nodes", "-w"], lambda c: len(c) > 1 and c[1] == "Ready")
+        # NAME READY STATUS RESTARTS AGE IP NODE
+        pods = Watcher(base + ["pods", "-w", "-o", "wide"],
+                       lambda c: len(c) > 6 and c[1] == "1/1" and c[2] == "Running")
+        nodes.start()
+        pods.start()
+        time.sleep(1.0)  # both watches are established and have printed their tables
+        joiner = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token", token,
+                             "--nodes", str(m), "--prefix", "join-"], "join-sim.log")
+        def done():
+            on = {c[6] for (_, c) in list(pods.first.values()) if c[6].startswith("join-")}
+            return len(on) == m
+        self.wait(f"{m} joining nodes with a Running pod", done, 120)
+        ready_at = {name: t for name, (t, _) in nodes.first.items() if name.startswith("join-")}
+        lat = sorted((t - ready_at[c[6]]) * 1e3 for (t, c) in pods.first.values()
+                     if c[6] in ready_at)
+        fig(prefix + "join_to_pod_running_p50", pct(lat, 50), "ms")
+        fig(prefix + "join_to_pod_running_p99", pct(lat, 99), "ms")
+        fig(prefix + "join_to_pod_running_samples", len(lat), "nodes")
+        joiner.send_signal(signal.SIGTERM)
+        joiner.wait(timeout=60)
+        nodes.stop()
+        pods.stop()
 
     def close(self):
         for p in self.procs:
@@ -127,11 +187,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="target/release/drover")
     ap.add_argument("--nodes", default="1000,10000")
+    ap.add_argument("--join-nodes", type=int, default=100,
+                    help="nodes that join after the DaemonSet is everywhere (0: skip)")
     a = ap.parse_args()
     print(f"# machine: {os.cpu_count()} cpus; load {open('/proc/loadavg').read().split()[:3]}", file=sys.stderr)
     for n in [int(x) for x in a.nodes.split(",")]:
         work = tempfile.mkdtemp(prefix=f"drover-scale-{n}.")
-        r = Run(a.bin, n, work)
+        r = Run(a.bin, n, work, a.join_nodes)
         try:
             r.run()
         finally:
