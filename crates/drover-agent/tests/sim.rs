@@ -91,7 +91,23 @@ async fn killed_sim_nodes_stay_registered() {
     .await;
     // SIGKILL: no Leave; the nodes stay until the server judges them.
     sim.kill();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait until the server has heard nothing from any of them for longer
+    // than two heartbeat intervals: the agents are really gone ...
+    let quiet = Duration::from_secs(2);
+    wait_until(
+        "the killed nodes to fall silent",
+        Duration::from_secs(10),
+        || async {
+            let beats = s.server.ctx.heartbeats.snapshot();
+            (0..5).all(|i| {
+                beats
+                    .get(&format!("k-{i}"))
+                    .is_some_and(|t| t.elapsed() > quiet)
+            })
+        },
+    )
+    .await;
+    // ... and their Nodes are still registered (no Leave was sent).
     assert_eq!(s.node_count().await, 5);
     s.shutdown().await;
 }
