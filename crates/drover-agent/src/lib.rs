@@ -69,7 +69,10 @@ pub mod status;
 
 pub use agent::Stats;
 pub use clock::{Clock, ManualClock, TokioClock};
-pub use runtime::{ContainerInfo, RunState, Runtime, RuntimeError, StartContainer};
+pub use runtime::{
+    ContainerInfo, ExecOutput, LogOptions, LogStream, RunState, Runtime, RuntimeError,
+    StartContainer,
+};
 pub use sim::{run_sim, Sim, SimOptions};
 pub use sim_runtime::{SimConfig, SimRuntime};
 

@@ -181,7 +181,70 @@ pub trait Runtime: Send + Sync + 'static {
     fn next_change(&self) -> Option<SystemTime> {
         None
     }
+
+    /// Runs `cmd` inside a running container instance and waits for it (at
+    /// most `timeout`): exec probes, `lifecycle.preStop` and `drover exec`.
+    /// A runtime that cannot exec says so with reason `ExecNotSupported`.
+    fn exec(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<ExecOutput, RuntimeError>> + Send {
+        let _ = (id, cmd, timeout);
+        async {
+            Err(RuntimeError::new(
+                "ExecNotSupported",
+                "this runtime cannot run commands in containers",
+            ))
+        }
+    }
+
+    /// The output (stdout and stderr, interleaved as written) of one
+    /// container instance, as a stream of chunks: `drover logs`. With
+    /// `follow` the stream stays open while the container runs.
+    fn logs(
+        &self,
+        id: &str,
+        opts: LogOptions,
+    ) -> impl Future<Output = Result<LogStream, RuntimeError>> + Send {
+        let _ = (id, opts);
+        async {
+            Err(RuntimeError::new(
+                "LogsNotSupported",
+                "this runtime keeps no container logs",
+            ))
+        }
+    }
 }
+
+/// What a command run in a container ([`Runtime::exec`]) gave.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecOutput {
+    /// Its exit code (`-1` when it was killed at the timeout).
+    pub exit_code: i32,
+    /// Its stdout and stderr, interleaved, truncated to a few KiB.
+    pub output: Vec<u8>,
+}
+
+/// Which part of a container's log to read ([`Runtime::logs`]), as
+/// `drover logs` asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogOptions {
+    /// Keep the stream open and send new output as it comes (`-f`).
+    pub follow: bool,
+    /// Only the last N lines (`--tail N`).
+    pub tail: Option<u64>,
+    /// Only output written at or after this time (`--since`).
+    pub since: Option<SystemTime>,
+    /// Prefix each line with its RFC 3339 time (`--timestamps`).
+    pub timestamps: bool,
+}
+
+/// A container's log as a stream of chunks of bytes.
+pub type LogStream = std::pin::Pin<
+    Box<dyn tokio_stream::Stream<Item = Result<Vec<u8>, RuntimeError>> + Send + 'static>,
+>;
 
 /// A stable hash of a container's spec (FNV-1a, 64 bits, of its JSON), as
 /// 16 hex digits. It changes when anything in the container spec changes,
