@@ -68,6 +68,9 @@ enum Cmd {
         /// Validate and show what would happen, write nothing.
         #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
         dry_run: Option<DryRun>,
+        /// Namespace for objects that name none (an object naming another is refused).
+        #[arg(short, long)]
+        namespace: Option<String>,
     },
     /// List objects, or show some by name: ds, pods, nodes, events, controllerrevisions.
     Get {
@@ -151,6 +154,9 @@ enum Cmd {
     Events {
         #[command(flatten)]
         ns: Namespaces,
+        /// After listing, print each new or repeated event as it happens.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Print a shell completion script (e.g. `drover completion bash > /etc/bash_completion.d/drover`).
     Completion {
@@ -446,10 +452,22 @@ async fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Cmd::Apply { files, dry_run } => {
+        Cmd::Apply {
+            files,
+            dry_run,
+            namespace,
+        } => {
             let sources = kubectl::read_sources(&files, &mut std::io::stdin())?;
             let c = client(&cli.conn)?;
-            kubectl::apply(&c, &sources, dry_run, &mut out, &mut err).await?
+            kubectl::apply(
+                &c,
+                &sources,
+                namespace.as_deref(),
+                dry_run,
+                &mut out,
+                &mut err,
+            )
+            .await?
         }
         Cmd::Get {
             kind,
@@ -539,12 +557,13 @@ async fn run(cli: Cli) -> Result<()> {
             let c = client(&cli.conn)?;
             kubectl::cordon(&c, &nodes, false, &mut out).await?
         }
-        Cmd::Events { ns } => {
+        Cmd::Events { ns, watch } => {
             let c = client(&cli.conn)?;
             kubectl::events(
                 &c,
                 ns.namespace.as_deref(),
                 ns.all_namespaces,
+                watch,
                 &mut out,
                 &mut err,
             )

@@ -56,7 +56,7 @@ pub mod validation;
 
 pub use apps_v1::*;
 pub use core_v1::*;
-pub use manifest::{parse_manifests, DocumentError, Manifest, ParseError};
+pub use manifest::{parse_manifests, parse_manifests_in, DocumentError, Manifest, ParseError};
 pub use meta::{
     IntOrString, LabelSelector, LabelSelectorOperator, LabelSelectorRequirement, Labels,
     ObjectMeta, OwnerReference,

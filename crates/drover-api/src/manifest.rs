@@ -139,20 +139,102 @@ const REPLICA_KINDS: &[&str] = &[
 /// );
 /// ```
 pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ParseError> {
+    parse(text, None)
+}
+
+/// [`parse_manifests`] for `apply -n NAMESPACE`: objects that name no
+/// namespace go to `namespace`; one that names another is an error (as
+/// kubectl refuses it), which fails the whole parse. Nodes have no
+/// namespace and are left alone.
+pub fn parse_manifests_in(text: &str, namespace: &str) -> Result<Vec<Manifest>, ParseError> {
+    parse(text, Some(namespace).filter(|n| !n.is_empty()))
+}
+
+fn parse(text: &str, namespace: Option<&str>) -> Result<Vec<Manifest>, ParseError> {
     let documents = read_documents(text)?;
     let mut manifests = Vec::new();
     let mut errors = Vec::new();
-    for (index, document) in documents.into_iter().enumerate() {
+    for (index, mut document) in documents.into_iter().enumerate() {
         let position = Position {
             document: index + 1,
             item: None,
         };
+        if let Some(ns) = namespace {
+            let before = errors.len();
+            place_document(&mut document, ns, position, &mut errors);
+            if errors.len() > before {
+                continue;
+            }
+        }
         collect(document, position, true, &mut manifests, &mut errors);
     }
     if errors.is_empty() {
         Ok(manifests)
     } else {
         Err(ParseError::Documents(errors))
+    }
+}
+
+/// Puts a document (or every item of a List) in `namespace`, or records
+/// why it can't be.
+fn place_document(
+    document: &mut Value,
+    namespace: &str,
+    position: Position,
+    errors: &mut Vec<DocumentError>,
+) {
+    let is_list = document
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && document.get("items").is_some_and(Value::is_array);
+    if !is_list {
+        place(document, namespace, position, errors);
+        return;
+    }
+    if let Some(Value::Array(items)) = document.get_mut("items") {
+        for (i, item) in items.iter_mut().enumerate() {
+            let position = Position {
+                document: position.document,
+                item: Some(i),
+            };
+            place(item, namespace, position, errors);
+        }
+    }
+}
+
+fn place(object: &mut Value, namespace: &str, position: Position, errors: &mut Vec<DocumentError>) {
+    let Value::Object(o) = object else { return };
+    let kind = o.get("kind").and_then(Value::as_str).map(str::to_owned);
+    if kind.as_deref() == Some("Node") {
+        return;
+    }
+    let Some(Value::Object(meta)) = o.get_mut("metadata") else {
+        return;
+    };
+    match meta.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            meta.insert("namespace".into(), Value::String(namespace.to_owned()));
+        }
+        Some(own) if own == namespace => {}
+        Some(own) => {
+            let reason = format!(
+                "metadata.namespace {own:?} does not match the namespace {namespace:?} given with --namespace; \
+                 pass --namespace {own}, or remove metadata.namespace from the manifest"
+            );
+            let name = meta.get("name").and_then(Value::as_str).map(str::to_owned);
+            let api_version = o
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            errors.push(DocumentError {
+                position,
+                api_version,
+                kind,
+                name,
+                reason,
+            });
+        }
     }
 }
 

@@ -426,3 +426,36 @@ spec:
         "init"
     );
 }
+
+#[test]
+fn apply_with_a_namespace_places_objects_and_refuses_another() {
+    use drover_api::parse_manifests_in;
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: c, image: i}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: team-a}, spec: {containers: [{name: c, image: i}]}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+"#;
+    let ms = parse_manifests_in(text, "team-a").unwrap();
+    let ns: Vec<&str> = ms.iter().map(|m| m.metadata().namespace.as_str()).collect();
+    assert_eq!(ns, ["team-a", "team-a", ""]);
+    // Without -n, the default namespace.
+    let ms = parse_manifests(text).unwrap();
+    let ns: Vec<&str> = ms.iter().map(|m| m.metadata().namespace.as_str()).collect();
+    assert_eq!(ns, ["default", "team-a", ""]);
+
+    let other = text.replace("namespace: team-a", "namespace: team-b");
+    let e = parse_manifests_in(&other, "team-a")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("document 1, items[1]"), "{e}");
+    assert!(
+        e.contains("metadata.namespace \"team-b\" does not match the namespace \"team-a\""),
+        "{e}"
+    );
+}

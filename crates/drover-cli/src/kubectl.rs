@@ -16,7 +16,9 @@ use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};
 use drover_api::selector::Selector;
-use drover_api::{parse_manifests, Event, Manifest, Node, Pod, DEFAULT_NAMESPACE};
+use drover_api::{
+    parse_manifests, parse_manifests_in, Event, Manifest, Node, Pod, DEFAULT_NAMESPACE,
+};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -110,9 +112,19 @@ pub fn read_sources(paths: &[String], stdin: &mut dyn Read) -> Result<Vec<Source
 /// Parses every source; refuses all of them if one can't be read, naming
 /// the file.
 pub fn parse_sources(sources: &[Source]) -> Result<Vec<Manifest>> {
+    parse_sources_in(sources, None)
+}
+
+/// [`parse_sources`] with `-n NAMESPACE`: objects that name none go there,
+/// one that names another is refused.
+pub fn parse_sources_in(sources: &[Source], namespace: Option<&str>) -> Result<Vec<Manifest>> {
     let mut all = Vec::new();
     for s in sources {
-        let ms = parse_manifests(&s.text).map_err(|e| anyhow!("error parsing {}: {e}", s.name))?;
+        let ms = match namespace {
+            Some(ns) => parse_manifests_in(&s.text, ns),
+            None => parse_manifests(&s.text),
+        }
+        .map_err(|e| anyhow!("error parsing {}: {e}", s.name))?;
         all.extend(ms);
     }
     if all.is_empty() {
@@ -126,11 +138,12 @@ pub fn parse_sources(sources: &[Source]) -> Result<Vec<Manifest>> {
 pub async fn apply(
     c: &Client,
     sources: &[Source],
+    namespace: Option<&str>,
     dry_run: Option<DryRun>,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
-    let manifests = parse_sources(sources)?;
+    let manifests = parse_sources_in(sources, namespace)?;
     let list = printers::list_value(&manifests);
     let text = serde_json::to_string(&list)?;
     let results = c.apply(&text, dry_run.is_some()).await.map_err(kube)?;
@@ -260,6 +273,9 @@ pub async fn get(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
+    if o.kind.contains(',') && !o.kind.contains('/') {
+        return get_kinds(c, o, out, err).await;
+    }
     let (kind_arg, names) = resource_args(&o.kind, &o.names)?;
     let o = &GetOptions {
         kind: kind_arg,
@@ -350,6 +366,105 @@ pub async fn get(
     } else {
         Err(Reported(errors.join("\n")).into())
     }
+}
+
+/// The kinds of `get ds,po`, in the order given, each once.
+pub fn parse_kinds(list: &str) -> Result<Vec<Kind>> {
+    let mut kinds = Vec::new();
+    for k in list.split(',') {
+        if k.is_empty() {
+            bail!("{list:?}: empty resource type; give them as TYPE,TYPE (e.g. ds,pods)");
+        }
+        let kind = Kind::parse(k)?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    Ok(kinds)
+}
+
+/// `drover get ds,po …`: every kind listed in turn, as kubectl does: one
+/// table per kind (names as `TYPE/NAME`), or one list for `-o json|yaml`.
+async fn get_kinds(
+    c: &Client,
+    o: &GetOptions,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<()> {
+    let kinds = parse_kinds(&o.kind)?;
+    if !o.names.is_empty() {
+        bail!(
+            "names can't be combined with several kinds ({}): give one kind, or name objects as TYPE/NAME with one command per kind",
+            o.kind
+        );
+    }
+    if o.watch {
+        bail!(
+            "-w follows one kind at a time ({} given): run one `drover get KIND -w` per kind",
+            o.kind
+        );
+    }
+    let selector = o.selector.as_deref().unwrap_or("");
+    if !selector.is_empty() {
+        Selector::parse(selector).map_err(|e| anyhow!("{e}"))?;
+    }
+    let topts = TableOptions {
+        wide: o.output == Some(Output::Wide),
+        all_namespaces: o.all_namespaces,
+        now: SystemTime::now(),
+    };
+    let mut all = Vec::new();
+    let mut sections = Vec::new();
+    for kind in kinds {
+        let ns = scope(kind, o.namespace.as_deref(), o.all_namespaces);
+        let list = c
+            .list_objects(kind.plural(), &ns, selector)
+            .await
+            .map_err(kube)?;
+        if list.items.is_empty() {
+            continue;
+        }
+        if matches!(o.output, None | Some(Output::Wide)) {
+            let name_col = usize::from(o.all_namespaces && kind.namespaced());
+            let rows: Vec<Vec<String>> = list
+                .items
+                .iter()
+                .map(|m| {
+                    let mut r = printers::row(m, &topts);
+                    if let Some(cell) = r.get_mut(name_col) {
+                        *cell = printers::name(m);
+                    }
+                    r
+                })
+                .collect();
+            sections.push(table::render(&printers::headers(kind, &topts), &rows));
+        }
+        all.extend(list.items);
+    }
+    match o.output {
+        None | Some(Output::Wide) => write!(out, "{}", sections.join("\n"))?,
+        output => {
+            let kind = Kind::parse("pods")?;
+            print_objects(
+                kind,
+                &all,
+                false,
+                output,
+                &topts,
+                &mut Widths::default(),
+                out,
+            )?
+        }
+    }
+    if all.is_empty() {
+        let ns = if o.all_namespaces {
+            String::new()
+        } else {
+            namespace_or_default(o.namespace.as_deref()).to_string()
+        };
+        writeln!(err, "{}", no_resources(Kind::Pod, &ns))?;
+    }
+    Ok(())
 }
 
 fn retryable(e: &ClientError) -> bool {
@@ -779,6 +894,16 @@ pub async fn cordon(
 pub fn events_table(events: &[Event], all_namespaces: bool, now: SystemTime) -> String {
     let mut sorted: Vec<&Event> = events.iter().collect();
     sorted.sort_by_key(|e| printers::event_sort_time(e));
+    let (headers, rows) = events_rows(&sorted, all_namespaces, now);
+    table::render(&headers, &rows)
+}
+
+/// The headers and rows of [`events_table`], in the order given.
+fn events_rows(
+    sorted: &[&Event],
+    all_namespaces: bool,
+    now: SystemTime,
+) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let mut headers = Vec::new();
     if all_namespaces {
         headers.push("NAMESPACE");
@@ -801,33 +926,55 @@ pub fn events_table(events: &[Event], all_namespaces: bool, now: SystemTime) -> 
             r
         })
         .collect();
-    table::render(&headers, &rows)
+    (headers, rows)
 }
 
-/// `drover events [-n NS | -A]`: every event, oldest first.
+/// `drover events [-n NS | -A] [-w]`: every event, oldest first; with
+/// `-w`, then one line per new or repeated event until interrupted.
 pub async fn events(
     c: &Client,
     namespace: Option<&str>,
     all_namespaces: bool,
+    follow: bool,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
     let ns = scope(Kind::Event, namespace, all_namespaces);
-    let evs = list_all(c, Kind::Event, &ns, as_event).await?;
+    let list = c
+        .list_objects(Kind::Event.plural(), &ns, "")
+        .await
+        .map_err(kube)?;
+    let evs: Vec<Event> = list.items.into_iter().filter_map(as_event).collect();
+    let mut widths = Widths::default();
     if evs.is_empty() {
         if all_namespaces {
             writeln!(err, "No events found.")?;
         } else {
             writeln!(err, "No events found in {ns} namespace.")?;
         }
+    } else {
+        let now = SystemTime::now();
+        let mut sorted: Vec<&Event> = evs.iter().collect();
+        sorted.sort_by_key(|e| printers::event_sort_time(e));
+        let (headers, rows) = events_rows(&sorted, all_namespaces, now);
+        write!(out, "{}", table::render_with(&mut widths, &headers, &rows))?;
+    }
+    if !follow {
         return Ok(());
     }
-    write!(
+    out.flush()?;
+    watch(
+        c,
+        Kind::Event,
+        &ns,
+        &[],
+        None,
+        list.resource_version,
+        None,
+        widths,
         out,
-        "{}",
-        events_table(&evs, all_namespaces, SystemTime::now())
-    )?;
-    Ok(())
+    )
+    .await
 }
 
 /// `drover completion bash|zsh|fish`: the completion script of `cmd`.

@@ -102,7 +102,7 @@ fn inline(text: &str) -> Vec<Source> {
 
 async fn apply(c: &Client, s: &[Source], dry_run: Option<DryRun>) -> Ran {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let r = kubectl::apply(c, s, dry_run, &mut out, &mut err).await;
+    let r = kubectl::apply(c, s, None, dry_run, &mut out, &mut err).await;
     Ran::new(out, err, r)
 }
 
@@ -846,7 +846,7 @@ lastTimestamp: "2024-05-01T12:00:00Z"
     );
     apply(c, &inline(&event), None).await.ok();
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    kubectl::events(c, None, false, &mut out, &mut err)
+    kubectl::events(c, None, false, false, &mut out, &mut err)
         .await
         .unwrap();
     let t = cells(&String::from_utf8(out).unwrap());
@@ -872,7 +872,7 @@ lastTimestamp: "2024-05-01T12:00:00Z"
         .iter()
         .any(|r| r.contains(&"daemonset/example-daemonset".to_string())));
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    kubectl::events(c, Some("quiet"), false, &mut out, &mut err)
+    kubectl::events(c, Some("quiet"), false, false, &mut out, &mut err)
         .await
         .unwrap();
     assert_eq!(
@@ -988,6 +988,110 @@ lastTimestamp: "2024-05-01T12:00:00Z"
         .starts_with("error: resource(s) were provided, but no name was specified"));
     let r = get(c, get_opts("ds", &[])).await.ok();
     assert_eq!(r.err, "No resources found in default namespace.\n");
+
+    cl.server.shutdown().await;
+}
+
+fn event_yaml(name: &str, ns: &str, message: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Event
+metadata: {{name: {name}, namespace: {ns}}}
+involvedObject: {{apiVersion: v1, kind: Pod, name: p, namespace: {ns}}}
+reason: Testing
+message: "{message}"
+type: Normal
+source: {{component: test}}
+firstTimestamp: "2024-05-01T12:00:00Z"
+lastTimestamp: "2024-05-01T12:00:00Z"
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_kinds_namespaces_on_apply_and_following_events() {
+    let mut cl = start().await;
+    let c = &cl.client;
+    apply(c, &sources(&["nodes.yaml"]), None).await.ok();
+    apply(c, &sources(&["01-example-daemonset.yaml"]), None)
+        .await
+        .ok();
+
+    // `get ds,no`: one table per kind, names as TYPE/NAME.
+    let r = get(c, get_opts("ds,no,ds", &[])).await.ok();
+    let sections: Vec<&str> = r.out.split("\n\n").collect();
+    assert_eq!(sections.len(), 2, "{}", r.out);
+    let ds = cells(sections[0]);
+    assert_eq!(ds[0][0], "NAME");
+    assert_eq!(ds[1][0], "daemonset.apps/example-daemonset");
+    let nodes = cells(sections[1]);
+    assert_eq!(nodes[0][0], "NAME");
+    assert!(nodes[1..].iter().any(|r| r[0] == "node/n1"), "{}", r.out);
+    // -o json: one list of both kinds.
+    let mut o = get_opts("ds,nodes", &[]);
+    o.output = Some(Output::Json);
+    let v: Value = serde_json::from_str(&get(c, o).await.ok().out).unwrap();
+    let kinds: std::collections::BTreeSet<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["DaemonSet", "Node"].into_iter().collect());
+    // Names or -w with several kinds are refused with what to do instead.
+    let r = get(c, get_opts("ds,po", &["x"])).await.failed();
+    assert!(r.error().contains("one kind"), "{}", r.error());
+    let mut o = get_opts("ds,po", &[]);
+    o.watch = true;
+    let r = get(c, o).await.failed();
+    assert!(
+        r.error().contains("one `drover get KIND -w` per kind"),
+        "{}",
+        r.error()
+    );
+    let r = get(c, get_opts("ds,nope", &[])).await.failed();
+    assert!(r.error().contains("nope"), "{}", r.error());
+
+    // `apply -n`: objects without a namespace go there; another one is refused.
+    let ev = event_yaml("e1", "", "into team-a");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    kubectl::apply(c, &inline(&ev), Some("team-a"), None, &mut out, &mut err)
+        .await
+        .unwrap();
+    let mut o = get_opts("ev", &["e1"]);
+    o.namespace = Some("team-a".into());
+    o.output = Some(Output::Json);
+    let v: Value = serde_json::from_str(&get(c, o).await.ok().out).unwrap();
+    assert_eq!(v["metadata"]["namespace"], "team-a");
+    let ev = event_yaml("e2", "team-b", "stays out");
+    let r = kubectl::apply(c, &inline(&ev), Some("team-a"), None, &mut out, &mut err).await;
+    let e = error_text(&r.unwrap_err());
+    assert!(
+        e.contains("does not match the namespace \"team-a\" given with --namespace"),
+        "{e}"
+    );
+    let mut o = get_opts("ev", &["e2"]);
+    o.namespace = Some("team-b".into());
+    get(c, o).await.failed();
+
+    // `events -w`: the existing events, then new ones as they come.
+    let shared = SharedBuf::default();
+    let follow = {
+        let c = c.clone();
+        let mut out = shared.clone();
+        tokio::spawn(async move {
+            let mut err = Vec::new();
+            kubectl::events(&c, Some("team-a"), false, true, &mut out, &mut err).await
+        })
+    };
+    wait_for("the listed event", || shared.text().contains("into team-a")).await;
+    apply(c, &inline(&event_yaml("e3", "team-a", "a new one")), None)
+        .await
+        .ok();
+    wait_for("the followed event", || shared.text().contains("a new one")).await;
+    assert!(!follow.is_finished(), "events -w keeps following");
+    follow.abort();
 
     cl.server.shutdown().await;
 }
