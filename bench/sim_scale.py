@@ -4,11 +4,14 @@
 For each N in --nodes: starts one `drover server` (fresh data dir, ephemeral
 ports) and one `drover sim --nodes N`, then measures
   - join: sim start -> N nodes Ready
-  - apply: `drover apply` of a DaemonSet -> N pods Running and Ready
+  - apply: `drover apply` of a DaemonSet -> N pods created, and -> N pods
+    Ready, as the DaemonSet's status says on a `get ds -w` stream (the pods
+    themselves are then checked once)
   - join latency: a second sim adds --join-nodes nodes; for each, the time
     from its Node first showing Ready to its pod first showing Running 1/1,
     both seen on `drover get ... -w` streams timestamped here (p50/p99)
-  - sigkill: SIGKILL of the sim process -> N nodes NotReady (node timeout 5 s)
+  - sigkill: SIGKILL of the sim process -> N nodes NotReady (node timeout
+    5 s), seen on a `get nodes -w` stream
   - RSS of the server (after apply) and of the sim process (per node)
 and prints one `name: value unit` line per figure. Every process it starts
 is killed on exit; every wait has a deadline.
@@ -131,22 +134,45 @@ class Run:
         fig(prefix + "join_all_ready", (time.monotonic() - t0) * 1e3, "ms")
         path = os.path.join(self.work, "ds.yaml")
         open(path, "w").write(DS)
+        # Followed on a watch of the DaemonSet (what `rollout status` reads):
+        # NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE ...
+        base = [self.bin, "--config", self.cfg, "get", "ds", "-w"]
+        created = Watcher(base, lambda c: len(c) > 3 and c[2] == str(n))
+        ready = Watcher(base, lambda c: len(c) > 3 and c[3] == str(n))
+        created.start()
+        ready.start()
+        time.sleep(1.0)  # both watches are established
         t0 = time.monotonic()
         subprocess.run([self.bin, "--config", self.cfg, "apply", "-f", path], check=True,
                        capture_output=True, timeout=60)
-        self.wait(f"{n} pods Running and Ready", self.pods_ready, 600)
-        fig(prefix + "apply_to_all_pods_ready", (time.monotonic() - t0) * 1e3, "ms")
+        self.wait(f"{n} pods Ready (DaemonSet status)", lambda: "scale" in ready.first, 600)
+        fig(prefix + "apply_to_all_pods_created", (created.first["scale"][0] - t0) * 1e3, "ms")
+        fig(prefix + "apply_to_all_pods_ready", (ready.first["scale"][0] - t0) * 1e3, "ms")
+        created.stop()
+        ready.stop()
+        # Checked once on the pods themselves.
+        if not self.pods_ready():
+            raise SystemExit("the DaemonSet counts its pods Ready but the pods are not all Running and Ready")
         fig(prefix + "server_rss", rss_mib(server.pid), "MiB")
         sim_rss = rss_mib(sim.pid)
         fig(prefix + "sim_rss", sim_rss, "MiB")
         fig(prefix + "sim_rss_per_node", sim_rss * 1024 / n, "KiB")
         if self.join_nodes:
             self.join_latency(grpc, token, prefix)
+        # NAME STATUS ROLES AGE VERSION
+        gone = Watcher([self.bin, "--config", self.cfg, "get", "nodes", "-w"],
+                       lambda c: len(c) > 1 and c[1].startswith("NotReady"))
+        gone.start()
+        time.sleep(1.0)
         t0 = time.monotonic()
         sim.kill()
         sim.wait()
-        self.wait(f"{n} nodes NotReady", lambda: self.nodes_ready(False), 120)
-        fig(prefix + "sigkill_to_all_not_ready", (time.monotonic() - t0) * 1e3, "ms")
+        def all_gone():
+            return sum(1 for k in list(gone.first) if not k.startswith("join-")) >= n
+        self.wait(f"{n} nodes NotReady", all_gone, 120)
+        last = max(t for k, (t, _) in list(gone.first.items()) if not k.startswith("join-"))
+        fig(prefix + "sigkill_to_all_not_ready", (last - t0) * 1e3, "ms")
+        gone.stop()
         fig(prefix + "pods_kept_after_sigkill", len(self.drover_json("get", "pods", "-A")), "pods")
 
     def join_latency(self, grpc, token, prefix):

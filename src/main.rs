@@ -158,11 +158,67 @@ enum Cmd {
         #[arg(short, long)]
         watch: bool,
     },
+    /// Print the log of a container (carried over the node agent's own connection).
+    Logs(LogsArgs),
+    /// Run a command in a container and exit with its code: drover exec POD [-c C] -- CMD [ARGS…].
+    /// Non-interactive: -i/-t are not supported yet; stdout and stderr arrive together on stdout.
+    Exec(ExecArgs),
     /// Print a shell completion script (e.g. `drover completion bash > /etc/bash_completion.d/drover`).
     Completion {
         #[arg(value_enum)]
         shell: Shell,
     },
+}
+
+#[derive(Args)]
+struct LogsArgs {
+    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
+    target: String,
+    /// The container; needed when the pod has several.
+    #[arg(short, long)]
+    container: Option<String>,
+    /// Keep printing new output until the container exits (Ctrl-C ends it).
+    #[arg(short, long)]
+    follow: bool,
+    /// Only the last N lines (-1: all).
+    #[arg(long, allow_negative_numbers = true)]
+    tail: Option<i64>,
+    /// Only output newer than this, e.g. 30s, 5m, 2h.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    since: Option<Duration>,
+    /// Prefix each line with its time (RFC 3339).
+    #[arg(long)]
+    timestamps: bool,
+    /// The previous, terminated instance of the container (before its last restart).
+    #[arg(short, long)]
+    previous: bool,
+    /// The namespace [default: default].
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+#[derive(Args)]
+struct ExecArgs {
+    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
+    target: String,
+    /// The container [default: the pod's first].
+    #[arg(short, long)]
+    container: Option<String>,
+    /// The namespace [default: default].
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// The command is killed after this long.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Pass stdin to the command: not supported yet.
+    #[arg(short = 'i', long)]
+    stdin: bool,
+    /// Allocate a terminal: not supported yet.
+    #[arg(short = 't', long)]
+    tty: bool,
+    /// The command and its arguments, after --.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
 /// `-n NS` or `-A`.
@@ -252,12 +308,18 @@ struct AgentArgs {
     /// A taint the node registers with (k=v:Effect); repeatable.
     #[arg(long = "taint", value_parser = drover_agent::flags::parse_taint)]
     taints: Vec<drover_api::Taint>,
-    /// The container runtime.
-    #[arg(long, default_value = "sim")]
+    /// The container runtime: docker (refuses to start when the engine does not answer) or sim.
+    #[arg(long, default_value = "docker")]
     runtime: drover_agent::RuntimeKind,
+    /// The Docker engine [default: unix:///var/run/docker.sock].
+    #[arg(long, env = "DOCKER_HOST")]
+    docker_host: Option<String>,
     /// Where the agent keeps its desired pods, to run them through control-plane outages.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Static pods: run the Pod manifests of this directory on this node (followed as they change).
+    #[arg(long)]
+    manifest_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -400,7 +462,9 @@ async fn run(cli: Cli) -> Result<()> {
             opts.labels = drover_agent::flags::labels(&a.labels)?;
             opts.taints = drover_agent::flags::taints(&a.taints)?;
             opts.runtime = a.runtime;
+            opts.docker_host = a.docker_host;
             opts.data_dir = a.data_dir;
+            opts.manifest_dir = a.manifest_dir;
             drover_agent::run_agent(opts, shutdown_signal()).await?
         }
         Cmd::Sim(a) => {
@@ -568,6 +632,38 @@ async fn run(cli: Cli) -> Result<()> {
                 &mut err,
             )
             .await?
+        }
+        Cmd::Logs(a) => {
+            let c = client(&cli.conn)?;
+            let o = drover_cli::logs::LogsOptions {
+                target: a.target,
+                container: a.container,
+                namespace: a.namespace,
+                follow: a.follow,
+                tail: a.tail,
+                since: a.since,
+                timestamps: a.timestamps,
+                previous: a.previous,
+            };
+            drover_cli::logs::logs(&c, &o, &mut out, &mut err, shutdown_signal()).await?
+        }
+        Cmd::Exec(a) => {
+            if a.stdin || a.tty {
+                anyhow::bail!("drover exec: -i/-t (interactive) are not supported yet; run a non-interactive command: drover exec POD -- CMD [ARGS…]");
+            }
+            let c = client(&cli.conn)?;
+            let o = drover_cli::logs::ExecOptions {
+                target: a.target,
+                container: a.container,
+                namespace: a.namespace,
+                command: a.command,
+                timeout: Some(a.timeout),
+            };
+            let code = drover_cli::logs::exec(&c, &o, &mut out, &mut err).await?;
+            out.flush()?;
+            if code != 0 {
+                std::process::exit(code);
+            }
         }
         Cmd::Completion { shell } => kubectl::completion(shell, &mut Cli::command(), &mut out)?,
     }

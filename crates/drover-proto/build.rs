@@ -6,6 +6,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     unsafe { std::env::set_var("PROTOC", protoc) };
     let proto = "../../proto/drover.proto";
     println!("cargo:rerun-if-changed={proto}");
-    tonic_prost_build::configure().compile_protos(&[proto], &["../../proto"])?;
+    // Every service (client and server side) uses our codec: prost with
+    // 1 KiB initial buffers instead of 8 KiB (see `codec`).
+    tonic_prost_build::configure()
+        .codec_path("crate::codec::SmallCodec")
+        .compile_protos(&[proto], &["../../proto"])?;
     Ok(())
 }

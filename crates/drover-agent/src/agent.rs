@@ -28,6 +28,23 @@
 //!   than `status_interval`. The server's pod list shows back what it
 //!   wrote: a status it does not show within 10 status intervals is sent
 //!   again, and after a reconnect every status it does not already have.
+//! - **Probes.** Every running container instance with probes has a
+//!   worker task ([`crate::probe`]) that sends what changed over a channel:
+//!   readiness and startup results feed the status at once (a flip is sent
+//!   within one status interval), a failed liveness or startup probe marks
+//!   the instance unhealthy and the next plan kills it. Workers end with
+//!   their instance.
+//! - **preStop.** Before the agent stops a running container (spec change,
+//!   failed probe, pod no longer desired, leave) it runs the container's
+//!   `lifecycle.preStop` hook, bounded by the grace period; the stop gets
+//!   what is left. The specs of pods no longer desired are kept until their
+//!   containers are gone, for their hooks.
+//! - **Static pods.** With `--manifest-dir` the pods of the directory
+//!   ([`crate::static_pods`]) run beside the server's, whatever the server
+//!   says; they are reported in `StaticPods` (complete, with statuses)
+//!   when they or their statuses change, and when the node's pod list
+//!   shows the server's mirror pods out of step with them (a mirror deleted
+//!   through the API comes back).
 //! - **Leave.** On shutdown: send Leave, wait for the server to close the
 //!   stream (it deleted the Node), then stop every pod and forget the saved
 //!   list. If no server takes the Leave, the pods are left running and the
@@ -38,11 +55,13 @@ use crate::clock::{rfc3339, Clock};
 use crate::link::{self, Channels, Session};
 use crate::node::{self, NodeFacts};
 use crate::persist;
-use crate::plan::{group, plan, Action, PodBook, PodOp, StartFailure};
-use crate::runtime::{Runtime, RuntimeError, StartContainer};
+use crate::plan::{group, plan, Action, PodBook, PodOp, StartFailure, Unhealthy};
+use crate::probe::{self, ContainerProbes, ProbeReport, ProbeStatus, Target, Verdict};
+use crate::runtime::{ContainerInfo, Runtime, RuntimeError, StartContainer};
+use crate::static_pods;
 use crate::status::{build_status, StatusContext};
 use crate::Tuning;
-use drover_api::{Pod, PodStatus, Taint};
+use drover_api::{pod_annotation, LifecycleHandler, Pod, PodStatus, Taint};
 use drover_proto::v1::{self as pb, agent_message, server_message};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -54,7 +73,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::{Instant, Sleep};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -153,6 +172,63 @@ enum Event {
     Op(Result<(Id, OpOutcome), JoinError>),
     Inbound(Result<Option<pb::ServerMessage>, Status>),
     Opened(Result<Box<Session>, Status>),
+    Probe(ProbeReport),
+    Static(Vec<Pod>),
+}
+
+/// A task that is aborted when dropped (probe workers, the static pod
+/// watcher).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A container's preStop hook and where it goes.
+struct PreStop {
+    hook: LifecycleHandler,
+    target: Target,
+}
+
+/// Runs the preStop hook (if any) of a container about to be stopped;
+/// answers the grace left for the stop.
+async fn run_pre_stop<R: Runtime>(rt: &R, hook: Option<PreStop>, grace: Duration) -> Duration {
+    match hook {
+        Some(h) => {
+            probe::remaining_grace(grace, probe::pre_stop(rt, &h.target, &h.hook, grace).await)
+        }
+        None => grace,
+    }
+}
+
+/// Runs the preStop hooks of a pod's containers together; answers the
+/// grace left for the stop.
+async fn run_pre_stops<R: Runtime>(rt: &Arc<R>, hooks: Vec<PreStop>, grace: Duration) -> Duration {
+    if hooks.is_empty() {
+        return grace;
+    }
+    let start = Instant::now();
+    let mut set = JoinSet::new();
+    for h in hooks {
+        let rt = rt.clone();
+        set.spawn(async move { probe::pre_stop(rt.as_ref(), &h.target, &h.hook, grace).await });
+    }
+    while set.join_next().await.is_some() {}
+    probe::remaining_grace(grace, start.elapsed())
+}
+
+/// The static pods' report to the server, and whether the server's mirror
+/// pods are in step with it.
+#[derive(Default)]
+struct StaticReport {
+    /// The report must be sent.
+    pending: bool,
+    /// When it was last sent, until the node's pod list shows every mirror.
+    sent_at: Option<std::time::SystemTime>,
+    /// The static pod uids the server's last pod list had mirrors for.
+    mirrors: Option<HashSet<String>>,
 }
 
 /// One node's agent; see the module documentation.
@@ -179,6 +255,23 @@ pub(crate) struct NodeAgent<R: Runtime> {
     last_flush: Option<Instant>,
     /// When the oldest unsent status change was made.
     pending_since: Option<Instant>,
+    /// Probe workers by container instance id.
+    workers: HashMap<String, AbortOnDrop>,
+    /// What the probes say, by container instance id.
+    probe_status: HashMap<String, ProbeStatus>,
+    probe_tx: mpsc::Sender<ProbeReport>,
+    probe_rx: mpsc::Receiver<ProbeReport>,
+    /// Pods no longer desired whose containers may still run (their
+    /// preStop hooks).
+    leaving: HashMap<String, Arc<Pod>>,
+    /// `--manifest-dir` and what it held at start, until `run` starts the
+    /// watcher.
+    static_dir: Option<(PathBuf, static_pods::Scan)>,
+    static_rx: Option<mpsc::Receiver<Vec<Pod>>>,
+    static_watch: Option<AbortOnDrop>,
+    static_report: StaticReport,
+    /// `drover logs` and `drover exec` requests of the server.
+    remote: crate::remote::Remote<R>,
 }
 
 impl<R: Runtime> NodeAgent<R> {
@@ -203,7 +296,10 @@ impl<R: Runtime> NodeAgent<R> {
             .filter(|p| !p.metadata.uid.is_empty())
             .map(|p| (p.metadata.uid.clone(), PodBook::new(p, None, &wall)))
             .collect();
+        let (probe_tx, probe_rx) = mpsc::channel(256);
+        let remote = crate::remote::Remote::new(runtime.clone(), shared.clock.clone());
         NodeAgent {
+            remote,
             shared,
             name,
             host_ip,
@@ -224,7 +320,23 @@ impl<R: Runtime> NodeAgent<R> {
             next_sync: now,
             last_flush: None,
             pending_since: None,
+            workers: HashMap::new(),
+            probe_status: HashMap::new(),
+            probe_tx,
+            probe_rx,
+            leaving: HashMap::new(),
+            static_dir: None,
+            static_rx: None,
+            static_watch: None,
+            static_report: StaticReport::default(),
         }
+    }
+
+    /// Runs the static pods of `dir` (read as `scan`) and follows the
+    /// directory once running.
+    pub(crate) fn static_pods(&mut self, dir: PathBuf, scan: static_pods::Scan) {
+        self.static_changed(scan.pods.clone());
+        self.static_dir = Some((dir, scan));
     }
 
     fn loud(&self) -> bool {
@@ -234,6 +346,13 @@ impl<R: Runtime> NodeAgent<R> {
     /// Runs until `shutdown` resolves, then leaves (see the module docs).
     pub(crate) async fn run(mut self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let mut shutdown = std::pin::pin!(shutdown);
+        if let Some((dir, scan)) = self.static_dir.take() {
+            let (tx, rx) = mpsc::channel(4);
+            let every = self.shared.tuning.static_poll;
+            let task = tokio::spawn(static_pods::watch(dir, self.name.clone(), every, scan, tx));
+            self.static_rx = Some(rx);
+            self.static_watch = Some(AbortOnDrop(task));
+        }
         loop {
             self.tick().await;
             match self.next_event(shutdown.as_mut()).await {
@@ -242,6 +361,8 @@ impl<R: Runtime> NodeAgent<R> {
                 Event::Op(r) => self.op_done(r),
                 Event::Inbound(r) => self.inbound(r).await,
                 Event::Opened(r) => self.opened(r),
+                Event::Probe(r) => self.probe_report(r),
+                Event::Static(pods) => self.static_changed(pods),
             }
         }
         self.leave().await
@@ -269,10 +390,14 @@ impl<R: Runtime> NodeAgent<R> {
         let ops = &mut self.ops;
         let link = &mut self.link;
         let timer = &mut self.timer;
+        let probes = &mut self.probe_rx;
+        let statics = &mut self.static_rx;
         tokio::select! {
             biased;
             _ = shutdown => Event::Shutdown,
             Some(r) = ops.join_next_with_id(), if !ops.is_empty() => Event::Op(r),
+            Some(r) = probes.recv() => Event::Probe(r),
+            Some(p) = recv_static(statics) => Event::Static(p),
             ev = link_event(link) => ev,
             _ = timer.as_mut() => Event::Timer,
         }
@@ -409,6 +534,11 @@ impl<R: Runtime> NodeAgent<R> {
             Ok(Some(m)) => match m.msg {
                 Some(server_message::Msg::Pods(p)) => self.desired(p).await,
                 Some(server_message::Msg::Welcome(_)) | None => {}
+                Some(other) => {
+                    if let Link::Up(up) = &self.link {
+                        self.remote.handle(other, &up.session.output);
+                    }
+                }
             },
             Ok(None) => self.down("the server closed the stream"),
             Err(s) => self.down(s.message()),
@@ -424,6 +554,7 @@ impl<R: Runtime> NodeAgent<R> {
         }
         let wall = rfc3339(self.shared.clock.wall());
         let mut seen = HashSet::with_capacity(list.pods.len());
+        let mut mirrors = HashSet::new();
         let mut changed = false;
         for bytes in &list.pods {
             let mut pod: Pod = match serde_json::from_slice(bytes) {
@@ -433,6 +564,13 @@ impl<R: Runtime> NodeAgent<R> {
                     continue;
                 }
             };
+            if pod.is_mirror() {
+                // The API's copy of one of our static pods: never run it.
+                if let Some(uid) = pod.metadata.annotations.get(pod_annotation::CONFIG_MIRROR) {
+                    mirrors.insert(uid.clone());
+                }
+                continue;
+            }
             let uid = pod.metadata.uid.clone();
             if uid.is_empty()
                 || pod.spec.node_name != self.name
@@ -464,12 +602,22 @@ impl<R: Runtime> NodeAgent<R> {
                 }
             }
         }
-        let before = self.pods.len();
-        self.pods.retain(|uid, _| seen.contains(uid));
-        changed |= self.pods.len() != before;
+        let gone: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(uid, b)| !b.is_static && !seen.contains(*uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        changed |= !gone.is_empty();
+        for uid in gone {
+            if let Some(b) = self.pods.remove(&uid) {
+                self.leaving.insert(uid, b.pod);
+            }
+        }
         if let Link::Up(up) = &mut self.link {
             up.got_pods = true;
         }
+        self.mirrors_seen(mirrors);
         // A push that only carries statuses (the server sends one after
         // every status it writes) needs no sync.
         if changed {
@@ -482,7 +630,12 @@ impl<R: Runtime> NodeAgent<R> {
         let Some(dir) = self.data_dir.clone() else {
             return;
         };
-        let mut pods: Vec<Arc<Pod>> = self.pods.values().map(|b| b.pod.clone()).collect();
+        let mut pods: Vec<Arc<Pod>> = self
+            .pods
+            .values()
+            .filter(|b| !b.is_static)
+            .map(|b| b.pod.clone())
+            .collect();
         pods.sort_by(|a, b| a.metadata.uid.cmp(&b.metadata.uid));
         let name = self.name.clone();
         let r = tokio::task::spawn_blocking(move || {
@@ -516,13 +669,18 @@ impl<R: Runtime> NodeAgent<R> {
         let p = plan(&mut self.pods, &observed, &self.busy, &policy, wall);
         tracing::trace!(node = %self.name, containers = observed.len(), ops = p.ops.len(), "sync");
         for op in p.ops {
-            self.spawn(op);
+            self.spawn(op, &observed);
         }
+        self.probe_workers(&observed);
         let grouped = group(&observed);
+        let busy = &self.busy;
+        self.leaving
+            .retain(|uid, _| grouped.contains_key(uid.as_str()) || busy.contains(uid));
         let cx = StatusContext {
             host_ip: &self.host_ip,
             policy: &policy,
             now: wall,
+            probes: &self.probe_status,
         };
         let empty = BTreeMap::new();
         let scheme = self.shared.scheme().to_string();
@@ -545,6 +703,15 @@ impl<R: Runtime> NodeAgent<R> {
                 changed = true;
             }
         }
+        let unconfirmed = self
+            .static_report
+            .sent_at
+            .is_none_or(|t| wall.duration_since(t).is_ok_and(|d| d > confirm));
+        if !self.static_report.pending && unconfirmed && self.static_out_of_step() {
+            // The server's mirrors still differ from our static pods.
+            self.static_report.pending = true;
+            changed = true;
+        }
         if changed && self.pending_since.is_none() {
             self.pending_since = Some(now);
         }
@@ -563,18 +730,85 @@ impl<R: Runtime> NodeAgent<R> {
         let secs = self
             .pods
             .get(uid)
-            .and_then(|b| b.pod.spec.termination_grace_period_seconds)
+            .map(|b| &b.pod)
+            .or_else(|| self.leaving.get(uid))
+            .and_then(|p| p.spec.termination_grace_period_seconds)
             .unwrap_or(30);
         Duration::from_secs(u64::try_from(secs).unwrap_or(0))
     }
 
-    fn spawn(&mut self, op: PodOp) {
+    /// The preStop hook of running instance `id` of pod `uid`, if it has one.
+    fn pre_stop_of(&self, uid: &str, info: &ContainerInfo) -> Option<PreStop> {
+        if !info.state.is_running() {
+            return None;
+        }
+        let (pod, spec) = match self.pods.get(uid) {
+            Some(b) => (&b.pod, b.spec_of(info)?),
+            None => {
+                let pod = self.leaving.get(uid)?;
+                let spec = pod
+                    .spec
+                    .containers
+                    .iter()
+                    .find(|c| c.name == info.container)?;
+                (pod, spec)
+            }
+        };
+        let hook = spec.lifecycle.as_ref()?.pre_stop.clone()?;
+        Some(PreStop {
+            hook,
+            target: Target::of(pod, spec, info, &self.host_ip),
+        })
+    }
+
+    /// The grace period of a kill for a failed probe: the probe's own
+    /// `terminationGracePeriodSeconds`, else the pod's.
+    fn kill_grace(&self, uid: &str, index: usize) -> Duration {
+        let own = self.pods.get(uid).and_then(|b| {
+            let u = b.unhealthy.get(index)?.as_ref()?;
+            let c = b.pod.spec.containers.get(index)?;
+            u.probe.of(c)?.termination_grace_period_seconds
+        });
+        match own {
+            Some(s) => Duration::from_secs(u64::try_from(s).unwrap_or(0)),
+            None => self.grace(uid),
+        }
+    }
+
+    fn spawn(&mut self, op: PodOp, observed: &[ContainerInfo]) {
         let rt = self.runtime.clone();
         let book = self
             .pods
             .get(&op.uid)
             .map(|b| (b.pod.clone(), b.hashes.clone()));
         let grace = self.grace(&op.uid);
+        // Hooks of the containers this op stops, by instance id.
+        let mut hooks: HashMap<String, PreStop> = HashMap::new();
+        let mut pod_hooks: Vec<PreStop> = Vec::new();
+        let mut kill_graces: HashMap<String, Duration> = HashMap::new();
+        for a in &op.actions {
+            match a {
+                Action::Replace { id, .. } | Action::Kill { id, .. } => {
+                    if let Some(info) = observed.iter().find(|c| c.id == *id) {
+                        if let Some(h) = self.pre_stop_of(&op.uid, info) {
+                            hooks.insert(id.clone(), h);
+                        }
+                    }
+                    if let Action::Kill { id, index } = a {
+                        kill_graces.insert(id.clone(), self.kill_grace(&op.uid, *index));
+                    }
+                }
+                Action::RemovePod => {
+                    pod_hooks.extend(
+                        observed
+                            .iter()
+                            .filter(|c| c.pod_uid == op.uid)
+                            .filter_map(|c| self.pre_stop_of(&op.uid, c)),
+                    );
+                }
+                Action::Start { .. } | Action::Remove { .. } => {}
+            }
+        }
         let node_name = self.name.clone();
         let host_ip = self.host_ip.clone();
         let uid = op.uid.clone();
@@ -600,7 +834,8 @@ impl<R: Runtime> NodeAgent<R> {
                         Ok(())
                     }
                     Action::Replace { id, index, attempt } => {
-                        let r = rt.remove(&id, grace).await;
+                        let left = run_pre_stop(rt.as_ref(), hooks.remove(&id), grace).await;
+                        let r = rt.remove(&id, left).await;
                         if r.is_ok() {
                             if let Some(req) = start(index, attempt) {
                                 starts.push((index, rt.start(req).await));
@@ -608,10 +843,16 @@ impl<R: Runtime> NodeAgent<R> {
                         }
                         r
                     }
+                    Action::Kill { id, .. } => {
+                        let grace = kill_graces.get(&id).copied().unwrap_or(grace);
+                        let left = run_pre_stop(rt.as_ref(), hooks.remove(&id), grace).await;
+                        rt.stop(&id, left).await
+                    }
                     Action::Remove { id } => rt.remove(&id, grace).await,
                     Action::RemovePod => {
                         note!(loud, node = %node_name, pod_uid = %op.uid, "stopping a pod that is no longer desired");
-                        rt.remove_pod(&op.uid, grace).await
+                        let left = run_pre_stops(&rt, std::mem::take(&mut pod_hooks), grace).await;
+                        rt.remove_pod(&op.uid, left).await
                     }
                 };
                 if let Err(e) = r {
@@ -665,7 +906,7 @@ impl<R: Runtime> NodeAgent<R> {
 
     /// When the pending statuses go out (`now` when nothing holds them).
     fn flush_at(&self, up: &Up, now: Instant) -> Option<Instant> {
-        if !up.got_pods || !self.pods.values().any(|b| b.pending) {
+        if !up.got_pods || !(self.static_report.pending || self.pods.values().any(|b| b.pending)) {
             return None;
         }
         let interval = self.shared.tuning.status_interval;
@@ -678,16 +919,52 @@ impl<R: Runtime> NodeAgent<R> {
         Some(at)
     }
 
-    fn flush(&mut self) {
+    /// Queues a message on the session; `false` when it cannot go now.
+    fn send_now(&mut self, msg: pb::AgentMessage) -> bool {
+        let now = self.shared.clock.now();
         let Link::Up(up) = &mut self.link else {
-            return;
+            return false;
         };
+        match up.session.tx.try_send(msg) {
+            Ok(()) => {
+                // The server counts a report as a heartbeat.
+                up.next_heartbeat = now + up.heartbeat_every;
+                true
+            }
+            Err(TrySendError::Full(_)) => false,
+            Err(TrySendError::Closed(_)) => {
+                self.down("the session's queue closed");
+                false
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if !matches!(self.link, Link::Up(_)) {
+            return;
+        }
         let now = self.shared.clock.now();
         self.last_flush = Some(now);
+        let wall = self.shared.clock.wall();
+        let mut sent_all = true;
+        let statics =
+            self.static_report.pending || self.pods.values().any(|b| b.is_static && b.pending);
+        if statics {
+            let msg = self.static_message();
+            if self.send_now(msg) {
+                self.static_report.pending = false;
+                self.static_report.sent_at = Some(wall);
+                for b in self.pods.values_mut().filter(|b| b.is_static) {
+                    b.pending = false;
+                }
+            } else {
+                sent_all = false;
+            }
+        }
         let mut uids = Vec::new();
         let mut updates = Vec::new();
         for (uid, b) in &self.pods {
-            if !b.pending {
+            if !b.pending || b.is_static {
                 continue;
             }
             let Some(s) = &b.status else { continue };
@@ -702,30 +979,214 @@ impl<R: Runtime> NodeAgent<R> {
                 status,
             });
         }
-        if updates.is_empty() {
-            return;
-        }
-        tracing::trace!(node = %self.name, pods = updates.len(), "sending statuses");
-        let msg = pb::AgentMessage {
-            msg: Some(agent_message::Msg::Statuses(pb::PodStatuses {
-                pods: updates,
-            })),
-        };
-        match up.session.tx.try_send(msg) {
-            Ok(()) => {
-                // The server counts a status report as a heartbeat.
-                up.next_heartbeat = now + up.heartbeat_every;
-                let wall = self.shared.clock.wall();
+        if !updates.is_empty() {
+            tracing::trace!(node = %self.name, pods = updates.len(), "sending statuses");
+            let msg = pb::AgentMessage {
+                msg: Some(agent_message::Msg::Statuses(pb::PodStatuses {
+                    pods: updates,
+                })),
+            };
+            if self.send_now(msg) {
                 for uid in uids {
                     if let Some(b) = self.pods.get_mut(&uid) {
                         b.pending = false;
                         b.sent_at = Some(wall);
                     }
                 }
-                self.pending_since = None;
+            } else {
+                sent_all = false;
             }
-            Err(TrySendError::Full(_)) => {}
-            Err(TrySendError::Closed(_)) => self.down("the session's queue closed"),
+        }
+        if sent_all {
+            self.pending_since = None;
+        }
+    }
+
+    // ------------------------------------------------------------ static pods
+
+    /// The static pods report: every static pod, with its status.
+    fn static_message(&self) -> pb::AgentMessage {
+        let mut books: Vec<&PodBook> = self.pods.values().filter(|b| b.is_static).collect();
+        books.sort_by(|a, b| a.uid().cmp(b.uid()));
+        let pods = books
+            .into_iter()
+            .filter_map(|b| {
+                let mut p = (*b.pod).clone();
+                p.status = b.status.clone().unwrap_or_default();
+                serde_json::to_vec(&p).ok()
+            })
+            .collect();
+        pb::AgentMessage {
+            msg: Some(agent_message::Msg::StaticPods(pb::StaticPods { pods })),
+        }
+    }
+
+    /// Whether the server's last pod list showed mirrors other than our
+    /// static pods (unknown before a list came).
+    fn static_out_of_step(&self) -> bool {
+        let Some(mirrors) = &self.static_report.mirrors else {
+            return false;
+        };
+        let statics = self.pods.values().filter(|b| b.is_static).count();
+        statics != mirrors.len()
+            || self
+                .pods
+                .values()
+                .any(|b| b.is_static && !mirrors.contains(b.uid()))
+    }
+
+    /// The mirrors a pod list of the server showed (by static uid).
+    fn mirrors_seen(&mut self, mirrors: HashSet<String>) {
+        self.static_report.mirrors = Some(mirrors);
+        if !self.static_out_of_step() {
+            self.static_report.sent_at = None;
+            return;
+        }
+        let confirm = self.shared.tuning.status_interval * CONFIRM_AFTER;
+        let wall = self.shared.clock.wall();
+        let waiting = self
+            .static_report
+            .sent_at
+            .is_some_and(|t| wall.duration_since(t).map_or(true, |d| d <= confirm));
+        if !waiting && !self.static_report.pending {
+            // A mirror was deleted through the API, or one is left over:
+            // tell the server again.
+            self.static_report.pending = true;
+            if self.pending_since.is_none() {
+                self.pending_since = Some(self.shared.clock.now());
+            }
+        }
+    }
+
+    /// The manifest dir now holds `pods`: start the new ones, stop the ones
+    /// that are gone (a changed pod is both: its uid changed).
+    fn static_changed(&mut self, pods: Vec<Pod>) {
+        let wall = rfc3339(self.shared.clock.wall());
+        let wanted: HashSet<String> = pods.iter().map(|p| p.metadata.uid.clone()).collect();
+        let gone: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(uid, b)| b.is_static && !wanted.contains(*uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in gone {
+            if let Some(b) = self.pods.remove(&uid) {
+                note!(self.loud(), node = %self.name, pod = %format_args!("{}/{}", b.pod.metadata.namespace, b.pod.metadata.name), "static pod removed from the manifest dir");
+                self.leaving.insert(uid, b.pod);
+            }
+        }
+        for pod in pods {
+            let uid = pod.metadata.uid.clone();
+            if uid.is_empty() || self.pods.contains_key(&uid) {
+                continue;
+            }
+            note!(self.loud(), node = %self.name, pod = %format_args!("{}/{}", pod.metadata.namespace, pod.metadata.name), "static pod from the manifest dir");
+            let mut b = PodBook::new(pod, None, &wall);
+            b.is_static = true;
+            self.pods.insert(uid, b);
+        }
+        self.dirty = true;
+        self.static_report.pending = true;
+    }
+
+    // ------------------------------------------------------------ probes
+
+    /// Starts a probe worker for every running instance with probes that
+    /// has none, and drops the workers of instances that stopped.
+    fn probe_workers(&mut self, observed: &[ContainerInfo]) {
+        let now = self.shared.clock.now();
+        let wall = self.shared.clock.wall();
+        let mut want = HashSet::new();
+        for c in observed {
+            let crate::runtime::RunState::Running { started_at } = c.state else {
+                continue;
+            };
+            let Some(book) = self.pods.get(&c.pod_uid) else {
+                continue;
+            };
+            let Some(index) = book
+                .pod
+                .spec
+                .containers
+                .iter()
+                .position(|s| s.name == c.container)
+            else {
+                continue;
+            };
+            if book.hashes.get(index) != Some(&c.spec_hash) {
+                continue; // being replaced
+            }
+            let spec = &book.pod.spec.containers[index];
+            if self.workers.contains_key(&c.id) {
+                want.insert(c.id.clone());
+                continue;
+            }
+            // The probes' clock starts when the container did.
+            let ago = wall.duration_since(started_at).unwrap_or_default();
+            let started = now.checked_sub(ago).unwrap_or(now);
+            let Some(probes) = ContainerProbes::new(spec, started) else {
+                continue;
+            };
+            want.insert(c.id.clone());
+            self.probe_status.insert(c.id.clone(), probes.status());
+            let probed = probe::Probed {
+                container: spec.clone(),
+                pod_uid: c.pod_uid.clone(),
+                index,
+                target: Target::of(&book.pod, spec, c, &self.host_ip),
+            };
+            let task = tokio::spawn(probe::run_worker(
+                self.runtime.clone(),
+                self.shared.clock.clone(),
+                probed,
+                probes,
+                self.probe_tx.clone(),
+            ));
+            self.workers.insert(c.id.clone(), AbortOnDrop(task));
+        }
+        self.workers.retain(|id, _| want.contains(id));
+        self.probe_status.retain(|id, _| want.contains(id));
+    }
+
+    /// A probe worker's news.
+    fn probe_report(&mut self, r: ProbeReport) {
+        if !self.workers.contains_key(&r.container_id) {
+            return; // the instance is gone
+        }
+        match r.verdict {
+            Verdict::Unchanged => {}
+            Verdict::Status(s) => {
+                tracing::debug!(node = %self.name, pod_uid = %r.pod_uid, container_id = %r.container_id, started = s.started, ready = s.ready, "probes");
+                self.probe_status.insert(r.container_id, s);
+                self.dirty = true;
+            }
+            Verdict::Unhealthy(kind) => {
+                let Some(book) = self.pods.get_mut(&r.pod_uid) else {
+                    return;
+                };
+                let name = book
+                    .pod
+                    .spec
+                    .containers
+                    .get(r.index)
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default();
+                note!(
+                    self.shared.loud,
+                    node = %self.name,
+                    pod = %format_args!("{}/{}", book.pod.metadata.namespace, book.pod.metadata.name),
+                    "container {name} failed its {} probe, it will be restarted: {}",
+                    kind.name(),
+                    r.message
+                );
+                if let Some(slot) = book.unhealthy.get_mut(r.index) {
+                    *slot = Some(Unhealthy {
+                        id: r.container_id,
+                        probe: kind,
+                    });
+                }
+                self.dirty = true;
+            }
         }
     }
 
@@ -753,6 +1214,8 @@ impl<R: Runtime> NodeAgent<R> {
     }
 
     async fn leave(mut self) -> anyhow::Result<()> {
+        self.workers.clear();
+        self.static_watch = None;
         let link = std::mem::replace(&mut self.link, Link::Down);
         let session = match link {
             Link::Up(up) => {
@@ -804,15 +1267,27 @@ impl<R: Runtime> NodeAgent<R> {
         self.shared.stats.left.fetch_add(1, Ordering::Relaxed);
         note!(self.loud(), node = %self.name, "left the cluster; stopping its pods");
         let mut uids: HashSet<String> = self.pods.keys().cloned().collect();
-        match self.runtime.list().await {
-            Ok(all) => uids.extend(all.into_iter().map(|c| c.pod_uid)),
-            Err(e) => tracing::warn!(node = %self.name, "the runtime does not answer: {e}"),
-        }
+        let all = match self.runtime.list().await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!(node = %self.name, "the runtime does not answer: {e}");
+                Vec::new()
+            }
+        };
+        uids.extend(all.iter().map(|c| c.pod_uid.clone()));
         let mut stops = JoinSet::new();
         for uid in uids {
             let rt = self.runtime.clone();
             let grace = self.grace(&uid);
-            stops.spawn(async move { rt.remove_pod(&uid, grace).await });
+            let hooks: Vec<PreStop> = all
+                .iter()
+                .filter(|c| c.pod_uid == uid)
+                .filter_map(|c| self.pre_stop_of(&uid, c))
+                .collect();
+            stops.spawn(async move {
+                let left = run_pre_stops(&rt, hooks, grace).await;
+                rt.remove_pod(&uid, left).await
+            });
         }
         while let Some(r) = stops.join_next().await {
             if let Ok(Err(e)) = r {
@@ -823,6 +1298,13 @@ impl<R: Runtime> NodeAgent<R> {
             persist::clear(dir)?;
         }
         Ok(())
+    }
+}
+
+async fn recv_static(rx: &mut Option<mpsc::Receiver<Vec<Pod>>>) -> Option<Vec<Pod>> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

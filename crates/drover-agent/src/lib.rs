@@ -7,7 +7,8 @@
 //!   the same sync loop.
 //! - [`Runtime`] is the seam between a pod and the machine; [`SimRuntime`]
 //!   keeps containers in memory (behaviour chosen by image name: `crash`,
-//!   `never-ready`, see [`sim_runtime`]). Docker comes through the same trait.
+//!   `never-ready`, see [`sim_runtime`]); [`DockerRuntime`] runs real
+//!   containers through the Docker engine (see [`docker`]).
 //! - The decisions are pure and tested without I/O: [`plan`] (what to start,
 //!   restart, remove), [`status`] (the Kubernetes PodStatus), [`backoff`]
 //!   (the kubelet's restart backoff, jittered reconnects).
@@ -18,7 +19,9 @@
 //!
 //! ```text
 //! drover agent --server ADDR[,ADDR…] --token T --name NAME [--label k=v]…
-//!              [--taint k=v:Effect]… [--runtime sim] [--data-dir DIR]
+//!              [--taint k=v:Effect]… [--runtime docker|sim] [--docker-host URL]
+//!              [--data-dir DIR]
+//!              [--manifest-dir DIR]
 //! drover sim   --server ADDR[,ADDR…] --token T --nodes N [--prefix sim-]
 //!              [--label k=v]… [--taint k=v:Effect]…
 //! ```
@@ -57,18 +60,24 @@
 mod agent;
 pub mod backoff;
 pub mod clock;
+pub mod docker;
 pub mod flags;
 mod link;
 pub mod node;
 pub mod persist;
 pub mod plan;
+pub mod probe;
+mod remote;
 pub mod runtime;
 mod sim;
+mod sim_logs;
 pub mod sim_runtime;
+pub mod static_pods;
 pub mod status;
 
 pub use agent::Stats;
 pub use clock::{Clock, ManualClock, TokioClock};
+pub use docker::{DockerOptions, DockerRuntime};
 pub use runtime::{
     ContainerInfo, ExecOutput, LogOptions, LogStream, RunState, Runtime, RuntimeError,
     StartContainer,
@@ -113,6 +122,8 @@ pub struct Tuning {
     /// Seed of the RNG (server choice, jitter, heartbeat phase); random
     /// when `None`.
     pub seed: Option<u64>,
+    /// How often `--manifest-dir` is read again for static pods, 2 s.
+    pub static_poll: Duration,
 }
 
 impl Default for Tuning {
@@ -128,15 +139,23 @@ impl Default for Tuning {
             connect_timeout: Duration::from_secs(10),
             leave_timeout: Duration::from_secs(5),
             seed: None,
+            static_poll: Duration::from_secs(2),
         }
     }
 }
 
 /// The container runtime of `drover agent --runtime`.
+///
+/// The default is Docker. An agent whose engine does not answer refuses to
+/// start (as the kubelet does without its container runtime) and says to
+/// start the engine, point `--docker-host` at it, or pass `--runtime sim`;
+/// it never falls back to simulated containers on its own.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum RuntimeKind {
-    /// `--runtime sim`: containers in memory ([`SimRuntime`]).
+    /// `--runtime docker`: real containers ([`DockerRuntime`]).
     #[default]
+    Docker,
+    /// `--runtime sim`: containers in memory ([`SimRuntime`]).
     Sim,
 }
 
@@ -145,9 +164,10 @@ impl std::str::FromStr for RuntimeKind {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
+            "docker" => Ok(RuntimeKind::Docker),
             "sim" => Ok(RuntimeKind::Sim),
             other => Err(flags::FlagError(format!(
-                "--runtime {other}: this agent supports: sim"
+                "--runtime {other}: this agent supports: docker, sim"
             ))),
         }
     }
@@ -156,7 +176,7 @@ impl std::str::FromStr for RuntimeKind {
 /// Everything `drover agent` takes:
 ///
 /// `drover agent --server ADDR[,ADDR…] --token T --name NAME [--label k=v]…
-/// [--taint k=v:Effect]… [--runtime sim] [--data-dir DIR]`
+/// [--taint k=v:Effect]… [--runtime sim] [--data-dir DIR] [--manifest-dir DIR]`
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
     /// `--server`: `host:port` of one or more servers ([`flags::parse_servers`]).
@@ -177,6 +197,12 @@ pub struct AgentOptions {
     pub runtime: RuntimeKind,
     /// Behaviour of the simulated runtime (`--runtime sim`).
     pub sim: SimConfig,
+    /// `--docker-host`: the engine of `--runtime docker`; `None` takes
+    /// `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
+    pub docker_host: Option<String>,
+    /// `--manifest-dir`: static pods to run on this node whatever the
+    /// servers say ([`static_pods`]).
+    pub manifest_dir: Option<PathBuf>,
     /// Timings.
     pub tuning: Tuning,
 }
@@ -191,8 +217,10 @@ impl AgentOptions {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             data_dir: None,
-            runtime: RuntimeKind::Sim,
+            runtime: RuntimeKind::Docker,
             sim: SimConfig::default(),
+            docker_host: None,
+            manifest_dir: None,
             tuning: Tuning::default(),
         }
     }
@@ -208,6 +236,24 @@ pub(crate) fn normalize_servers(servers: &[String]) -> Result<Vec<String>> {
 pub async fn run_agent(opts: AgentOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
     match opts.runtime {
+        RuntimeKind::Docker => {
+            // emptyDirs live in the data dir; without one, in a temp dir.
+            let data_dir = opts
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("drover-agent").join(&opts.name));
+            let mut d = DockerOptions::new(opts.name.clone(), data_dir);
+            d.host = opts.docker_host.clone();
+            let address = d.address();
+            let rt = DockerRuntime::connect(d).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "--runtime docker: {}. Start the Docker engine, point --docker-host (or DOCKER_HOST) at it, or run simulated containers with --runtime sim",
+                    e.message
+                )
+            })?;
+            tracing::info!(node = %opts.name, engine = %address, "using Docker {}", rt.engine_version());
+            run_agent_with(opts, Arc::new(rt), clock, shutdown).await
+        }
         RuntimeKind::Sim => {
             let rt = Arc::new(SimRuntime::new(clock.clone(), Arc::new(opts.sim.clone())));
             tracing::info!(node = %opts.name, "using the simulated container runtime");
@@ -272,7 +318,7 @@ pub async fn run_agent_with<R: Runtime>(
         runtime_version,
         stats: Arc::new(Stats::default()),
     });
-    let agent = agent::NodeAgent::new(
+    let mut agent = agent::NodeAgent::new(
         shared,
         opts.name.clone(),
         host_ip,
@@ -282,6 +328,14 @@ pub async fn run_agent_with<R: Runtime>(
         seed,
         saved,
     );
+    if let Some(dir) = &opts.manifest_dir {
+        // Read before the first sync, so that the containers of static pods
+        // that already run are adopted, not removed.
+        let scan = static_pods::scan(dir, &opts.name);
+        static_pods::log_problems(&opts.name, &scan);
+        tracing::info!(node = %opts.name, "{} static pod(s) in {}", scan.pods.len(), dir.display());
+        agent.static_pods(dir.clone(), scan);
+    }
     agent.run(shutdown).await
 }
 
@@ -292,7 +346,12 @@ mod tests {
     #[test]
     fn runtime_kind_parses() {
         assert_eq!("sim".parse::<RuntimeKind>().unwrap(), RuntimeKind::Sim);
-        assert!("docker".parse::<RuntimeKind>().is_err());
+        assert_eq!(
+            "docker".parse::<RuntimeKind>().unwrap(),
+            RuntimeKind::Docker
+        );
+        assert_eq!(RuntimeKind::default(), RuntimeKind::Docker);
+        assert!("containerd".parse::<RuntimeKind>().is_err());
     }
 
     #[tokio::test]

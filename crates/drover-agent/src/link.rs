@@ -14,7 +14,6 @@ use drover_proto::v1::{self as pb, agent_message, server_message};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::{BufferSettings, Codec, Streaming};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
@@ -83,6 +82,8 @@ impl Channels {
 /// server said in its welcome.
 pub(crate) struct Session {
     pub(crate) tx: mpsc::Sender<pb::AgentMessage>,
+    /// Log and exec output: sent only when nothing waits in `tx`.
+    pub(crate) output: mpsc::Sender<pb::AgentMessage>,
     pub(crate) inbound: Streaming<pb::ServerMessage>,
     pub(crate) welcome: pb::Welcome,
 }
@@ -120,7 +121,8 @@ pub(crate) async fn open(
         })
         .await
         .map_err(|_| Status::internal("the session's queue closed"))?;
-        let mut req = Request::new(ReceiverStream::new(rx));
+        let (output, output_rx) = mpsc::channel(crate::remote::OUTPUT_QUEUE);
+        let mut req = Request::new(crate::remote::Outbound::new(rx, output_rx));
         req.metadata_mut().insert("authorization", token);
         let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_MESSAGE);
         grpc.ready()
@@ -133,6 +135,7 @@ pub(crate) async fn open(
                 msg: Some(server_message::Msg::Welcome(welcome)),
             }) => Ok(Session {
                 tx,
+                output,
                 inbound,
                 welcome,
             }),

@@ -5,6 +5,9 @@
 //! Per container of a desired pod (the newest instance decides):
 //! - none yet: start attempt 0 (after the backoff of a failed start);
 //! - running a different spec hash: replace it (attempt + 1);
+//! - running, and its startup or liveness probe failed ([`PodBook::unhealthy`]):
+//!   kill it (stop, keep the instance); the exited instance then restarts
+//!   like a crashed one;
 //! - running or being created: nothing;
 //! - exited, and the pod's restart policy restarts it (`Always`; `OnFailure`
 //!   with a non-zero code): restart it (attempt + 1) once its backoff has
@@ -16,8 +19,9 @@
 //! longer desired is removed. Pods with an operation in flight are skipped.
 
 use crate::backoff::{Backoff, RestartPolicy};
+use crate::probe::ProbeKind;
 use crate::runtime::{ContainerInfo, RunState, RuntimeError};
-use drover_api::{Pod, PodStatus, RestartPolicy as PodRestartPolicy};
+use drover_api::{Container, Pod, PodStatus, RestartPolicy as PodRestartPolicy};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -31,11 +35,27 @@ pub struct StartFailure {
     pub error: RuntimeError,
 }
 
+/// A container instance whose startup or liveness probe failed: the sync
+/// loop kills it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unhealthy {
+    /// The instance.
+    pub id: String,
+    /// The probe that failed.
+    pub probe: ProbeKind,
+}
+
 /// What the agent keeps about one desired pod.
 #[derive(Debug, Clone)]
 pub struct PodBook {
-    /// The pod as the server sent it, without its status.
+    /// The pod as the server sent it (or as read from the manifest dir),
+    /// without its status.
     pub pod: Arc<Pod>,
+    /// The version of the pod before the last [`PodBook::update`], whose
+    /// containers may still run (their preStop hooks are the old spec's).
+    pub previous: Option<Arc<Pod>>,
+    /// A static pod (from `--manifest-dir`), not one the server assigned.
+    pub is_static: bool,
     /// [`crate::runtime::spec_hash`] of each container, in spec order.
     pub hashes: Vec<String>,
     /// `status.startTime`: when the agent first accepted the pod.
@@ -44,6 +64,9 @@ pub struct PodBook {
     pub restarts: Vec<Option<Backoff>>,
     /// The last failed start of each container, until one succeeds.
     pub failures: Vec<Option<StartFailure>>,
+    /// Each container's running instance that failed its startup or
+    /// liveness probe, until it is killed.
+    pub unhealthy: Vec<Option<Unhealthy>>,
     /// The status last built (or the server's, before the first build).
     pub status: Option<PodStatus>,
     /// Whether `status` still has to be sent.
@@ -71,10 +94,13 @@ impl PodBook {
             .unwrap_or_else(|| now.to_string());
         PodBook {
             pod: Arc::new(pod),
+            previous: None,
+            is_static: false,
             hashes,
             start_time,
             restarts: vec![None; n],
             failures: vec![None; n],
+            unhealthy: vec![None; n],
             status: server_status,
             pending: true,
             sent_at: None,
@@ -111,11 +137,41 @@ impl PodBook {
                 .iter()
                 .map(|c| pick(&c.name).and_then(|i| self.failures[i].clone()))
                 .collect();
+            let unhealthy = pod
+                .spec
+                .containers
+                .iter()
+                .map(|c| pick(&c.name).and_then(|i| self.unhealthy[i].clone()))
+                .collect();
             self.restarts = restarts;
             self.failures = failures;
+            self.unhealthy = unhealthy;
             self.hashes = hashes;
-            self.pod = Arc::new(pod);
+            self.previous = Some(std::mem::replace(&mut self.pod, Arc::new(pod)));
         }
+    }
+
+    /// The spec an instance was started from: the current one when its
+    /// hash matches, else the previous version's, else the current
+    /// container of that name.
+    pub fn spec_of(&self, instance: &ContainerInfo) -> Option<&Container> {
+        let current = self
+            .pod
+            .spec
+            .containers
+            .iter()
+            .position(|c| c.name == instance.container);
+        if let Some(i) = current {
+            if self.hashes.get(i) == Some(&instance.spec_hash) {
+                return self.pod.spec.containers.get(i);
+            }
+        }
+        let old = self.previous.as_ref().and_then(|p| {
+            p.spec.containers.iter().find(|c| {
+                c.name == instance.container && crate::runtime::spec_hash(c) == instance.spec_hash
+            })
+        });
+        old.or_else(|| current.and_then(|i| self.pod.spec.containers.get(i)))
     }
 
     /// The uid.
@@ -143,6 +199,15 @@ pub enum Action {
         index: usize,
         /// The attempt to start.
         attempt: u32,
+    },
+    /// Stop running instance `id` of container `index` (its startup or
+    /// liveness probe failed), keeping it for `lastState`; it restarts like
+    /// a crashed container.
+    Kill {
+        /// The running instance.
+        id: String,
+        /// Index in the pod's containers.
+        index: usize,
     },
     /// Remove an old exited instance.
     Remove {
@@ -234,6 +299,14 @@ pub fn plan(
                     actions.push(Action::Remove { id: c.id.clone() });
                 }
             }
+            // A kill decided for an instance that is no longer running is done.
+            if book.unhealthy[index].as_ref().is_some_and(|u| {
+                instances
+                    .first()
+                    .is_none_or(|l| l.id != u.id || l.state.is_exited())
+            }) {
+                book.unhealthy[index] = None;
+            }
             let failure = book.failures[index].as_ref();
             let entry = book.restarts[index];
             match instances.first() {
@@ -256,6 +329,11 @@ pub fn plan(
                                 id: latest.id.clone(),
                                 index,
                                 attempt: latest.attempt + 1,
+                            });
+                        } else if book.unhealthy[index].is_some() {
+                            actions.push(Action::Kill {
+                                id: latest.id.clone(),
+                                index,
                             });
                         }
                     }
@@ -556,6 +634,55 @@ pub(crate) mod tests {
         let p = plan(&mut ps, &[], &none, &fast(), t(20));
         assert!(p.ops.is_empty());
         assert_eq!(p.wake_at, Some(t(110)));
+    }
+
+    #[test]
+    fn an_unhealthy_container_is_killed_then_restarts_like_a_crashed_one() {
+        let b = book(pod("a", &[("c", "i")]));
+        let mut ps = pods(vec![b.clone()]);
+        let none = HashSet::new();
+        let running = vec![inst(&b, 0, 0, "x0", RunState::Running { started_at: t(0) })];
+        ps.get_mut("a").unwrap().unhealthy[0] = Some(Unhealthy {
+            id: "x0".into(),
+            probe: ProbeKind::Liveness,
+        });
+        let p = plan(&mut ps, &running, &none, &fast(), t(100));
+        assert_eq!(
+            p.ops[0].actions,
+            vec![Action::Kill {
+                id: "x0".into(),
+                index: 0
+            }]
+        );
+        // Killed: the mark goes, and the exited instance restarts as attempt 1.
+        let killed = vec![inst(&b, 0, 0, "x0", exited(143, 0, 200))];
+        let p = plan(&mut ps, &killed, &none, &fast(), t(200));
+        assert_eq!(ps["a"].unhealthy[0], None);
+        assert_eq!(
+            p.ops[0].actions,
+            vec![Action::Start {
+                index: 0,
+                attempt: 1
+            }]
+        );
+        // A mark for an instance that is already gone is dropped, no kill.
+        ps.get_mut("a").unwrap().unhealthy[0] = Some(Unhealthy {
+            id: "old".into(),
+            probe: ProbeKind::Startup,
+        });
+        let p = plan(&mut ps, &running, &none, &fast(), t(300));
+        assert!(p.ops.is_empty(), "{p:?}");
+        assert_eq!(ps["a"].unhealthy[0], None);
+    }
+
+    #[test]
+    fn spec_of_finds_the_spec_an_instance_runs() {
+        let mut b = book(pod("a", &[("c", "v1")]));
+        let old = inst(&b, 0, 0, "x", RunState::Running { started_at: t(0) });
+        b.update(pod("a", &[("c", "v2")]));
+        assert_eq!(b.spec_of(&old).unwrap().image, "v1");
+        let new = inst(&b, 0, 1, "y", RunState::Running { started_at: t(0) });
+        assert_eq!(b.spec_of(&new).unwrap().image, "v2");
     }
 
     #[test]

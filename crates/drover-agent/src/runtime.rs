@@ -175,6 +175,20 @@ pub trait Runtime: Send + Sync + 'static {
         grace: Duration,
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
 
+    /// Stops (gracefully, within `grace`) one container instance without
+    /// removing it: it stays, exited, for `lastState` and `logs
+    /// --previous` (a failed liveness probe; the restart is the sync
+    /// loop's). Stopping an instance that is not running is not an error.
+    /// The default removes it, which loses its `lastState`: runtimes should
+    /// override it.
+    fn stop(
+        &self,
+        id: &str,
+        grace: Duration,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        self.remove(id, grace)
+    }
+
     /// When the state of some container may next change on its own, if the
     /// runtime knows (the simulated runtime does; Docker does not, and the
     /// agent relists it every resync period).

@@ -17,10 +17,51 @@
 //! it is started (default 0), then running. Pods get an IP derived from
 //! their uid (`10.x.y.z`), or the node's IP with `hostNetwork`.
 //! [`SimRuntime::kill`] makes a running container exit, as if its process
-//! died.
+//! died; [`Runtime::stop`] makes it exit with 143 (SIGTERM).
+//!
+//! # Logs (`drover logs`)
+//!
+//! [`Runtime::logs`] gives a synthetic log computed from the clock, the same
+//! for the same times: `sim: <container> started (attempt <n>)` when it
+//! starts, `sim: <container> tick <k>` every [`SimConfig::log_every`] while
+//! it runs, `sim: <container> exited with code <code>` when it exits. A
+//! followed log gets each line when the clock reaches it and ends when the
+//! container exits or is removed; [`SimRuntime::open_log_streams`] counts
+//! the streams still open.
+//!
+//! # Commands (exec probes, `lifecycle.preStop`, `drover exec`)
+//!
+//! [`Runtime::exec`] in a running container interprets a few commands
+//! against a small in-memory file system per pod (files keyed by pod uid and
+//! path; the pod uid `*` stands for every pod of the node), so that tests
+//! can flip a probe's result while it runs:
+//!
+//! | command | exit code |
+//! |---|---|
+//! | `true` / `false` | 0 / 1 |
+//! | `exit N` | N |
+//! | `echo ARGS…` | 0, prints ARGS |
+//! | `cat PATH` | 0 and the file's contents if it exists, else 1 |
+//! | `test -e PATH` (or `-f`) | 0 if the file exists, else 1 |
+//! | `touch PATH` / `rm [-f] PATH` | 0: creates / removes the pod's file |
+//! | `sleep N` | 0 after N seconds (tokio time), or -1 at the timeout |
+//! | `sh -c "CMD ARGS…"` | CMD ARGS as above (no pipes, no `&&`) |
+//! | anything else | 127, `command not found` |
+//!
+//! A readiness probe `exec: {command: [cat, /tmp/ready]}` therefore fails
+//! until a test calls [`SimRuntime::write_file`]`(uid, "/tmp/ready", …)`
+//! (or with `*` for every pod) and fails again after
+//! [`SimRuntime::remove_file`]; a preStop hook `touch /tmp/stopped` leaves a
+//! file that [`SimRuntime::file`] shows after the pod is gone (exec fails on
+//! a container that is not running, so the file proves the hook ran before
+//! the stop).
 
 use crate::clock::Clock;
-use crate::runtime::{fnv1a, ContainerInfo, RunState, Runtime, RuntimeError, StartContainer};
+use crate::runtime::{
+    fnv1a, ContainerInfo, ExecOutput, LogOptions, LogStream, RunState, Runtime, RuntimeError,
+    StartContainer,
+};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -31,6 +72,9 @@ pub struct SimConfig {
     pub ready_delay: Duration,
     /// How long a `crash` image runs before it exits with code 1.
     pub crash_after: Duration,
+    /// A running container writes a log line this often (see "Logs" in the
+    /// module documentation); zero writes only start and exit lines.
+    pub log_every: Duration,
 }
 
 impl Default for SimConfig {
@@ -38,6 +82,7 @@ impl Default for SimConfig {
         SimConfig {
             ready_delay: Duration::ZERO,
             crash_after: Duration::from_millis(500),
+            log_every: Duration::from_secs(1),
         }
     }
 }
@@ -148,15 +193,27 @@ impl SimContainer {
 struct SimState {
     next_id: u64,
     containers: Vec<SimContainer>,
+    /// (pod uid or `*`, path) -> contents: what exec'd commands see.
+    files: HashMap<(String, String), String>,
+    /// The last [`EXEC_HISTORY`] commands exec'd: (pod uid, command).
+    execs: std::collections::VecDeque<(String, Vec<String>)>,
 }
+
+/// Every pod of the node, as the pod uid of [`SimRuntime::write_file`].
+pub const ANY_POD: &str = "*";
+
+/// How many exec'd commands [`SimRuntime::exec_history`] remembers.
+pub const EXEC_HISTORY: usize = 1024;
 
 /// The simulated runtime of one node; see the module documentation.
 pub struct SimRuntime {
     clock: Arc<dyn Clock>,
     cfg: Arc<SimConfig>,
-    state: Mutex<SimState>,
+    state: Arc<Mutex<SimState>>,
     /// Distinguishes container ids across the nodes of one sim process.
     id_base: u64,
+    /// Log streams open now ([`SimRuntime::open_log_streams`]).
+    open_logs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl SimRuntime {
@@ -171,13 +228,20 @@ impl SimRuntime {
         SimRuntime {
             clock,
             cfg,
-            state: Mutex::new(SimState::default()),
+            state: Arc::default(),
             id_base: id_base << 32,
+            open_logs: Arc::default(),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SimState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many log streams ([`Runtime::logs`]) are open now: a stream
+    /// counts until whoever reads it drops it.
+    pub fn open_log_streams(&self) -> usize {
+        self.open_logs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every container instance, now (what [`Runtime::list`] answers).
@@ -187,6 +251,45 @@ impl SimRuntime {
             .containers
             .iter()
             .map(|c| c.info(&self.cfg, now))
+            .collect()
+    }
+
+    /// Writes a file that commands exec'd in the pod's containers see
+    /// (`pod_uid` [`ANY_POD`]: every pod of this node).
+    pub fn write_file(&self, pod_uid: &str, path: &str, contents: &str) {
+        self.lock().files.insert(
+            (pod_uid.to_string(), path.to_string()),
+            contents.to_string(),
+        );
+    }
+
+    /// Removes a file written by [`SimRuntime::write_file`] (or by a
+    /// `touch` in the pod).
+    pub fn remove_file(&self, pod_uid: &str, path: &str) {
+        self.lock()
+            .files
+            .remove(&(pod_uid.to_string(), path.to_string()));
+    }
+
+    /// The file the pod's commands see at `path`: its own, else the one
+    /// written for every pod.
+    pub fn file(&self, pod_uid: &str, path: &str) -> Option<String> {
+        let s = self.lock();
+        s.files
+            .get(&(pod_uid.to_string(), path.to_string()))
+            .or_else(|| s.files.get(&(ANY_POD.to_string(), path.to_string())))
+            .cloned()
+    }
+
+    /// The commands exec'd in the pod's running containers (probes,
+    /// preStop hooks, `drover exec`), oldest first (the last
+    /// [`EXEC_HISTORY`] of the node).
+    pub fn exec_history(&self, pod_uid: &str) -> Vec<Vec<String>> {
+        self.lock()
+            .execs
+            .iter()
+            .filter(|(uid, _)| uid == pod_uid)
+            .map(|(_, cmd)| cmd.clone())
             .collect()
     }
 
@@ -207,6 +310,61 @@ impl SimRuntime {
             }
             _ => false,
         }
+    }
+}
+
+/// Runs one of the commands of the module documentation for pod `uid`.
+async fn run_command(rt: &SimRuntime, uid: &str, cmd: &[String], timeout: Duration) -> ExecOutput {
+    let out = |code: i32, text: String| ExecOutput {
+        exit_code: code,
+        output: text.into_bytes(),
+    };
+    let arg = |i: usize| cmd.get(i).map(String::as_str).unwrap_or_default();
+    let program = arg(0).rsplit('/').next().unwrap_or_default();
+    match program {
+        "sh" | "bash" if arg(1) == "-c" => {
+            let words: Vec<String> = arg(2).split_whitespace().map(str::to_string).collect();
+            Box::pin(run_command(rt, uid, &words, timeout)).await
+        }
+        "true" => out(0, String::new()),
+        "false" => out(1, String::new()),
+        "exit" => out(arg(1).parse().unwrap_or(0), String::new()),
+        "echo" => out(0, format!("{}\n", cmd[1..].join(" "))),
+        "cat" => match rt.file(uid, arg(1)) {
+            Some(text) => out(0, text),
+            None => out(1, format!("cat: {}: No such file or directory\n", arg(1))),
+        },
+        "test" | "[" => {
+            let path = if arg(1).starts_with('-') {
+                arg(2)
+            } else {
+                arg(1)
+            };
+            out(i32::from(rt.file(uid, path).is_none()), String::new())
+        }
+        "touch" => {
+            if rt.file(uid, arg(1)).is_none() {
+                rt.write_file(uid, arg(1), "");
+            }
+            out(0, String::new())
+        }
+        "rm" => {
+            let path = if arg(1) == "-f" { arg(2) } else { arg(1) };
+            rt.remove_file(uid, path);
+            out(0, String::new())
+        }
+        "sleep" => {
+            let secs: f64 = arg(1).parse().unwrap_or(0.0);
+            let want = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX);
+            if want > timeout {
+                tokio::time::sleep(timeout).await;
+                out(-1, String::new())
+            } else {
+                tokio::time::sleep(want).await;
+                out(0, String::new())
+            }
+        }
+        _ => out(127, format!("sim: {}: command not found\n", arg(0))),
     }
 }
 
@@ -288,6 +446,73 @@ impl Runtime for SimRuntime {
     async fn remove_pod(&self, pod_uid: &str, _grace: Duration) -> Result<(), RuntimeError> {
         self.lock().containers.retain(|c| c.pod_uid != pod_uid);
         Ok(())
+    }
+
+    async fn stop(&self, id: &str, _grace: Duration) -> Result<(), RuntimeError> {
+        let Ok(id) = u64::from_str_radix(id, 16) else {
+            return Ok(());
+        };
+        let now = self.clock.wall();
+        let mut s = self.lock();
+        if let Some(c) = s.containers.iter_mut().find(|c| c.id == id) {
+            if !c.state(&self.cfg, now).is_exited() {
+                c.killed = Some((now, 143));
+            }
+        }
+        Ok(())
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, RuntimeError> {
+        let now = self.clock.wall();
+        let found = u64::from_str_radix(id, 16).ok().and_then(|n| {
+            self.lock()
+                .containers
+                .iter()
+                .find(|c| c.id == n)
+                .map(|c| (c.pod_uid.clone(), c.state(&self.cfg, now).is_running()))
+        });
+        match found {
+            None => Err(RuntimeError::new(
+                "ContainerNotFound",
+                format!("no container {id} on this node"),
+            )),
+            Some((_, false)) => Err(RuntimeError::new(
+                "ContainerNotRunning",
+                format!("container {id} is not running"),
+            )),
+            Some((uid, true)) => {
+                {
+                    let mut s = self.lock();
+                    if s.execs.len() >= EXEC_HISTORY {
+                        s.execs.pop_front();
+                    }
+                    s.execs.push_back((uid.clone(), cmd.clone()));
+                }
+                Ok(run_command(self, &uid, &cmd, timeout).await)
+            }
+        }
+    }
+
+    async fn logs(&self, id: &str, opts: LogOptions) -> Result<LogStream, RuntimeError> {
+        let wanted = u64::from_str_radix(id, 16).ok();
+        let (state, cfg) = (self.state.clone(), self.cfg.clone());
+        let lookup = move || {
+            let s = state.lock().unwrap_or_else(|e| e.into_inner());
+            let c = s.containers.iter().find(|c| Some(c.id) == wanted)?;
+            Some(crate::sim_logs::LogSource {
+                container: c.container.clone(),
+                attempt: c.attempt,
+                started_at: c.started_at(&cfg),
+                exit: c.exit(&cfg),
+            })
+        };
+        let period = self.cfg.log_every;
+        crate::sim_logs::open(lookup, self.clock.clone(), period, opts, &self.open_logs)
     }
 
     fn next_change(&self) -> Option<SystemTime> {
@@ -436,6 +661,85 @@ mod tests {
         assert_eq!(rt.containers().len(), 1);
         block_on(rt.remove_pod("u3", Duration::ZERO)).unwrap();
         assert!(rt.containers().is_empty());
+    }
+
+    fn cmd(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn exec_interprets_commands_against_per_pod_files() {
+        let (_clock, rt) = setup(SimConfig::default());
+        let p = pod("u5", &["a"]);
+        let q = pod("u6", &["a"]);
+        block_on(rt.start(start(&p, 0, 0))).unwrap();
+        block_on(rt.start(start(&q, 0, 0))).unwrap();
+        let id = rt.containers()[0].id.clone();
+        let run = |words: &[&str]| {
+            block_on(rt.exec(&id, cmd(words), Duration::from_secs(1)))
+                .unwrap()
+                .exit_code
+        };
+        assert_eq!(run(&["true"]), 0);
+        assert_eq!(run(&["/bin/false"]), 1);
+        assert_eq!(run(&["sh", "-c", "exit 3"]), 3);
+        assert_eq!(run(&["nonsense"]), 127);
+        assert_eq!(run(&["cat", "/tmp/ready"]), 1);
+        rt.write_file("u5", "/tmp/ready", "ok");
+        assert_eq!(run(&["cat", "/tmp/ready"]), 0);
+        assert_eq!(run(&["sh", "-c", "test -f /tmp/ready"]), 0);
+        let out =
+            block_on(rt.exec(&id, cmd(&["cat", "/tmp/ready"]), Duration::from_secs(1))).unwrap();
+        assert_eq!(out.output, b"ok");
+        let out =
+            block_on(rt.exec(&id, cmd(&["echo", "hi", "there"]), Duration::from_secs(1))).unwrap();
+        assert_eq!(out.output, b"hi there\n");
+        assert!(rt.file("u6", "/tmp/ready").is_none(), "files are per pod");
+        rt.remove_file("u5", "/tmp/ready");
+        assert_eq!(run(&["cat", "/tmp/ready"]), 1);
+        rt.write_file(ANY_POD, "/tmp/ready", "");
+        assert_eq!(run(&["cat", "/tmp/ready"]), 0);
+        assert!(rt.file("u6", "/tmp/ready").is_some(), "* is every pod");
+        assert_eq!(run(&["touch", "/tmp/x"]), 0);
+        assert_eq!(rt.file("u5", "/tmp/x").as_deref(), Some(""));
+        assert_eq!(run(&["rm", "-f", "/tmp/x"]), 0);
+        assert!(rt.file("u5", "/tmp/x").is_none());
+        let h = rt.exec_history("u5");
+        assert_eq!(h.first(), Some(&cmd(&["true"])));
+        assert_eq!(h.last(), Some(&cmd(&["rm", "-f", "/tmp/x"])));
+        assert!(rt.exec_history("u6").is_empty());
+        // Not running: exec is refused; stop leaves the instance, exited.
+        block_on(rt.stop(&id, Duration::from_secs(1))).unwrap();
+        let c = rt.containers().into_iter().find(|c| c.id == id).unwrap();
+        assert!(
+            matches!(c.state, RunState::Exited { exit_code: 143, .. }),
+            "{c:?}"
+        );
+        let e = block_on(rt.exec(&id, cmd(&["true"]), Duration::from_secs(1))).unwrap_err();
+        assert_eq!(e.reason, "ContainerNotRunning");
+        let e = block_on(rt.exec("ffff", cmd(&["true"]), Duration::from_secs(1))).unwrap_err();
+        assert_eq!(e.reason, "ContainerNotFound");
+    }
+
+    #[tokio::test]
+    async fn exec_sleep_is_bounded_by_the_timeout() {
+        let clock: Arc<dyn Clock> = Arc::new(crate::clock::TokioClock::new());
+        let rt = SimRuntime::new(clock, Arc::new(SimConfig::default()));
+        let p = pod("u7", &["a"]);
+        rt.start(start(&p, 0, 0)).await.unwrap();
+        let id = rt.containers()[0].id.clone();
+        let t = std::time::Instant::now();
+        let out = rt
+            .exec(&id, cmd(&["sleep", "30"]), Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, -1);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let out = rt
+            .exec(&id, cmd(&["sleep", "0.01"]), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, 0);
     }
 
     #[test]

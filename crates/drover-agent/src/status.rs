@@ -5,8 +5,10 @@
 //!   `CrashLoopBackOff` while a restart backoff runs, or the reason of a
 //!   failed start), `running` with `startedAt`, or `terminated` with the
 //!   exit code and reason; `lastState` from the instance before;
-//!   `restartCount` = the newest instance's attempt; `ready` when running
-//!   and the runtime (later: probes) says so.
+//!   `restartCount` = the newest instance's attempt; `started` when running
+//!   and its startup probe (if any) succeeded; `ready` when running and both
+//!   the runtime and the probes ([`crate::probe`]: startup, then readiness)
+//!   say so.
 //! - `phase` by the kubelet's rules: Pending while a container never ran,
 //!   Running while one runs or will be restarted, Succeeded/Failed once
 //!   all exited for good.
@@ -17,13 +19,14 @@
 use crate::backoff::RestartPolicy;
 use crate::clock::rfc3339;
 use crate::plan::{restarts, PodBook};
+use crate::probe::{ContainerProbes, ProbeStatus};
 use crate::runtime::{ContainerInfo, RunState};
 use drover_api::{
     pod_condition, ConditionStatus, ContainerState, ContainerStateRunning,
     ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, PodCondition, PodPhase,
     PodStatus,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 /// The node-level facts a status needs.
@@ -35,6 +38,9 @@ pub struct StatusContext<'a> {
     pub policy: &'a RestartPolicy,
     /// Now.
     pub now: SystemTime,
+    /// What the probes say, by container instance id; an instance without
+    /// an entry has [`ContainerProbes::initial_status`].
+    pub probes: &'a HashMap<String, ProbeStatus>,
 }
 
 fn terminated(c: &ContainerInfo) -> Option<ContainerStateTerminated> {
@@ -117,8 +123,13 @@ fn container_status(
                 }),
                 ..Default::default()
             };
-            cs.started = Some(true);
-            cs.ready = latest.ready;
+            let probes = cx
+                .probes
+                .get(&latest.id)
+                .copied()
+                .unwrap_or_else(|| ContainerProbes::initial_status(spec));
+            cs.started = Some(probes.started);
+            cs.ready = latest.ready && probes.ready;
         }
         RunState::Exited {
             exit_code,
@@ -345,11 +356,21 @@ mod tests {
     }
 
     fn build(b: &PodBook, observed: &[ContainerInfo], now: SystemTime) -> PodStatus {
+        build_with(b, observed, now, &HashMap::new())
+    }
+
+    fn build_with(
+        b: &PodBook,
+        observed: &[ContainerInfo],
+        now: SystemTime,
+        probes: &HashMap<String, ProbeStatus>,
+    ) -> PodStatus {
         let p = policy();
         let cx = StatusContext {
             host_ip: "192.0.2.7",
             policy: &p,
             now,
+            probes,
         };
         let mut m: BTreeMap<&str, Vec<&ContainerInfo>> = BTreeMap::new();
         for c in observed {
@@ -427,6 +448,52 @@ mod tests {
         let s = build(&b, &[i], t(10));
         assert_eq!(s.phase, Some(PodPhase::Running));
         assert_eq!(cond(&s, "Ready").status, Some(ConditionStatus::False));
+        assert!(!s.container_statuses[0].ready);
+    }
+
+    #[test]
+    fn probes_gate_started_and_ready() {
+        let mut p = pod("a", &[("c", "img"), ("d", "img")]);
+        p.spec.containers[0].readiness_probe = Some(drover_api::Probe::default());
+        p.spec.containers[1].startup_probe = Some(drover_api::Probe::default());
+        let b = book(p);
+        let run = RunState::Running { started_at: t(0) };
+        let observed = vec![inst(&b, 0, 0, "x", run.clone()), inst(&b, 1, 0, "y", run)];
+        // No probe has passed yet: not ready, d not even started.
+        let s = build(&b, &observed, t(10));
+        let (c, d) = (&s.container_statuses[0], &s.container_statuses[1]);
+        assert_eq!((c.started, c.ready), (Some(true), false));
+        assert_eq!((d.started, d.ready), (Some(false), false));
+        assert_eq!(cond(&s, "Ready").status, Some(ConditionStatus::False));
+        assert_eq!(
+            cond(&s, "Ready").message,
+            "containers with unready status: [c d]"
+        );
+        assert_eq!(
+            cond(&s, "ContainersReady").status,
+            Some(ConditionStatus::False)
+        );
+        // Both pass: ready.
+        let ok = ProbeStatus {
+            started: true,
+            ready: true,
+        };
+        let probes: HashMap<String, ProbeStatus> =
+            [("x".to_string(), ok), ("y".to_string(), ok)].into();
+        let s = build_with(&b, &observed, t(20), &probes);
+        assert!(s
+            .container_statuses
+            .iter()
+            .all(|c| c.ready && c.started == Some(true)));
+        assert_eq!(cond(&s, "Ready").status, Some(ConditionStatus::True));
+        assert_eq!(
+            cond(&s, "ContainersReady").status,
+            Some(ConditionStatus::True)
+        );
+        // Readiness ANDs with the runtime's own view.
+        let mut never = observed.clone();
+        never[0].ready = false;
+        let s = build_with(&b, &never, t(30), &probes);
         assert!(!s.container_statuses[0].ready);
     }
 

@@ -842,6 +842,19 @@ pub mod pod_condition {
     pub const READY: &str = "Ready";
 }
 
+/// Annotations of static pods (run by a node agent from its
+/// `--manifest-dir`) and of their mirror pods in the API, as the kubelet
+/// sets them.
+pub mod pod_annotation {
+    /// On a mirror pod: the uid of the static pod it mirrors. A pod with
+    /// this annotation is read-only through the API.
+    pub const CONFIG_MIRROR: &str = "kubernetes.io/config.mirror";
+    /// On a static pod: the hash of its manifest (also its uid).
+    pub const CONFIG_HASH: &str = "kubernetes.io/config.hash";
+    /// On a static pod: where it comes from (`file`).
+    pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+}
+
 impl Node {
     /// The node's condition of the given type (e.g. [`node_condition::READY`]).
     pub fn condition(&self, condition_type: &str) -> Option<&NodeCondition> {
@@ -871,6 +884,14 @@ impl Pod {
     pub fn is_ready(&self) -> bool {
         self.condition(pod_condition::READY)
             .is_some_and(|c| c.status == Some(ConditionStatus::True))
+    }
+
+    /// Whether this is the mirror of a node's static pod (it carries
+    /// [`pod_annotation::CONFIG_MIRROR`]).
+    pub fn is_mirror(&self) -> bool {
+        self.metadata
+            .annotations
+            .contains_key(pod_annotation::CONFIG_MIRROR)
     }
 }
 

@@ -9,6 +9,7 @@
 use drover_api::Manifest;
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::objects_client::ObjectsClient;
+use drover_proto::v1::pods_client::PodsClient;
 use drover_proto::v1::store_client::StoreClient;
 use drover_proto::v1::{self as pb, op, Op};
 use rand::Rng;
@@ -562,6 +563,39 @@ impl Client {
             .await?
             .into_inner()
             .members)
+    }
+
+    /// Opens a container's log (`drover logs`). Errors found before any
+    /// output (no such pod or container, node not connected) come back here;
+    /// later ones (the runtime's) from the stream.
+    pub async fn pod_logs(
+        &self,
+        req: pb::PodLogsRequest,
+    ) -> Result<tonic::Streaming<pb::PodOutput>, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let mut r = Request::new(req.clone());
+                r.metadata_mut().insert("authorization", self.auth.clone());
+                async move { PodsClient::new(ch).logs(r).await }
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Runs a command in a container (`drover exec`); the stream's last
+    /// message carries the exit code.
+    pub async fn pod_exec(
+        &self,
+        req: pb::PodExecRequest,
+    ) -> Result<tonic::Streaming<pb::PodOutput>, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let mut r = Request::new(req.clone());
+                r.metadata_mut().insert("authorization", self.auth.clone());
+                async move { PodsClient::new(ch).exec(r).await }
+            })
+            .await?
+            .into_inner())
     }
 
     /// The same client, pointed at one of its servers' peers by address.

@@ -1,7 +1,7 @@
 //! drover's client side: the cluster connection ([`client`]), the
 //! commands ([`commands`] for the cluster and raw keys, [`kubectl`] for the
-//! kubectl-style object commands) and what they print ([`printers`],
-//! [`describe`], [`table`]).
+//! kubectl-style object commands, [`logs`] for `logs` and `exec`) and what
+//! they print ([`printers`], [`describe`], [`table`]).
 
 pub mod client;
 pub mod commands;
@@ -10,6 +10,7 @@ pub mod edit;
 pub mod errors;
 pub mod kinds;
 pub mod kubectl;
+pub mod logs;
 pub mod printers;
 pub mod table;
 pub mod tabwriter;

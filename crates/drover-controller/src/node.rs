@@ -178,9 +178,9 @@ impl NodeLifecycle {
 
     /// Plans every node. `last_heartbeat` gives the leader's in-memory time
     /// of each node's last heartbeat (`None` when it has seen none).
-    pub fn plan(
+    pub fn plan<'a>(
         &self,
-        nodes: &[Node],
+        nodes: impl IntoIterator<Item = &'a Node>,
         last_heartbeat: impl Fn(&str) -> Option<Timestamp>,
         now: Timestamp,
     ) -> NodePlan {
@@ -477,10 +477,15 @@ pub fn set_unschedulable(node: &mut Node, unschedulable: bool, now: Timestamp) -
 /// Pods bound to nodes that do not exist and not yet being deleted (what
 /// Kubernetes' pod garbage collector removes): the bare pods of a node that
 /// left. The DaemonSet planner deletes daemon pods of missing nodes itself.
-pub fn pods_on_missing_nodes<'a>(nodes: &[Node], pods: &'a [Pod]) -> Vec<&'a Pod> {
-    let names: std::collections::HashSet<&str> =
-        nodes.iter().map(|n| n.metadata.name.as_str()).collect();
-    pods.iter()
+pub fn pods_on_missing_nodes<'a, 'n>(
+    nodes: impl IntoIterator<Item = &'n Node>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> Vec<&'a Pod> {
+    let names: std::collections::HashSet<&str> = nodes
+        .into_iter()
+        .map(|n| n.metadata.name.as_str())
+        .collect();
+    pods.into_iter()
         .filter(|p| {
             !p.spec.node_name.is_empty()
                 && p.metadata.deletion_timestamp.is_none()

@@ -459,8 +459,10 @@ impl agent_server::Agent for AgentSvc {
         });
 
         // Read what the agent says until it goes away.
+        let remote = self.ctx.remote.attach(&node, tx.clone());
         let ctx = self.ctx.clone();
         let objects = self.objects.clone();
+        let index = self.index.clone();
         tokio::spawn(async move {
             loop {
                 let msg = tokio::select! {
@@ -482,7 +484,12 @@ impl agent_server::Agent for AgentSvc {
                             ctx.heartbeats.forget(&node);
                             break;
                         }
+                        Some(agent_message::Msg::StaticPods(s)) => {
+                            ctx.heartbeats.beat(&node);
+                            crate::mirror::reconcile(&objects, &index, &node, s).await;
+                        }
                         Some(agent_message::Msg::Hello(_)) | None => {}
+                        Some(other) => remote.deliver(other),
                     },
                     Ok(None) | Err(_) => break,
                 }

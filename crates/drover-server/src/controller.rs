@@ -12,7 +12,7 @@
 use crate::informer::{Informer, Snapshot};
 use crate::objects::{Kind, Objects};
 use crate::service::Ctx;
-use drover_api::{DaemonSet, Manifest, Pod};
+use drover_api::{DaemonSet, Manifest, Node, Pod};
 use drover_controller::daemon::{self, FailedPodBackoff, PlanInput};
 use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
 use drover_controller::Timestamp;
@@ -168,8 +168,8 @@ impl Leading {
                 .get(name)
                 .map(|i| Timestamp::from(now_s - now_i.saturating_duration_since(*i)))
         };
-        let nodes: Vec<_> = view.nodes.values().cloned().collect();
-        let plan = self.nodes.plan(&nodes, last, now);
+        let nodes: Vec<&Node> = view.nodes.values().map(|n| &**n).collect();
+        let plan = self.nodes.plan(nodes.iter().copied(), last, now);
         soonest(plan.next_check);
         // Many nodes can change at once (a sim process dies): write them
         // concurrently, raft batches the writes.
@@ -205,7 +205,7 @@ impl Leading {
         self.record(plan.events).await;
 
         // DaemonSets.
-        let pods: Vec<Pod> = view.pods.values().cloned().collect();
+        let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
         let mut live = std::collections::HashSet::new();
         for ds in view.daemon_sets.values() {
             live.insert(ds.metadata.uid.clone());
@@ -218,13 +218,21 @@ impl Leading {
         // Pods of DaemonSets that are gone, and bare pods of nodes that left.
         let mut doomed: Vec<&Pod> = pods
             .iter()
+            .copied()
             .filter(|p| {
                 p.metadata.owner_references.iter().any(|o| {
                     o.controller == Some(true) && o.kind == "DaemonSet" && !live.contains(&o.uid)
                 })
             })
             .collect();
-        let missing = drover_controller::node::pods_on_missing_nodes(&nodes, &pods);
+        doomed.extend(crate::mirror::orphaned(
+            nodes.iter().copied(),
+            pods.iter().copied(),
+        ));
+        let missing = drover_controller::node::pods_on_missing_nodes(
+            nodes.iter().copied(),
+            pods.iter().copied(),
+        );
         let seen: std::collections::HashSet<&str> =
             missing.iter().map(|p| p.metadata.uid.as_str()).collect();
         self.orphans.retain(|uid, _| seen.contains(uid.as_str()));
@@ -259,14 +267,15 @@ impl Leading {
     async fn sync_daemon_set(
         &mut self,
         ds: &DaemonSet,
-        nodes: &[drover_api::Node],
-        pods: &[Pod],
+        nodes: &[&Node],
+        pods: &[&Pod],
         now: Timestamp,
     ) -> (u64, Option<Timestamp>) {
         let uid = ds.metadata.uid.clone();
         let backoff = self.backoff.remove(&uid).unwrap_or_default();
         let plan = daemon::plan(
-            &PlanInput::new(ds, nodes, pods, now).with_backoff(&backoff),
+            &PlanInput::new(ds, nodes.iter().copied(), pods.iter().copied(), now)
+                .with_backoff(&backoff),
             &mut self.rng,
         );
         self.backoff.insert(uid, plan.backoff.clone());

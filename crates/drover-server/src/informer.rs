@@ -3,11 +3,17 @@
 //! once, then follow the watch (and relist when it falls behind
 //! compaction). Each object is decoded once, when it changes, so a
 //! controller pass over thousands of nodes reads memory, not sled.
+//!
+//! Objects are kept behind `Arc`s and the view itself is copy-on-write: a
+//! controller pass holds the view it started from (one `Arc` clone), and the
+//! informer copies the maps (pointers, not objects) only when it must change
+//! a view that a pass still holds.
 
 use crate::objects::{self, Kind};
 use drover_api::{DaemonSet, Manifest, Node, Pod};
 use drover_store::{Consistency, Error as StoreError, EventType, KeyValue, Store};
 use std::collections::BTreeMap;
+use std::sync::Arc as Shared;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -15,9 +21,9 @@ use tokio::sync::watch;
 /// What the informer holds, by store key.
 #[derive(Default, Clone)]
 pub struct Snapshot {
-    pub nodes: BTreeMap<String, Node>,
-    pub daemon_sets: BTreeMap<String, DaemonSet>,
-    pub pods: BTreeMap<String, Pod>,
+    pub nodes: BTreeMap<String, Shared<Node>>,
+    pub daemon_sets: BTreeMap<String, Shared<DaemonSet>>,
+    pub pods: BTreeMap<String, Shared<Pod>>,
     /// The store revision this view reflects.
     pub revision: u64,
 }
@@ -49,13 +55,13 @@ impl Snapshot {
         };
         match m {
             Manifest::Node(n) => {
-                self.nodes.insert(kv.key.clone(), *n);
+                self.nodes.insert(kv.key.clone(), Shared::new(*n));
             }
             Manifest::DaemonSet(d) => {
-                self.daemon_sets.insert(kv.key.clone(), *d);
+                self.daemon_sets.insert(kv.key.clone(), Shared::new(*d));
             }
             Manifest::Pod(p) => {
-                self.pods.insert(kv.key.clone(), *p);
+                self.pods.insert(kv.key.clone(), Shared::new(*p));
             }
             Manifest::ControllerRevision(_) | Manifest::Event(_) => {}
         }
@@ -75,7 +81,7 @@ fn kind_of_key(key: &str) -> Option<Kind> {
 /// The informer; cheap to clone.
 #[derive(Clone)]
 pub struct Informer {
-    state: Arc<RwLock<Snapshot>>,
+    state: Arc<RwLock<Arc<Snapshot>>>,
     changed: watch::Sender<u64>,
 }
 
@@ -91,8 +97,8 @@ impl Default for Informer {
 const PREFIXES: [Kind; 3] = [Kind::Node, Kind::DaemonSet, Kind::Pod];
 
 impl Informer {
-    /// A copy of the current view.
-    pub fn snapshot(&self) -> Snapshot {
+    /// The current view (shared: it does not change under the caller).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
         self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -153,7 +159,7 @@ impl Informer {
                 }
             }
             fresh.revision = from;
-            *self.state.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+            *self.state.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
             self.changed.send_replace(from);
             let mut w = match store.watch("/registry/", from) {
                 Ok(w) => w,
@@ -176,7 +182,8 @@ impl Informer {
                     }
                 };
                 {
-                    let mut s = self.state.write().unwrap_or_else(|e| e.into_inner());
+                    let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
+                    let s = Arc::make_mut(&mut guard);
                     for e in &batch.events {
                         if let Some(kv) = &e.kv {
                             s.apply(kv, e.r#type == EventType::Delete as i32);

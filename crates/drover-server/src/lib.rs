@@ -18,7 +18,9 @@ pub mod controller;
 pub mod http;
 pub mod identity;
 pub mod informer;
+pub mod mirror;
 pub mod objects;
+pub mod remote;
 pub mod service;
 pub mod transport;
 
@@ -26,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::{
     agent_server::AgentServer, cluster_server::ClusterServer, objects_server::ObjectsServer,
-    raft_server::RaftServer, store_server::StoreServer,
+    pods_server::PodsServer, raft_server::RaftServer, store_server::StoreServer,
 };
 use drover_store::{Init, Member, Store, StoreConfig};
 use identity::Identity;
@@ -409,6 +411,10 @@ async fn serve_grpc(
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
+        .add_service(PodsServer::new(remote::PodsSvc {
+            ctx: ctx.clone(),
+            objects: objects::Objects::new(ctx.clone()),
+        }))
         .add_service(
             RaftServer::new(service::RaftSvc(ctx))
                 .max_decoding_message_size(MAX_MESSAGE)

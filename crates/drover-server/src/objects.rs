@@ -281,6 +281,11 @@ impl Objects {
                 Some(kv) => Some((decode(&kv)?, kv.mod_revision)),
                 None => None,
             };
+            if let Some(Err(e)) = old.as_ref().map(|(o, _)| crate::mirror::refuse_write(o)) {
+                errors.push(e.message().to_string());
+                existing.push(old);
+                continue;
+            }
             let check = match &old {
                 Some((o, _)) => validate_manifest(m).and_then(|_| validate_manifest_update(m, o)),
                 None => validate_manifest(m),
@@ -482,6 +487,7 @@ impl Objects {
             return Err(not_found(kind, m.name()));
         };
         let old = decode(&kv)?;
+        crate::mirror::refuse_write(&old)?;
         let wanted = &m.metadata().resource_version;
         if !wanted.is_empty() && *wanted != kv.mod_revision.to_string() {
             return Err(conflict(kind, m.name()));

@@ -54,6 +54,8 @@ pub struct Ctx {
     pub timeout: Duration,
     /// Node heartbeats heard here (and, on the leader, relayed here).
     pub heartbeats: crate::agents::Heartbeats,
+    /// Agent sessions held here, for logs and exec.
+    pub remote: crate::remote::Sessions,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -71,6 +73,7 @@ impl Ctx {
             join_token,
             timeout,
             heartbeats: Default::default(),
+            remote: Default::default(),
             channels: Mutex::new(HashMap::new()),
         }
     }

@@ -95,16 +95,19 @@ const NAME_ATTEMPTS: usize = 16;
 static NO_BACKOFF: FailedPodBackoff = FailedPodBackoff::new();
 
 /// What the planner needs to know, as values.
-#[derive(Debug, Clone, Copy)]
+///
+/// Nodes and pods are held by reference, so that a caller that keeps them
+/// elsewhere (the server's informer) plans without copying them.
+#[derive(Debug, Clone)]
 pub struct PlanInput<'a> {
     /// The DaemonSet.
     pub daemon_set: &'a DaemonSet,
     /// Every node of the cluster.
-    pub nodes: &'a [Node],
+    pub nodes: Vec<&'a Node>,
     /// The pods: all of them, or at least those of the DaemonSet's namespace
     /// that it controls or that match its selector. Pods of other
     /// namespaces are ignored.
-    pub pods: &'a [Pod],
+    pub pods: Vec<&'a Pod>,
     /// The failed-pod backoff the previous plan returned
     /// ([`DaemonSetPlan::backoff`]), or an empty one.
     pub backoff: &'a FailedPodBackoff,
@@ -119,14 +122,14 @@ impl<'a> PlanInput<'a> {
     /// Input with an empty backoff and no revision.
     pub fn new(
         daemon_set: &'a DaemonSet,
-        nodes: &'a [Node],
-        pods: &'a [Pod],
+        nodes: impl IntoIterator<Item = &'a Node>,
+        pods: impl IntoIterator<Item = &'a Pod>,
         now: Timestamp,
     ) -> Self {
         PlanInput {
             daemon_set,
-            nodes,
-            pods,
+            nodes: nodes.into_iter().collect(),
+            pods: pods.into_iter().collect(),
             backoff: &NO_BACKOFF,
             now,
             revision_hash: None,
@@ -358,7 +361,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
     };
 
     if ds.metadata.deletion_timestamp.is_some() {
-        plan.delete = delete_daemon_set_pods(ds, input.pods, now, rng);
+        plan.delete = delete_daemon_set_pods(ds, input.pods.iter().copied(), now, rng);
         return plan;
     }
     let selector = match selector_of(ds) {
@@ -381,7 +384,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
     let matches = |pod: &Pod| selector.matches(&pod.metadata.labels);
     let mut taken_names: HashSet<&str> = HashSet::new();
     let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    for pod in input.pods {
+    for &pod in &input.pods {
         if namespace_of(&pod.metadata) != namespace {
             continue;
         }
@@ -411,7 +414,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
     let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
     let (mut ready, mut available, mut updated) = (0, 0, 0);
 
-    for node in input.nodes {
+    for &node in &input.nodes {
         let node_name = node.metadata.name.as_str();
         if !seen_nodes.insert(node_name) {
             continue;
@@ -569,15 +572,15 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
 /// garbage collector does with background propagation. [`plan`] returns
 /// these for a DaemonSet whose `deletionTimestamp` is set; call this
 /// directly when the DaemonSet is already gone from the store.
-pub fn delete_daemon_set_pods<R: RngCore + ?Sized>(
+pub fn delete_daemon_set_pods<'a, R: RngCore + ?Sized>(
     ds: &DaemonSet,
-    pods: &[Pod],
+    pods: impl IntoIterator<Item = &'a Pod>,
     now: Timestamp,
     rng: &mut R,
 ) -> Vec<PodDeletion> {
     let namespace = namespace_of(&ds.metadata);
     let mut owned: Vec<&Pod> = pods
-        .iter()
+        .into_iter()
         .filter(|pod| {
             namespace_of(&pod.metadata) == namespace
                 && !is_terminating(pod)

@@ -170,7 +170,12 @@ pub enum Claim {
 /// not being deleted, and are bound to a node (`spec.nodeName`): drover has
 /// no scheduler, so an unbound orphan could never become a daemon pod. A
 /// pod being deleted is not released either (the write would be wasted).
+/// Mirror pods (a node's static pods) are never a DaemonSet's business,
+/// whatever their labels.
 pub fn claim(ds: &DaemonSet, matches: impl Fn(&Pod) -> bool, pod: &Pod) -> Claim {
+    if pod.is_mirror() {
+        return Claim::Ignore;
+    }
     match pod.metadata.controller_ref() {
         Some(owner) if owner.uid == ds.metadata.uid => {
             if matches(pod) {
@@ -301,6 +306,13 @@ mod tests {
         let mut other = DaemonSet::default();
         other.metadata.uid = "u2".into();
         assert_eq!(claim(&ds, yes, &adopted(&other, &orphan)), Claim::Ignore);
+        // A mirror pod matching the selector is left alone, owner or not.
+        let mut mirror = orphan.clone();
+        mirror
+            .metadata
+            .annotations
+            .insert(drover_api::pod_annotation::CONFIG_MIRROR.into(), "x".into());
+        assert_eq!(claim(&ds, yes, &mirror), Claim::Ignore);
     }
 
     #[test]

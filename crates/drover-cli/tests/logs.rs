@@ -1,0 +1,724 @@
+//! `drover logs` and `drover exec` end to end, in-process: real servers on
+//! loopback, a real agent (its sync loop over the simulated runtime, whose
+//! log is synthetic: a line at start, one every `log_every`, one at exit),
+//! and the commands as `drover` runs them.
+//!
+//! - logs with tail, since and timestamps, `-p` after a restart, `ds/NAME`;
+//!   errors: unknown pod, unknown container, several containers and no
+//!   `-c`, a node with no session;
+//! - `-f` receives new lines, and ending it (Ctrl-C) cancels the stream on
+//!   the server and on the agent (the runtime's open-stream count drops);
+//! - exec's output and exit code;
+//! - a three-member cluster: the agent's session on the leader, the client
+//!   on a follower (the call is relayed);
+//! - flow control: a runtime that writes its log as fast as it can, read by
+//!   nobody, produces a bounded amount and the node keeps heartbeating.
+//!
+//! Every wait polls with a deadline.
+
+use drover_agent::{
+    run_agent_with, AgentOptions, Clock, ContainerInfo, LogOptions, LogStream, Runtime,
+    RuntimeError, SimConfig, SimRuntime, StartContainer, TokioClock, Tuning,
+};
+use drover_api::{Manifest, Pod, PodPhase};
+use drover_cli::logs::{self, ExecOptions, LogsOptions};
+use drover_cli::{error_text, Client, ClientConfig};
+use drover_proto::v1 as pb;
+use drover_server::{Server, ServerOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn server_options(dir: &Path) -> ServerOptions {
+    let mut o = ServerOptions::new(dir);
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    o.tick = Duration::from_millis(20);
+    o.election_ticks = 10;
+    o
+}
+
+/// `n` members: the first bootstraps, the others join it.
+async fn start_servers(dir: &Path, n: usize) -> Vec<Server> {
+    let first = Server::start(server_options(&dir.join("m0")))
+        .await
+        .expect("bootstrap");
+    let (via, join) = (
+        first.grpc_addr.to_string(),
+        first.identity.join_token.clone(),
+    );
+    let mut all = vec![first];
+    for i in 1..n {
+        let mut o = server_options(&dir.join(format!("m{i}")));
+        o.join = Some(via.clone());
+        o.token = Some(join.clone());
+        all.push(Server::start(o).await.expect("join"));
+    }
+    all
+}
+
+fn client_of(s: &Server) -> Client {
+    Client::new(&ClientConfig {
+        servers: vec![s.grpc_addr.to_string()],
+        token: s.identity.admin_token.clone(),
+    })
+    .expect("client")
+}
+
+struct TestAgent<R> {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<anyhow::Result<()>>,
+    rt: Arc<R>,
+}
+
+impl<R> TestAgent<R> {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+    }
+
+    /// As with SIGKILL: the session is cut, nothing is said.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+fn sim_runtime(clock: &Arc<dyn Clock>) -> SimRuntime {
+    SimRuntime::new(
+        clock.clone(),
+        Arc::new(SimConfig {
+            log_every: Duration::from_millis(100),
+            ..SimConfig::default()
+        }),
+    )
+}
+
+fn start_agent<R: Runtime>(
+    server: &Server,
+    name: &str,
+    rt: Arc<R>,
+    clock: Arc<dyn Clock>,
+) -> TestAgent<R> {
+    let mut o = AgentOptions::new(
+        vec![server.grpc_addr.to_string()],
+        server.identity.join_token.clone(),
+        name,
+    );
+    o.tuning = Tuning {
+        reconnect_min: Duration::from_millis(50),
+        reconnect_max: Duration::from_millis(300),
+        restart_backoff: Duration::from_millis(100),
+        restart_backoff_max: Duration::from_millis(400),
+        seed: Some(7),
+        ..Tuning::default()
+    };
+    let (tx, rx) = oneshot::channel::<()>();
+    let r = rt.clone();
+    let task = tokio::spawn(async move {
+        run_agent_with(o, r, clock, async move {
+            let _ = rx.await;
+        })
+        .await
+    });
+    TestAgent {
+        stop: Some(tx),
+        task,
+        rt,
+    }
+}
+
+async fn node_ready(c: &Client, name: &str) {
+    wait_until(&format!("node {name} Ready"), WAIT, || async {
+        matches!(c.get_object("nodes", "", name).await, Ok(Manifest::Node(n)) if n.is_ready())
+    })
+    .await;
+}
+
+async fn pod(c: &Client, name: &str) -> Option<Pod> {
+    match c.get_object("pods", "default", name).await {
+        Ok(Manifest::Pod(p)) => Some(*p),
+        _ => None,
+    }
+}
+
+async fn running(c: &Client, name: &str) -> Pod {
+    wait_until(&format!("pod {name} Running"), WAIT, || async {
+        pod(c, name)
+            .await
+            .is_some_and(|p| p.status.phase == Some(PodPhase::Running))
+    })
+    .await;
+    pod(c, name).await.expect("the pod")
+}
+
+fn pod_yaml(name: &str, node: &str, containers: &[&str]) -> String {
+    let list: Vec<String> = containers
+        .iter()
+        .map(|c| format!("{{name: {c}, image: busybox}}"))
+        .collect();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  containers: [{}]\n",
+        list.join(", ")
+    )
+}
+
+/// What a command printed, and its error as `drover` prints it.
+#[derive(Debug)]
+struct Ran {
+    out: String,
+    err: String,
+    error: Option<String>,
+}
+
+impl Ran {
+    #[track_caller]
+    fn ok(self) -> Ran {
+        assert!(self.error.is_none(), "the command failed: {self:?}");
+        self
+    }
+
+    #[track_caller]
+    fn failed_with(self, text: &str) -> Ran {
+        let e = self.error.as_deref().unwrap_or_default();
+        assert!(
+            e.contains(text),
+            "expected an error with {text:?}: {self:?}"
+        );
+        self
+    }
+
+    fn lines(&self) -> Vec<&str> {
+        self.out.lines().collect()
+    }
+}
+
+async fn run_logs(c: &Client, o: LogsOptions) -> Ran {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let r = logs::logs(c, &o, &mut out, &mut err, std::future::pending()).await;
+    Ran {
+        out: String::from_utf8(out).expect("utf-8"),
+        err: String::from_utf8(err).expect("utf-8"),
+        error: r.err().map(|e| error_text(&e)),
+    }
+}
+
+fn lo(target: &str) -> LogsOptions {
+    LogsOptions {
+        target: target.into(),
+        ..Default::default()
+    }
+}
+
+async fn run_exec(
+    c: &Client,
+    target: &str,
+    container: Option<&str>,
+    cmd: &[&str],
+) -> (Ran, Option<i32>) {
+    let o = ExecOptions {
+        target: target.into(),
+        container: container.map(str::to_string),
+        command: cmd.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let r = logs::exec(c, &o, &mut out, &mut err).await;
+    let code = r.as_ref().ok().copied();
+    let ran = Ran {
+        out: String::from_utf8(out).expect("utf-8"),
+        err: String::from_utf8(err).expect("utf-8"),
+        error: r.err().map(|e| error_text(&e)),
+    };
+    (ran, code)
+}
+
+/// A `Write` the test reads while the command still runs.
+#[derive(Clone, Default)]
+struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl SharedBuf {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for SharedBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The highest `tick N` in a log.
+fn last_tick(text: &str) -> u32 {
+    text.lines()
+        .filter_map(|l| l.rsplit_once(" tick ").and_then(|(_, n)| n.parse().ok()))
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_exec_on_one_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = start_servers(tmp.path(), 1).await;
+    let s = &servers[0];
+    let c = client_of(s);
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let agent = start_agent(s, "n1", Arc::new(sim_runtime(&clock)), clock);
+    node_ready(&c, "n1").await;
+    let yaml = [
+        pod_yaml("web", "n1", &["c"]),
+        pod_yaml("two", "n1", &["a", "b"]),
+        pod_yaml("orphan", "ghost", &["c"]),
+    ]
+    .join("---\n");
+    c.apply(&yaml, false).await.expect("apply");
+    let web = running(&c, "web").await;
+    running(&c, "two").await;
+
+    // The whole log starts with the start line; tail, timestamps, since.
+    // Five lines: the start line is more than `--since 250ms` old.
+    wait_until("five log lines", WAIT, || async {
+        run_logs(&c, lo("web")).await.lines().len() >= 5
+    })
+    .await;
+    let all = run_logs(&c, lo("pod/web")).await.ok();
+    assert_eq!(all.lines()[0], "sim: c started (attempt 0)");
+    assert_eq!(all.lines()[1], "sim: c tick 1");
+    let tail = run_logs(
+        &c,
+        LogsOptions {
+            tail: Some(2),
+            container: Some("c".into()),
+            ..lo("web")
+        },
+    )
+    .await
+    .ok();
+    assert_eq!(tail.lines().len(), 2, "{tail:?}");
+    assert!(
+        tail.lines().iter().all(|l| l.starts_with("sim: c tick ")),
+        "{tail:?}"
+    );
+    let stamped = run_logs(
+        &c,
+        LogsOptions {
+            tail: Some(1),
+            timestamps: true,
+            ..lo("web")
+        },
+    )
+    .await
+    .ok();
+    let (stamp, line) = stamped.out.trim_end().split_once(' ').expect("a timestamp");
+    assert!(humantime::parse_rfc3339(stamp).is_ok(), "{stamped:?}");
+    assert!(line.starts_with("sim: c "), "{stamped:?}");
+    let recent = run_logs(
+        &c,
+        LogsOptions {
+            since: Some(Duration::from_millis(250)),
+            ..lo("web")
+        },
+    )
+    .await
+    .ok();
+    assert!(
+        (1..=4).contains(&recent.lines().len()) && !recent.out.contains("started"),
+        "{recent:?}"
+    );
+
+    // Errors, worded like kubectl's.
+    run_logs(&c, lo("nope"))
+        .await
+        .failed_with("Error from server (NotFound): pods \"nope\" not found");
+    run_logs(&c, lo("two")).await.failed_with(
+        "Error from server (BadRequest): a container name must be specified for pod two, choose one of: [a b]",
+    );
+    run_logs(
+        &c,
+        LogsOptions {
+            container: Some("x".into()),
+            ..lo("two")
+        },
+    )
+    .await
+    .failed_with("container x is not valid for pod two; its containers are: [a b]");
+    run_logs(&c, lo("orphan"))
+        .await
+        .failed_with("node ghost has no session to any server; its agent may be down");
+    run_logs(
+        &c,
+        LogsOptions {
+            previous: true,
+            ..lo("web")
+        },
+    )
+    .await
+    .failed_with("previous terminated container \"c\" in pod \"web\" not found");
+    run_logs(&c, lo("node/n1")).await.failed_with("take a pod");
+
+    // exec: output and exit code.
+    let (ran, code) = run_exec(&c, "web", None, &["echo", "hi", "there"]).await;
+    assert_eq!((ran.ok().out.as_str(), code), ("hi there\n", Some(0)));
+    let (_, code) = run_exec(&c, "web", None, &["sh", "-c", "exit 3"]).await;
+    assert_eq!(code, Some(3));
+    let (ran, code) = run_exec(&c, "web", None, &["nonsense"]).await;
+    assert_eq!(code, Some(127));
+    assert!(ran.out.contains("command not found"), "{ran:?}");
+    let (ran, code) = run_exec(&c, "two", None, &["true"]).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(ran.err, "Defaulted container \"a\" out of: a, b\n");
+    let (ran, _) = run_exec(&c, "two", Some("zz"), &["true"]).await;
+    ran.failed_with("container zz is not valid for pod two");
+    let (ran, _) = run_exec(&c, "orphan", None, &["true"]).await;
+    ran.failed_with("node ghost has no session to any server");
+
+    // A restart: -p shows the previous instance, to its exit.
+    assert!(agent.rt.kill(&web.metadata.uid, "c", 1));
+    wait_until("web restarted", WAIT, || async {
+        pod(&c, "web").await.is_some_and(|p| {
+            p.status.phase == Some(PodPhase::Running)
+                && p.status
+                    .container_statuses
+                    .first()
+                    .is_some_and(|s| s.restart_count == 1 && s.state.running.is_some())
+        })
+    })
+    .await;
+    let prev = run_logs(
+        &c,
+        LogsOptions {
+            previous: true,
+            ..lo("web")
+        },
+    )
+    .await
+    .ok();
+    assert_eq!(prev.lines()[0], "sim: c started (attempt 0)");
+    assert_eq!(prev.lines().last(), Some(&"sim: c exited with code 1"));
+    let now = run_logs(&c, lo("web")).await.ok();
+    assert_eq!(now.lines()[0], "sim: c started (attempt 1)");
+
+    // ds/NAME: the DaemonSet's first pod, said on stderr.
+    c.apply(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: hello}\nspec:\n  selector: {matchLabels: {app: hello}}\n  template:\n    metadata: {labels: {app: hello}}\n    spec: {containers: [{name: main, image: busybox}]}\n",
+        false,
+    )
+    .await
+    .expect("apply the DaemonSet");
+    wait_until("the DaemonSet's pod logs", WAIT, || async {
+        run_logs(&c, lo("ds/hello"))
+            .await
+            .out
+            .contains("sim: main started")
+    })
+    .await;
+    let ds = run_logs(&c, lo("ds/hello")).await.ok();
+    assert!(
+        ds.err.starts_with("Found 1 pods, using pod/hello-"),
+        "{ds:?}"
+    );
+    run_logs(&c, lo("ds/nope"))
+        .await
+        .failed_with("daemonsets.apps \"nope\" not found");
+
+    agent.stop().await;
+    servers.remove(0).shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = start_servers(tmp.path(), 1).await;
+    let s = &servers[0];
+    let c = client_of(s);
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let agent = start_agent(s, "n1", Arc::new(sim_runtime(&clock)), clock);
+    node_ready(&c, "n1").await;
+    c.apply(&pod_yaml("web", "n1", &["c"]), false)
+        .await
+        .expect("apply");
+    let web = running(&c, "web").await;
+
+    let buf = SharedBuf::default();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let o = LogsOptions {
+        follow: true,
+        tail: Some(1),
+        ..lo("web")
+    };
+    let mut out = buf.clone();
+    let mut err = Vec::new();
+    let command = logs::logs(&c, &o, &mut out, &mut err, async move {
+        let _ = stop_rx.await;
+    });
+    let watcher = async {
+        wait_until("the first line", WAIT, || async { !buf.text().is_empty() }).await;
+        let first = last_tick(&buf.text());
+        wait_until("two new lines", WAIT, || async {
+            last_tick(&buf.text()) >= first + 2
+        })
+        .await;
+        assert_eq!(agent.rt.open_log_streams(), 1, "the agent reads the log");
+        assert_eq!(s.ctx.remote.open_streams(), 1);
+        // Ctrl-C.
+        let _ = stop_tx.send(());
+    };
+    let (r, ()) = tokio::join!(command, watcher);
+    r.expect("logs -f ends cleanly on Ctrl-C");
+    wait_until("the agent stopped reading", WAIT, || async {
+        agent.rt.open_log_streams() == 0 && s.ctx.remote.open_streams() == 0
+    })
+    .await;
+    let lines: Vec<String> = buf.text().lines().map(str::to_string).collect();
+    for pair in lines.windows(2) {
+        assert_eq!(
+            last_tick(&pair[1]),
+            last_tick(&pair[0]) + 1,
+            "in order, none lost: {lines:?}"
+        );
+    }
+
+    // A followed log ends by itself when the container exits.
+    let buf = SharedBuf::default();
+    let mut out = buf.clone();
+    let o = LogsOptions {
+        follow: true,
+        tail: Some(1),
+        ..lo("web")
+    };
+    let command = logs::logs(&c, &o, &mut out, &mut err, std::future::pending());
+    let killer = async {
+        wait_until("the stream open", WAIT, || async {
+            agent.rt.open_log_streams() == 1
+        })
+        .await;
+        assert!(agent.rt.kill(&web.metadata.uid, "c", 2));
+    };
+    let (r, ()) = tokio::join!(command, killer);
+    r.expect("the log ends");
+    assert!(
+        buf.text().ends_with("sim: c exited with code 2\n"),
+        "{}",
+        buf.text()
+    );
+
+    agent.stop().await;
+    servers.remove(0).shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_relays_to_the_member_that_holds_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let servers = start_servers(tmp.path(), 3).await;
+    let leader = loop {
+        if let Some(i) = servers.iter().position(|s| s.store.leader().is_leader) {
+            break i;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let follower = (leader + 1) % 3;
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    // The agent knows the leader only; the client the follower only.
+    let agent = start_agent(&servers[leader], "n1", Arc::new(sim_runtime(&clock)), clock);
+    let c = client_of(&servers[follower]);
+    node_ready(&c, "n1").await;
+    c.apply(&pod_yaml("web", "n1", &["c"]), false)
+        .await
+        .expect("apply");
+    running(&c, "web").await;
+    assert!(servers[leader].ctx.remote.holds("n1"));
+    assert!(!servers[follower].ctx.remote.holds("n1"));
+
+    wait_until("two log lines through the follower", WAIT, || async {
+        run_logs(&c, lo("web")).await.lines().len() >= 2
+    })
+    .await;
+    let all = run_logs(&c, lo("web")).await.ok();
+    assert_eq!(all.lines()[0], "sim: c started (attempt 0)");
+    let (ran, code) = run_exec(&c, "web", None, &["echo", "relayed"]).await;
+    assert_eq!((ran.ok().out.as_str(), code), ("relayed\n", Some(0)));
+    let (_, code) = run_exec(&c, "web", None, &["exit", "5"]).await;
+    assert_eq!(code, Some(5));
+
+    // Ctrl-C on a relayed -f reaches the agent through both members.
+    let buf = SharedBuf::default();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let o = LogsOptions {
+        follow: true,
+        tail: Some(1),
+        ..lo("web")
+    };
+    let mut out = buf.clone();
+    let mut err = Vec::new();
+    let command = logs::logs(&c, &o, &mut out, &mut err, async move {
+        let _ = stop_rx.await;
+    });
+    let watcher = async {
+        wait_until("a new line", WAIT, || async {
+            buf.text().lines().count() >= 2
+        })
+        .await;
+        assert_eq!(agent.rt.open_log_streams(), 1);
+        let _ = stop_tx.send(());
+    };
+    let (r, ()) = tokio::join!(command, watcher);
+    r.expect("ends cleanly");
+    wait_until("the agent stopped reading", WAIT, || async {
+        agent.rt.open_log_streams() == 0 && servers[leader].ctx.remote.open_streams() == 0
+    })
+    .await;
+
+    // The agent dies: no member holds its session any more.
+    agent.kill().await;
+    wait_until("no session anywhere", WAIT, || async {
+        run_logs(&c, lo("web")).await.error.is_some_and(|e| {
+            e.contains("node n1 has no session to any server; its agent may be down")
+        })
+    })
+    .await;
+    for mut s in servers {
+        s.shutdown().await;
+    }
+}
+
+/// The simulated runtime, except that every log is an endless stream of
+/// 64 KiB chunks produced as fast as they are asked for.
+struct Flood {
+    sim: SimRuntime,
+    produced: Arc<AtomicU64>,
+    open: Arc<AtomicUsize>,
+}
+
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Runtime for Flood {
+    fn version(&self) -> String {
+        self.sim.version()
+    }
+    async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        self.sim.list().await
+    }
+    async fn start(&self, req: StartContainer) -> Result<(), RuntimeError> {
+        self.sim.start(req).await
+    }
+    async fn remove(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        self.sim.remove(id, grace).await
+    }
+    async fn remove_pod(&self, uid: &str, grace: Duration) -> Result<(), RuntimeError> {
+        self.sim.remove_pod(uid, grace).await
+    }
+    fn next_change(&self) -> Option<SystemTime> {
+        self.sim.next_change()
+    }
+    async fn logs(&self, _id: &str, _opts: LogOptions) -> Result<LogStream, RuntimeError> {
+        let produced = self.produced.clone();
+        self.open.fetch_add(1, Ordering::SeqCst);
+        let guard = Counted(self.open.clone());
+        let chunks = std::iter::repeat_with(move || {
+            let _ = &guard;
+            produced.fetch_add(64 * 1024, Ordering::SeqCst);
+            Ok(vec![b'x'; 64 * 1024])
+        });
+        Ok(Box::pin(tokio_stream::iter(chunks)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_log_read_by_nobody_is_bounded_and_heartbeats_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = start_servers(tmp.path(), 1).await;
+    let s = &servers[0];
+    let c = client_of(s);
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let rt = Arc::new(Flood {
+        sim: sim_runtime(&clock),
+        produced: Arc::default(),
+        open: Arc::default(),
+    });
+    let agent = start_agent(s, "n1", rt.clone(), clock);
+    node_ready(&c, "n1").await;
+    c.apply(&pod_yaml("web", "n1", &["c"]), false)
+        .await
+        .expect("apply");
+    running(&c, "web").await;
+
+    let mut stream = c
+        .pod_logs(pb::PodLogsRequest {
+            namespace: "default".into(),
+            pod: "web".into(),
+            follow: true,
+            ..Default::default()
+        })
+        .await
+        .expect("logs");
+    // Nobody reads for 3 s: the node keeps heartbeating meanwhile.
+    let stall = Instant::now();
+    let mut oldest = Duration::ZERO;
+    while stall.elapsed() < Duration::from_secs(3) {
+        let age = s.ctx.heartbeats.snapshot()["n1"].elapsed();
+        oldest = oldest.max(age);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        oldest < Duration::from_millis(2500),
+        "a heartbeat waited {oldest:?}"
+    );
+    let produced = rt.produced.load(Ordering::SeqCst);
+    assert!(
+        produced > 0 && produced < 8 << 20,
+        "the runtime produced {produced} bytes for nobody"
+    );
+    // Reading lets it flow again, in chunks of at most 32 KiB.
+    let mut got = 0usize;
+    while got < 8 << 20 {
+        let m = stream.message().await.expect("a chunk").expect("more");
+        assert!(m.data.len() <= 32 * 1024 && m.data.iter().all(|b| *b == b'x'));
+        got += m.data.len();
+    }
+    assert!(rt.produced.load(Ordering::SeqCst) > produced);
+    assert!(matches!(c.get_object("nodes", "", "n1").await, Ok(Manifest::Node(n)) if n.is_ready()));
+    drop(stream);
+    wait_until("the agent stopped reading", WAIT, || async {
+        rt.open.load(Ordering::SeqCst) == 0
+    })
+    .await;
+    agent.stop().await;
+    servers.remove(0).shutdown().await;
+}

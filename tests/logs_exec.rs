@@ -1,0 +1,202 @@
+//! `drover logs` and `drover exec` with the real binary: a server, an agent
+//! with the simulated runtime (its log is synthetic: a line at start, one a
+//! second), and the commands as a user types them. exec exits with the
+//! command's code; `logs -f` ends cleanly on SIGINT (Ctrl-C).
+//!
+//! Every child is SIGKILLed and reaped when the test ends, panics included;
+//! every wait polls with a deadline.
+
+#[allow(dead_code)]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_drover");
+
+/// Children that die with the test.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn(args: &[&str], log: &Path) -> Child {
+    let out = std::fs::File::create(log).expect("log file");
+    let err = out.try_clone().expect("clone");
+    Command::new(BIN)
+        .args(args)
+        .env_remove("DROVER_CONFIG")
+        .env_remove("DROVER_SERVER")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("spawn drover")
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Cli {
+    config: PathBuf,
+}
+
+impl Cli {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env_remove("DROVER_SERVER")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run drover")
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn logs_and_exec_with_the_real_binary() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let ports = common::free_ports(2);
+    let (grpc, http) = (
+        format!("127.0.0.1:{}", ports[0]),
+        format!("127.0.0.1:{}", ports[1]),
+    );
+    let data = dir.join("server");
+    let mut procs = Procs(Vec::new());
+    procs.0.push(spawn(
+        &[
+            "server",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--listen",
+            &grpc,
+            "--http",
+            &http,
+        ],
+        &dir.join("server.log"),
+    ));
+    let show = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    wait_for("the server's client files", Duration::from_secs(20), || {
+        data.join("client.yaml").exists() && data.join("join-token").exists()
+    });
+    let join = std::fs::read_to_string(data.join("join-token")).expect("join-token");
+    procs.0.push(spawn(
+        &[
+            "agent",
+            "--server",
+            &grpc,
+            "--token",
+            join.trim(),
+            "--name",
+            "n1",
+            "--runtime",
+            "sim",
+        ],
+        &dir.join("agent.log"),
+    ));
+    let cli = Cli {
+        config: data.join("client.yaml"),
+    };
+    let pod = dir.join("web.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  nodeName: n1\n  containers: [{name: c, image: busybox}]\n",
+    )
+    .expect("write the manifest");
+    wait_for("node n1", Duration::from_secs(20), || {
+        text(&cli.run(&["get", "nodes"]).stdout).contains("n1")
+    });
+    let o = cli.run(&["apply", "-f", pod.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "apply: {}", text(&o.stderr));
+
+    wait_for("web's log", Duration::from_secs(20), || {
+        let o = cli.run(&["logs", "web"]);
+        o.status.success() && text(&o.stdout).starts_with("sim: c started (attempt 0)\n")
+    });
+
+    let o = cli.run(&["exec", "web", "--", "echo", "hello", "world"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "hello world\n");
+    let o = cli.run(&["exec", "web", "-c", "c", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "exec exits with the command's code"
+    );
+    let o = cli.run(&["exec", "-it", "web", "--", "sh"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("-i/-t (interactive) are not supported yet"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = cli.run(&["logs", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        "Error from server (NotFound): pods \"nope\" not found"
+    );
+
+    // logs -f prints lines as they come and ends cleanly on Ctrl-C.
+    let follow_log = dir.join("follow.out");
+    let mut follow = Command::new(BIN)
+        .arg("--config")
+        .arg(&cli.config)
+        .args(["logs", "-f", "--tail", "1", "web"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&follow_log).expect("out"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("logs -f");
+    let lines = || show("follow.out").lines().count();
+    let r = std::panic::catch_unwind(|| {
+        wait_for("two followed lines", Duration::from_secs(15), || {
+            lines() >= 2
+        })
+    });
+    if r.is_err() {
+        let _ = follow.kill();
+        let _ = follow.wait();
+        panic!(
+            "logs -f printed {:?}\nagent:\n{}",
+            show("follow.out"),
+            show("agent.log")
+        );
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &follow.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = follow.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = follow.kill();
+            let _ = follow.wait();
+            panic!("logs -f did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "logs -f exited with {status}");
+}
