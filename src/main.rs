@@ -295,6 +295,13 @@ struct UpArgs {
     /// A node silent this long turns NotReady.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     node_timeout: Duration,
+    /// The local node's runtime: docker (refuses to start when the engine does not answer) or sim
+    /// [default: docker when an engine answers, else sim].
+    #[arg(long)]
+    runtime: Option<drover_agent::RuntimeKind>,
+    /// The Docker engine [default: unix:///var/run/docker.sock].
+    #[arg(long, env = "DOCKER_HOST")]
+    docker_host: Option<String>,
 }
 
 #[derive(Args)]
@@ -449,6 +456,8 @@ async fn run(cli: Cli) -> Result<()> {
                 name: a.name.unwrap_or_else(up::hostname),
                 sim_nodes: a.sim_nodes,
                 node_timeout: a.node_timeout,
+                runtime: a.runtime,
+                docker_host: a.docker_host,
             };
             up::up(opts, shutdown_signal()).await?
         }

@@ -2,11 +2,20 @@
 //! local node agent (plus, on request, simulated nodes) — with the client
 //! configuration written where `drover` looks by default, so `drover get
 //! nodes` works next with no flags.
+//!
+//! The local node runs real containers through the Docker engine when one
+//! answers, and says so; with no engine it runs its pods in the simulated
+//! runtime and says that instead. `--runtime docker` requires the engine,
+//! `--runtime sim` never asks it. Simulated nodes (`--sim-nodes`) are
+//! always simulated.
 
 use anyhow::{Context, Result};
-use drover_agent::{AgentOptions, RuntimeKind, SimOptions};
+use drover_agent::{
+    AgentOptions, Clock, DockerOptions, DockerRuntime, RuntimeKind, SimOptions, TokioClock,
+};
 use drover_server::{Server, ServerOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -20,6 +29,54 @@ pub struct UpOptions {
     /// Simulated nodes to add beside the local one.
     pub sim_nodes: usize,
     pub node_timeout: Duration,
+    /// The local node's runtime; `None`: Docker when an engine answers,
+    /// else simulated.
+    pub runtime: Option<RuntimeKind>,
+    /// The Docker engine (`--docker-host`, `DOCKER_HOST`); `None`: the
+    /// default socket.
+    pub docker_host: Option<String>,
+}
+
+/// The runtime the local node will use, chosen before anything starts.
+enum LocalRuntime {
+    Docker(Arc<DockerRuntime>),
+    Sim,
+}
+
+/// `--runtime docker`: the engine must answer (an error says what to do).
+/// `--runtime sim`: no engine is asked. Neither: Docker when the engine
+/// answers, else the simulated runtime, with a notice that says why.
+async fn local_runtime(opts: &UpOptions) -> Result<LocalRuntime> {
+    let mut d = DockerOptions::new(opts.name.clone(), opts.data_dir.join("agent"));
+    d.host = opts.docker_host.clone();
+    match opts.runtime {
+        Some(RuntimeKind::Sim) => {
+            eprintln!(
+                "drover up: local node {:?} runs pods with the simulated runtime (--runtime sim: no container is started)",
+                opts.name
+            );
+            Ok(LocalRuntime::Sim)
+        }
+        Some(RuntimeKind::Docker) => match DockerRuntime::connect(d).await {
+            Ok(rt) => Ok(LocalRuntime::Docker(Arc::new(rt))),
+            Err(e) => anyhow::bail!(
+                "--runtime docker: {}. Start the Docker engine, point --docker-host (or DOCKER_HOST) at it, or run simulated containers with --runtime sim",
+                e.message
+            ),
+        },
+        None => match DockerRuntime::connect(d).await {
+            Ok(rt) => Ok(LocalRuntime::Docker(Arc::new(rt))),
+            Err(e) => {
+                eprintln!(
+                    "drover up: {}: the local node {:?} runs pods with the SIMULATED runtime instead (no container is started). \
+                     For real containers start the Docker engine or point --docker-host (DOCKER_HOST) at it; \
+                     --runtime docker refuses to start without one, --runtime sim skips this check",
+                    e.message, opts.name
+                );
+                Ok(LocalRuntime::Sim)
+            }
+        },
+    }
 }
 
 /// `$XDG_DATA_HOME/drover` or `~/.local/share/drover`.
@@ -57,6 +114,9 @@ fn install_client_config(from: &Path) -> Result<Option<PathBuf>> {
 
 /// Runs until `shutdown` resolves: then the nodes leave and the server stops.
 pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+    // Before the server starts, so that `--runtime docker` without an
+    // engine fails with nothing to undo.
+    let local = local_runtime(&opts).await?;
     let mut so = ServerOptions::new(&opts.data_dir);
     so.listen = Some(opts.listen.clone());
     so.http = Some(opts.http.clone());
@@ -88,16 +148,30 @@ pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    // The local node. The Docker runtime arrives with the next issue; until
-    // then the local node runs its pods in the simulated runtime.
+    // The local node.
     let mut agent = AgentOptions::new(vec![addr.clone()], join_token.clone(), opts.name.clone());
     agent.data_dir = Some(opts.data_dir.join("agent"));
-    agent.runtime = RuntimeKind::Sim;
-    eprintln!(
-        "drover up: local node {:?} runs pods with the simulated runtime (no container is started)",
-        opts.name
-    );
-    let agent_task = tokio::spawn(drover_agent::run_agent(agent, stopped(stop_rx.clone())));
+    let agent_task = match local {
+        LocalRuntime::Docker(rt) => {
+            eprintln!(
+                "drover up: local node {:?} runs pods as Docker containers (engine {} at {})",
+                opts.name,
+                rt.engine_version(),
+                rt.address()
+            );
+            let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+            tokio::spawn(drover_agent::run_agent_with(
+                agent,
+                rt,
+                clock,
+                stopped(stop_rx.clone()),
+            ))
+        }
+        LocalRuntime::Sim => {
+            agent.runtime = RuntimeKind::Sim;
+            tokio::spawn(drover_agent::run_agent(agent, stopped(stop_rx.clone())))
+        }
+    };
 
     let sim_task = if opts.sim_nodes > 0 {
         let sim = SimOptions::new(vec![addr.clone()], join_token, opts.sim_nodes);

@@ -2,19 +2,98 @@
 //! `drover apply -f deploy/examples/hello-daemonset.yaml`, every node gets
 //! one Running pod, and Ctrl-C (SIGINT) makes the nodes leave and stops the
 //! process cleanly.
+//!
+//! Three ways: with no Docker engine (the local node falls back to the
+//! simulated runtime and says so); `--runtime docker` with no engine (a
+//! clear error, nothing started); and on the real engine, where the local
+//! node runs the example as a real container (the image built by
+//! `deploy/examples/busybox-image.sh`, as README says), removed when
+//! `drover up` stops. The Docker test is skipped with a notice when no
+//! engine answers, and fails under `CI=true`.
 
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+/// The container label that names a container's node.
+const LABEL_NODE: &str = "io.drover.node";
 
-struct Guard(Child);
-impl Drop for Guard {
+/// A running `drover up`: killed when dropped, and, for a Docker node, every
+/// container of that node removed, whatever happened.
+struct Up {
+    child: Child,
+    log: PathBuf,
+    docker_node: Option<String>,
+}
+
+impl Drop for Up {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(node) = &self.docker_node {
+            let ids = docker_ps(node);
+            if !ids.is_empty() {
+                let _ = Command::new("docker")
+                    .args(["rm", "-f", "-v"])
+                    .args(&ids)
+                    .output();
+            }
+        }
+    }
+}
+
+impl Up {
+    /// `drover up ARGS` with HOME at `home` (so its data dir and client
+    /// config land there), on free loopback ports.
+    fn start(home: &Path, args: &[&str], docker_node: Option<String>) -> Up {
+        let log = home.join("up.log");
+        let file = std::fs::File::create(&log).expect("log");
+        let child = Command::new(BIN)
+            .arg("up")
+            .args(args)
+            .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+            .args(["--http", &format!("127.0.0.1:{}", free_port())])
+            .env("HOME", home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start drover up");
+        Up {
+            child,
+            log,
+            docker_node,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Ctrl-C (SIGINT), then the exit status (within 20 s).
+    fn interrupt(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "drover up did not stop:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -44,39 +123,25 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path();
-    let log = std::fs::File::create(home.join("up.log")).expect("log");
-    let child = Command::new(BIN)
-        .args([
-            "up",
-            "--sim-nodes",
-            "3",
-            "--listen",
-            &format!("127.0.0.1:{}", free_port()),
-            "--http",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .env("HOME", home)
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start drover up");
-    let mut up = Guard(child);
-    let show_log = || std::fs::read_to_string(home.join("up.log")).unwrap_or_default();
+fn ready_nodes(home: &Path) -> usize {
+    let o = drover(home, &["get", "nodes"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    if !o.status.success() {
+        return 0;
+    }
+    text.lines().filter(|l| l.contains(" Ready ")).count()
+}
 
-    // The client config lands at the default path; 4 nodes turn Ready.
-    wait_for("4 Ready nodes", Duration::from_secs(30), || {
-        let o = drover(home, &["get", "nodes"]);
-        let text = String::from_utf8_lossy(&o.stdout);
-        o.status.success() && text.lines().filter(|l| l.contains(" Ready ")).count() == 4
-    });
-    let manifest =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples/hello-daemonset.yaml");
+fn pods(home: &Path) -> Vec<serde_json::Value> {
+    let o = drover(home, &["get", "pods", "-o", "json"]);
+    serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        .ok()
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn apply_hello(home: &Path) {
+    let manifest = Path::new(REPO).join("deploy/examples/hello-daemonset.yaml");
     let o = drover(
         home,
         &["apply", "-f", manifest.to_str().expect("utf-8 path")],
@@ -90,16 +155,37 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
         String::from_utf8_lossy(&o.stdout).trim(),
         "daemonset.apps/hello created"
     );
+}
+
+#[test]
+fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path();
+    // An engine that is not there: the local node falls back to simulated
+    // containers (and no real engine is touched, whatever this machine has).
+    let no_engine = format!("unix://{}", home.join("no-docker.sock").display());
+    let mut up = Up::start(
+        home,
+        &["--sim-nodes", "3", "--docker-host", &no_engine],
+        None,
+    );
+
+    // The client config lands at the default path; 4 nodes turn Ready.
+    wait_for("4 Ready nodes", Duration::from_secs(30), || {
+        ready_nodes(home) == 4
+    });
+    let log = up.log();
+    assert!(
+        log.contains("no-docker.sock") && log.contains("SIMULATED runtime"),
+        "the fallback is said: {log}"
+    );
+    apply_hello(home);
 
     wait_for(
         "4 Running pods, one per node",
         Duration::from_secs(30),
         || {
-            let o = drover(home, &["get", "pods", "-o", "json"]);
-            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&o.stdout) else {
-                return false;
-            };
-            let items = v["items"].as_array().cloned().unwrap_or_default();
+            let items = pods(home);
             let mut nodes: Vec<String> = items
                 .iter()
                 .filter(|p| p["status"]["phase"] == "Running")
@@ -112,28 +198,160 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
     );
 
     // Ctrl-C: the nodes leave, the process exits 0.
-    let pid = up.0.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = up.0.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "drover up did not stop:\n{}",
-            show_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = up.interrupt();
     assert!(
         status.success(),
         "drover up exited with {status}:\n{}",
-        show_log()
+        up.log()
     );
-    assert!(show_log().contains("nodes leave"), "{}", show_log());
+    assert!(up.log().contains("nodes leave"), "{}", up.log());
+}
+
+#[test]
+fn up_with_runtime_docker_and_no_engine_refuses_to_start() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path();
+    let no_engine = format!("unix://{}", home.join("no-docker.sock").display());
+    let o = drover(
+        home,
+        &[
+            "up",
+            "--runtime",
+            "docker",
+            "--docker-host",
+            &no_engine,
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--http",
+            &format!("127.0.0.1:{}", free_port()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("--runtime docker")
+            && err.contains("no-docker.sock")
+            && err.contains("--docker-host")
+            && err.contains("--runtime sim"),
+        "{err}"
+    );
+    assert!(
+        !home.join(".config/drover/client.yaml").exists(),
+        "nothing was started"
+    );
+}
+
+// ------------------------------------------------------------ Docker
+
+/// Builds `local/busybox:1` with the repository's script (as README's first
+/// command does); `false` (with a notice) when no engine answers, a panic
+/// under `CI=true`.
+fn engine_ready() -> bool {
+    let script = Path::new(REPO).join("deploy/examples/busybox-image.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) => true,
+        Some(2) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIPPED: no Docker engine here ({why})");
+            false
+        }
+        Some(2) => panic!("CI=true and no Docker engine answers: {why}"),
+        _ => panic!("{} failed: {why}", script.display()),
+    }
+}
+
+/// The ids of the containers of `node`, stopped ones too.
+fn docker_ps(node: &str) -> Vec<String> {
+    Command::new("docker")
+        .args(["ps", "-a", "-q", "--no-trunc", "--filter"])
+        .arg(format!("label={LABEL_NODE}={node}"))
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn up_on_docker_runs_the_example_in_a_real_container_and_removes_it() {
+    if !engine_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path();
+    // A node name of its own, so that parallel tests never see its containers.
+    let node = format!("up-docker-{}", std::process::id());
+    let mut up = Up::start(
+        home,
+        &["--runtime", "docker", "--name", &node, "--sim-nodes", "1"],
+        Some(node.clone()),
+    );
+    wait_for("2 Ready nodes", Duration::from_secs(30), || {
+        ready_nodes(home) == 2
+    });
+    let log = up.log();
+    assert!(
+        log.contains(&format!("{node:?} runs pods as Docker containers")),
+        "{log}"
+    );
+    apply_hello(home);
+
+    // The local node's pod runs in a real container; the simulated one's too.
+    let mut container_id = String::new();
+    wait_for(
+        "the hello pods Running and ready, a real container on the Docker node",
+        Duration::from_secs(30),
+        || {
+            let items = pods(home);
+            let running = |p: &serde_json::Value| {
+                p["status"]["phase"] == "Running"
+                    && p["status"]["containerStatuses"][0]["ready"] == true
+            };
+            let Some(mine) = items
+                .iter()
+                .find(|p| p["spec"]["nodeName"] == node.as_str())
+            else {
+                return false;
+            };
+            container_id = mine["status"]["containerStatuses"][0]["containerID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            items.len() == 2 && items.iter().all(running)
+        },
+    );
+    let id = container_id
+        .strip_prefix("docker://")
+        .unwrap_or_else(|| panic!("a Docker container id: {container_id:?}"));
+    let inspect = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.State.Running}} {{.Config.Image}} {{index .Config.Labels \"io.drover.pod.name\"}}",
+            id,
+        ])
+        .output()
+        .expect("docker inspect");
+    let inspect = String::from_utf8_lossy(&inspect.stdout);
+    assert!(
+        inspect.starts_with("true local/busybox:1 hello-"),
+        "{inspect}"
+    );
+
+    // Ctrl-C: the node leaves and its containers (the sandbox too) go.
+    let status = up.interrupt();
+    assert!(
+        status.success(),
+        "drover up exited with {status}:\n{}",
+        up.log()
+    );
+    let left = docker_ps(&node);
+    assert!(left.is_empty(), "containers left behind: {left:?}");
 }

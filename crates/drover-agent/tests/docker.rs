@@ -8,8 +8,8 @@
 //! restartCount; a restarted agent adopts its containers, keeps them
 //! running without any server and still restarts one that dies.
 //!
-//! The image is `local/busybox:1`, built without any registry by
-//! `shared/testimage/make-busybox-image.sh`. Every test names its node
+//! The image is `local/busybox:1`, built without any registry by the
+//! repository's `deploy/examples/busybox-image.sh`. Every test names its node
 //! uniquely, so that tests running side by side (nextest's processes too)
 //! never see each other's containers, and removes everything its node made,
 //! even when it fails ([`Cleanup`]). Without an engine the tests are
@@ -43,8 +43,8 @@ const WAIT: Duration = Duration::from_secs(20);
 fn engine_ready() -> bool {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     let r = READY.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/testimage/make-busybox-image.sh");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/busybox-image.sh");
         let out = Command::new("bash")
             .arg(&script)
             .arg(IMAGE)

@@ -1,0 +1,554 @@
+//! The manifests users bring (`crates/drover-api/tests/data/`, copies of
+//! the project's shared set) on a Docker node, as they are: DaemonSets
+//! through a one-member server in this process, the bare Pod bound to the
+//! node, the static pod through `--manifest-dir`.
+//!
+//! Their images are public ones that no test may pull. Every image name is
+//! put under a registry on a closed loopback port (`127.0.0.1:1/<test>/`,
+//! the rest of the name and the tag kept, so that the pull policy the
+//! server derives from the tag is unchanged): a pull fails at once and
+//! nothing leaves the machine.
+//!
+//! - Absent images: every pod reports `ErrImagePull` (or
+//!   `ImagePullBackOff`) with the engine's message naming the image, or
+//!   `ErrImageNeverPull` under `imagePullPolicy: Never`; nothing is pulled,
+//!   no container is left, and a healthy pod on the same node keeps running.
+//! - With the local busybox image tagged under those names, what the
+//!   kubelet reports for such an image: the containers start (a pull that
+//!   fails falls back to the local copy for `Always`), busybox's default
+//!   `sh` exits 0 at once (the real image's program is not there), so the
+//!   pods are Running with restarts (`Completed`, `CrashLoopBackOff`);
+//!   node-exporter's `args` with no `command` cannot start
+//!   (`RunContainerError`); fluentd's configMap volume is refused by name
+//!   (`CreateContainerConfigError`); and 03 rolls 01's DaemonSet over to a
+//!   container that keeps running.
+//!
+//! The image `local/busybox:1` is built by `deploy/examples/busybox-image.sh`.
+//! Node names, image names and the tags made are unique per test; a guard
+//! removes containers and tags whatever happens. Without an engine the tests
+//! are skipped with a notice, and fail under `CI=true`.
+
+mod common;
+
+use common::{is_running_and_ready, wait_until, TestServer};
+use drover_agent::docker::LABEL_NODE;
+use drover_agent::{
+    run_agent_with, AgentOptions, Clock, DockerOptions, DockerRuntime, TokioClock, Tuning,
+};
+use drover_api::{ContainerStatus, Manifest, Pod, PodPhase};
+use drover_server::objects::Kind;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const IMAGE: &str = "local/busybox:1";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The DaemonSets (and the bare Pod) applied through the server, by file.
+const APPLIED: &[(&str, &str)] = &[
+    (
+        "01-example-daemonset.yaml",
+        include_str!("../../drover-api/tests/data/01-example-daemonset.yaml"),
+    ),
+    (
+        "02-node-monitoring-daemonset.yaml",
+        include_str!("../../drover-api/tests/data/02-node-monitoring-daemonset.yaml"),
+    ),
+    (
+        "04-node-exporter.yaml",
+        include_str!("../../drover-api/tests/data/04-node-exporter.yaml"),
+    ),
+    (
+        "05-fluentd.yaml",
+        include_str!("../../drover-api/tests/data/05-fluentd.yaml"),
+    ),
+    (
+        "06-fluentd-elasticsearch.yaml",
+        include_str!("../../drover-api/tests/data/06-fluentd-elasticsearch.yaml"),
+    ),
+    (
+        "07-affinity-gpu.yaml",
+        include_str!("../../drover-api/tests/data/07-affinity-gpu.yaml"),
+    ),
+    (
+        "09-pod-nodename.yaml",
+        include_str!("../../drover-api/tests/data/09-pod-nodename.yaml"),
+    ),
+];
+/// 01's DaemonSet, rolled over to a busybox that sleeps.
+const ROLLING: &str = include_str!("../../drover-api/tests/data/03-busybox-rolling.yaml");
+/// Run from `--manifest-dir`, as a static pod.
+const STATIC: &str = include_str!("../../drover-api/tests/data/08-static-pod.yaml");
+// 10-deployment-antiaffinity.yaml is a Deployment, which drover refuses
+// (drover-api's tests/manifests.rs): nothing to run.
+
+// ------------------------------------------------------------ fixtures
+
+/// Builds the image once per process with the repository's script; `false`
+/// (with a notice) when no engine answers, a panic under `CI=true`.
+fn engine_ready() -> bool {
+    static READY: OnceLock<Result<(), (bool, String)>> = OnceLock::new();
+    let r = READY.get_or_init(|| {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/busybox-image.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(IMAGE)
+            .output()
+            .map_err(|e| (false, format!("cannot run {}: {e}", script.display())))?;
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        match out.status.code() {
+            Some(0) => Ok(()),
+            Some(2) => Err((true, why)),
+            _ => Err((false, format!("{} failed: {why}", script.display()))),
+        }
+    });
+    match r {
+        Ok(()) => true,
+        Err((true, why)) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIPPED: no Docker engine here ({why})");
+            false
+        }
+        Err((true, why)) => panic!("CI=true and no Docker engine answers: {why}"),
+        Err((false, why)) => panic!("{why}"),
+    }
+}
+
+/// Removes every container of a node, then the tags the test made, when
+/// dropped, whatever happened.
+struct Cleanup {
+    node: String,
+    tags: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let ids = docker_ps(&self.node, &[]);
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ids)
+                .output();
+        }
+        for tag in &self.tags {
+            let _ = Command::new("docker").args(["rmi", tag]).output();
+        }
+    }
+}
+
+/// The ids of the node's containers (every state), with extra filters.
+fn docker_ps(node: &str, filters: &[&str]) -> Vec<String> {
+    let mut c = Command::new("docker");
+    c.args(["ps", "-a", "-q", "--no-trunc", "--filter"])
+        .arg(format!("label={LABEL_NODE}={node}"));
+    for f in filters {
+        c.args(["--filter", f]);
+    }
+    c.output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn docker_inspect(id: &str) -> serde_json::Value {
+    let out = Command::new("docker")
+        .args(["inspect", id])
+        .output()
+        .expect("docker inspect");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect JSON");
+    v[0].clone()
+}
+
+fn image_exists(image: &str) -> bool {
+    Command::new("docker")
+        .args(["image", "inspect", image])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Where this test's images live: a registry no one answers on.
+fn registry(test: &str) -> String {
+    format!("127.0.0.1:1/drover-{test}-{}", std::process::id())
+}
+
+/// The manifest with every `image:` under `registry` (and, with `never`,
+/// `imagePullPolicy: Never` beside it) and `nodeName:` set to `node`;
+/// everything else as it is.
+fn rewrite(yaml: &str, registry: &str, node: &str, never: bool) -> String {
+    let mut out = String::new();
+    for line in yaml.lines() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let (dash, field) = match body.strip_prefix("- ") {
+            Some(rest) => ("- ", rest),
+            None => ("", body),
+        };
+        if let Some(image) = field.strip_prefix("image: ") {
+            out += &format!("{indent}{dash}image: {registry}/{}\n", image.trim());
+            if never {
+                let pad = " ".repeat(indent.len() + dash.len());
+                out += &format!("{pad}imagePullPolicy: Never\n");
+            }
+        } else if field.starts_with("nodeName: ") {
+            out += &format!("{indent}{dash}nodeName: {node}\n");
+        } else {
+            out += line;
+            out += "\n";
+        }
+    }
+    out
+}
+
+/// The images a manifest names.
+fn images_of(yaml: &str) -> Vec<String> {
+    yaml.lines()
+        .filter_map(|l| {
+            let body = l.trim_start();
+            let body = body.strip_prefix("- ").unwrap_or(body);
+            body.strip_prefix("image: ").map(|i| i.trim().to_string())
+        })
+        .collect()
+}
+
+struct TestAgent {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl TestAgent {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(20), &mut self.task)
+            .await
+            .expect("the agent stops in time")
+            .expect("the agent task")
+            .expect("the agent returns Ok");
+    }
+
+    /// As SIGKILL: the containers stay (for [`Cleanup`]).
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// A Docker node named uniquely for `test`, with the labels 07's affinity
+/// asks for, running the static pods of `manifest_dir`.
+async fn start_agent(s: &TestServer, node: &str, dir: &Path, manifest_dir: &Path) -> TestAgent {
+    let rt = DockerRuntime::connect(DockerOptions::new(node, dir))
+        .await
+        .expect("the engine answers");
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), node);
+    o.labels = BTreeMap::from([
+        ("node-role.kubernetes.io/master".to_string(), String::new()),
+        ("node-type".to_string(), "monitoring".to_string()),
+    ]);
+    o.manifest_dir = Some(manifest_dir.to_path_buf());
+    o.tuning = Tuning {
+        reconnect_min: Duration::from_millis(50),
+        reconnect_max: Duration::from_millis(300),
+        connect_timeout: Duration::from_secs(2),
+        leave_timeout: Duration::from_secs(3),
+        restart_backoff: Duration::from_millis(200),
+        restart_backoff_max: Duration::from_millis(800),
+        resync: Duration::from_millis(300),
+        static_poll: Duration::from_millis(200),
+        seed: Some(11),
+        ..Tuning::default()
+    };
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        run_agent_with(o, Arc::new(rt), clock, async move {
+            let _ = rx.await;
+        })
+        .await
+    });
+    TestAgent {
+        stop: Some(tx),
+        task,
+    }
+}
+
+/// Every pod of the cluster.
+async fn all_pods(s: &TestServer) -> Vec<Pod> {
+    let (list, _) = s
+        .objects
+        .list(Kind::Pod, None, None)
+        .await
+        .unwrap_or_default();
+    list.into_iter()
+        .filter_map(|m| match m {
+            Manifest::Pod(p) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every pod, keyed `namespace/name`, DaemonSet pods `namespace/ds:NAME`.
+async fn pods(s: &TestServer) -> BTreeMap<String, Pod> {
+    let mut out = BTreeMap::new();
+    for p in all_pods(s).await {
+        let ns = p.metadata.namespace.clone();
+        let key = match p.metadata.controller_ref() {
+            Some(o) if o.kind == "DaemonSet" => format!("{ns}/ds:{}", o.name),
+            _ => format!("{ns}/{}", p.metadata.name),
+        };
+        // During a rolling update the newest pod wins.
+        let newer = out
+            .get(&key)
+            .is_none_or(|q: &Pod| q.metadata.creation_timestamp <= p.metadata.creation_timestamp);
+        if newer {
+            out.insert(key, p);
+        }
+    }
+    out
+}
+
+fn first(p: &Pod) -> Option<&ContainerStatus> {
+    p.status.container_statuses.first()
+}
+
+fn waiting(p: &Pod) -> Option<(&str, &str)> {
+    let w = first(p)?.state.waiting.as_ref()?;
+    Some((w.reason.as_str(), w.message.as_str()))
+}
+
+/// The keys of [`pods`] for what [`APPLIED`] and [`STATIC`] make on `node`.
+fn keys(node: &str) -> Vec<String> {
+    [
+        "default/ds:example-daemonset",
+        "monitoring/ds:node-monitoring-daemonset",
+        "monitoring/ds:node-exporter",
+        "logging/ds:fluentd",
+        "kube-system/ds:fluentd-elasticsearch",
+        "default/ds:master-agent",
+        "default/static-pod-on-node-xyz",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .chain([format!("default/static-example-{node}")])
+    .collect()
+}
+
+// ------------------------------------------------------------ tests
+
+#[tokio::test]
+async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing() {
+    if !engine_ready() {
+        return;
+    }
+    let node = format!("dm-absent-{}", std::process::id());
+    let _cleanup = Cleanup {
+        node: node.clone(),
+        tags: Vec::new(),
+    };
+    let reg = registry("absent");
+    let tmp = tempfile::tempdir().unwrap();
+    let statics = tmp.path().join("manifests");
+    std::fs::create_dir(&statics).unwrap();
+    std::fs::write(
+        statics.join("08-static-pod.yaml"),
+        rewrite(STATIC, &reg, &node, false),
+    )
+    .unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let agent = start_agent(&s, &node, tmp.path(), &statics).await;
+
+    // 09, the bare Pod, with imagePullPolicy Never; the rest as they are.
+    let mut images = Vec::new();
+    for (file, yaml) in APPLIED {
+        let never = file.starts_with("09");
+        s.apply(&rewrite(yaml, &reg, &node, never)).await;
+        images.extend(images_of(yaml));
+    }
+    images.extend(images_of(STATIC));
+    // A healthy pod on the same node.
+    s.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: healthy}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {{name: c, image: {IMAGE}, imagePullPolicy: Never, command: [sh, -c, \"trap 'exit 0' TERM; sleep 3600 & wait\"]}}\n"
+    ))
+    .await;
+
+    let keys = keys(&node);
+    let took = wait_until("every pod reports its image error", WAIT, || async {
+        let pods = pods(&s).await;
+        let healthy = pods
+            .get("default/healthy")
+            .is_some_and(is_running_and_ready);
+        healthy
+            && keys.iter().all(|k| {
+                pods.get(k).and_then(waiting).is_some_and(|(r, _)| {
+                    matches!(r, "ErrImagePull" | "ImagePullBackOff" | "ErrImageNeverPull")
+                })
+            })
+    })
+    .await;
+    eprintln!("applied -> every image error reported: {took:?}");
+
+    let pods = pods(&s).await;
+    for k in &keys {
+        let p = &pods[k];
+        let (reason, message) = waiting(p).unwrap();
+        let image = &first(p).unwrap().image;
+        assert!(image.starts_with(&reg), "{k}: {image}");
+        assert!(message.contains(image.as_str()), "{k}: {message}");
+        assert_eq!(p.status.phase, Some(PodPhase::Pending), "{k}");
+        assert!(!p.is_ready(), "{k}");
+        if k.ends_with("/static-pod-on-node-xyz") {
+            assert_eq!(reason, "ErrImageNeverPull", "{k}: {message}");
+            assert!(message.contains("imagePullPolicy"), "{k}: {message}");
+        } else {
+            assert!(
+                matches!(reason, "ErrImagePull" | "ImagePullBackOff"),
+                "{k}: {reason}"
+            );
+            // The engine's own words: the registry did not answer.
+            assert!(message.contains("127.0.0.1:1"), "{k}: {message}");
+        }
+    }
+    // Nothing was pulled; the only container is the healthy pod's.
+    for image in &images {
+        assert!(!image_exists(&format!("{reg}/{image}")), "{image} pulled");
+    }
+    let containers = docker_ps(&node, &["label=io.drover.role=container"]);
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let healthy = &pods["default/healthy"];
+    assert_eq!(
+        first(healthy).unwrap().container_id,
+        format!("docker://{}", containers[0])
+    );
+
+    agent.stop().await;
+    assert!(
+        docker_ps(&node, &[]).is_empty(),
+        "the node left, its pods stopped"
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_manifests_run_once_their_images_exist_locally() {
+    if !engine_ready() {
+        return;
+    }
+    let node = format!("dm-tagged-{}", std::process::id());
+    let reg = registry("tagged");
+    let mut cleanup = Cleanup {
+        node: node.clone(),
+        tags: Vec::new(),
+    };
+    // The local busybox under every name the manifests use.
+    let mut images: Vec<String> = APPLIED.iter().flat_map(|(_, y)| images_of(y)).collect();
+    images.extend(images_of(STATIC));
+    images.extend(images_of(ROLLING));
+    images.sort();
+    images.dedup();
+    for image in &images {
+        let tag = format!("{reg}/{image}");
+        let ok = Command::new("docker")
+            .args(["tag", IMAGE, &tag])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(ok, "docker tag {IMAGE} {tag}");
+        cleanup.tags.push(tag);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let statics = tmp.path().join("manifests");
+    std::fs::create_dir(&statics).unwrap();
+    std::fs::write(
+        statics.join("08-static-pod.yaml"),
+        rewrite(STATIC, &reg, &node, false),
+    )
+    .unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let agent = start_agent(&s, &node, tmp.path(), &statics).await;
+    for (_, yaml) in APPLIED {
+        s.apply(&rewrite(yaml, &reg, &node, false)).await;
+    }
+
+    // busybox's default command, sh, exits 0 at once: the kubelet restarts
+    // it (restartPolicy Always) and the pod stays Running.
+    let exits_at_once = |p: &Pod| {
+        first(p).is_some_and(|c| {
+            c.restart_count >= 1
+                && c.last_state
+                    .terminated
+                    .as_ref()
+                    .is_some_and(|t| t.exit_code == 0 && t.reason == "Completed")
+        }) && p.status.phase == Some(PodPhase::Running)
+    };
+    let restarting = [
+        "default/ds:example-daemonset".to_string(),
+        "monitoring/ds:node-monitoring-daemonset".to_string(),
+        "kube-system/ds:fluentd-elasticsearch".to_string(),
+        "default/ds:master-agent".to_string(),
+        "default/static-pod-on-node-xyz".to_string(),
+        format!("default/static-example-{node}"),
+    ];
+    let took = wait_until("every pod started as the kubelet would", WAIT, || async {
+        let pods = pods(&s).await;
+        let cannot_start = |k: &str, reason: &str| {
+            pods.get(k)
+                .and_then(waiting)
+                .is_some_and(|(r, _)| r == reason)
+        };
+        restarting
+            .iter()
+            .all(|k| pods.get(k).is_some_and(exits_at_once))
+            && cannot_start("monitoring/ds:node-exporter", "RunContainerError")
+            && cannot_start("logging/ds:fluentd", "CreateContainerConfigError")
+    })
+    .await;
+    eprintln!("applied -> every pod started (or refused) as the kubelet would: {took:?}");
+
+    let pods = pods(&s).await;
+    for k in &keys(&node) {
+        assert!(pods.contains_key(k), "{k}");
+    }
+    for k in &restarting {
+        let c = first(&pods[k]).unwrap();
+        assert!(c.container_id.starts_with("docker://"), "{k}: {c:?}");
+        assert!(c.image.starts_with(&reg), "{k}: {}", c.image);
+    }
+    // node-exporter: `args` and no `command`, and this image has no
+    // entrypoint, so the engine cannot start `--path.procfs=…`.
+    let (_, m) = waiting(&pods["monitoring/ds:node-exporter"]).unwrap();
+    assert!(m.contains("--path.procfs=/host/proc"), "{m}");
+    // fluentd: the configMap volume is refused by name.
+    let (_, m) = waiting(&pods["logging/ds:fluentd"]).unwrap();
+    assert!(
+        m.contains("configMap") && m.contains("fluentd-config") && m.contains("logging/fluentd-"),
+        "{m}"
+    );
+    // The mapped settings of two of them, inspected.
+    let id = |k: &str| {
+        first(&pods[k])
+            .unwrap()
+            .container_id
+            .trim_start_matches("docker://")
+            .to_string()
+    };
+    let monitoring = docker_inspect(&id("monitoring/ds:node-monitoring-daemonset"));
+    assert_eq!(monitoring["HostConfig"]["NetworkMode"], "host");
+    assert_eq!(monitoring["HostConfig"]["PidMode"], "host");
+    let fluentd_es = docker_inspect(&id("kube-system/ds:fluentd-elasticsearch"));
+    assert_eq!(fluentd_es["HostConfig"]["Memory"], 200 * 1024 * 1024);
+    let binds = fluentd_es["HostConfig"]["Mounts"].to_string();
+    assert!(binds.contains("/var/log"), "{binds}");
+
+
+    // The sleeping container would take its 30 s grace period to stop:
+    // the guard removes everything instead.
+    agent.kill().await;
+    s.shutdown().await;
+}
