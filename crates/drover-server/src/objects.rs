@@ -219,6 +219,17 @@ impl Objects {
             .0)
     }
 
+    /// This member's applied state: possibly behind, for writes that are
+    /// compare-and-swap anyway.
+    async fn read_local(&self, key: &str) -> Result<Option<KeyValue>, Status> {
+        let store = &self.ctx.store;
+        Ok(self
+            .ctx
+            .read(|| store.get(key, Consistency::Local))
+            .await?
+            .0)
+    }
+
     async fn write(&self, o: op::Op) -> Result<pb::WriteResponse, Status> {
         let body = pb::WriteRequest {
             op: Some(pb::Op { op: Some(o) }),
@@ -439,17 +450,35 @@ impl Objects {
         status: Value,
     ) -> Result<Manifest, Status> {
         let k = key(kind, namespace, name);
-        for _ in 0..5 {
-            let Some(kv) = self.read(&k).await? else {
+        for attempt in 0..5 {
+            // The first attempt reads this member's applied state: the write
+            // is a compare-and-swap, so a stale read only costs a retry
+            // (which reads linearizably), and the common case (an agent's
+            // report, a controller's status) skips a ReadIndex round.
+            let read = if attempt == 0 {
+                self.read_local(&k).await?
+            } else {
+                self.read(&k).await?
+            };
+            let Some(kv) = read else {
+                if attempt == 0 {
+                    continue; // not applied here yet, maybe: ask the leader
+                }
                 return Err(not_found(kind, name));
             };
             let old = decode(&kv)?;
             if !uid.is_empty() && old.metadata().uid != uid {
+                if attempt == 0 {
+                    continue;
+                }
                 return Err(not_found(kind, name));
             }
             let mut v = serde_json::to_value(&old)
                 .map_err(|e| Status::internal(format!("cannot encode {}: {e}", old.reference())))?;
             if v.get("status") == Some(&status) {
+                if attempt == 0 {
+                    continue; // maybe only stale here: confirm with the leader
+                }
                 return Ok(old);
             }
             v["status"] = status.clone();
