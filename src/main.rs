@@ -163,6 +163,11 @@ enum Cmd {
     /// Run a command in a container and exit with its code: drover exec POD [-c C] -- CMD [ARGS…].
     /// Non-interactive: -i/-t are not supported yet; stdout and stderr arrive together on stdout.
     Exec(ExecArgs),
+    /// Manage the rollout of a DaemonSet: status, history, undo, restart.
+    Rollout {
+        #[command(subcommand)]
+        cmd: RolloutCmd,
+    },
     /// Print a shell completion script (e.g. `drover completion bash > /etc/bash_completion.d/drover`).
     Completion {
         #[arg(value_enum)]
@@ -346,6 +351,50 @@ struct SimArgs {
     /// How long a simulated container takes to become ready.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     ready_delay: Duration,
+}
+
+/// `drover rollout …` (kubectl's, for DaemonSets).
+#[derive(Subcommand)]
+enum RolloutCmd {
+    /// Wait until the rollout is done (updated = available = desired).
+    Status {
+        /// ds/NAME (or `ds NAME`).
+        target: String,
+        name: Option<String>,
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// Keep waiting (-w=false prints the state once).
+        #[arg(short, long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+        watch: bool,
+        /// Give up after this long (e.g. 2m) with an error; 0 waits forever.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// Revisions and change causes; one revision's template with --revision N.
+    History {
+        target: String,
+        name: Option<String>,
+        #[arg(short, long)]
+        namespace: Option<String>,
+        #[arg(long)]
+        revision: Option<i64>,
+    },
+    /// Roll back to the previous revision (or --to-revision N).
+    Undo {
+        target: String,
+        name: Option<String>,
+        #[arg(short, long)]
+        namespace: Option<String>,
+        #[arg(long)]
+        to_revision: Option<i64>,
+    },
+    /// Replace every pod (sets the template annotation kubectl.kubernetes.io/restartedAt).
+    Restart {
+        target: String,
+        name: Option<String>,
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -672,6 +721,50 @@ async fn run(cli: Cli) -> Result<()> {
             out.flush()?;
             if code != 0 {
                 std::process::exit(code);
+            }
+        }
+        Cmd::Rollout { cmd } => {
+            use drover_cli::rollout;
+            let c = client(&cli.conn)?;
+            let ns = |n: &Option<String>| n.clone().unwrap_or_else(|| "default".into());
+            match cmd {
+                RolloutCmd::Status {
+                    target,
+                    name,
+                    namespace,
+                    watch,
+                    timeout,
+                } => {
+                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
+                    let timeout = timeout.filter(|t| !t.is_zero());
+                    rollout::status(&c, &name, &ns(&namespace), watch, timeout, &mut out).await?
+                }
+                RolloutCmd::History {
+                    target,
+                    name,
+                    namespace,
+                    revision,
+                } => {
+                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
+                    rollout::history_cmd(&c, &name, &ns(&namespace), revision, &mut out).await?
+                }
+                RolloutCmd::Undo {
+                    target,
+                    name,
+                    namespace,
+                    to_revision,
+                } => {
+                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
+                    rollout::undo(&c, &name, &ns(&namespace), to_revision, &mut out).await?
+                }
+                RolloutCmd::Restart {
+                    target,
+                    name,
+                    namespace,
+                } => {
+                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
+                    rollout::restart(&c, &name, &ns(&namespace), &mut out).await?
+                }
             }
         }
         Cmd::Completion { shell } => kubectl::completion(shell, &mut Cli::command(), &mut out)?,

@@ -546,6 +546,32 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     let binds = fluentd_es["HostConfig"]["Mounts"].to_string();
     assert!(binds.contains("/var/log"), "{binds}");
 
+    // 03 rolls 01's DaemonSet over to busybox that sleeps: Running, Ready.
+    let old = pods["default/ds:example-daemonset"].metadata.uid.clone();
+    s.apply(&rewrite(ROLLING, &reg, &node, false)).await;
+    let took = wait_until("03's pod Running and Ready, 01's gone", WAIT, || async {
+        let ours: Vec<Pod> = all_pods(&s)
+            .await
+            .into_iter()
+            .filter(|q| q.metadata.namespace == "default")
+            .filter(|q| {
+                q.metadata
+                    .controller_ref()
+                    .is_some_and(|o| o.name == "example-daemonset")
+            })
+            .collect();
+        matches!(ours.as_slice(), [p] if p.metadata.uid != old && is_running_and_ready(p))
+    })
+    .await;
+    eprintln!("03 applied -> rolled over, Running: {took:?}");
+    let rolled = self::pods(&s).await;
+    let p = &rolled["default/ds:example-daemonset"];
+    assert_eq!(first(p).unwrap().image, format!("{reg}/busybox:latest"));
+    assert_eq!(first(p).unwrap().restart_count, 0);
+    wait_until("01's containers gone", WAIT, || async {
+        docker_ps(&node, &[&format!("label=io.drover.pod.uid={old}")]).is_empty()
+    })
+    .await;
 
     // The sleeping container would take its 30 s grace period to stop:
     // the guard removes everything instead.

@@ -41,6 +41,7 @@
 #[macro_use]
 mod macros;
 
+pub mod annotations;
 pub mod apps_v1;
 pub mod core_v1;
 pub mod defaults;

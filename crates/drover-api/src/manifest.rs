@@ -494,6 +494,22 @@ impl Manifest {
         }
     }
 
+    /// What `apply` warns about: the fields drover keeps but does not act
+    /// on, then settings that are valid but risky (a DaemonSet that surges
+    /// with a host port or the host network: the new pod cannot start beside
+    /// the old one, kubernetes #106417).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .unknown_fields()
+            .iter()
+            .map(|u| u.to_string())
+            .collect();
+        if let Manifest::DaemonSet(ds) = self {
+            out.extend(validation::daemon_set_warnings(ds));
+        }
+        out
+    }
+
     /// Validates the object (see [`crate::validation`]).
     pub fn validate(&self) -> Result<(), Invalid> {
         validation::validate_manifest(self)

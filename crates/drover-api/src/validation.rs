@@ -1985,8 +1985,66 @@ pub fn validate_daemon_set_spec(spec: &DaemonSetSpec, path: &Path) -> Vec<FieldE
 /// ```
 pub fn validate_daemon_set(ds: &DaemonSet) -> Result<(), Invalid> {
     let mut errors = validate_object_meta(&ds.metadata, true, &Path::new("metadata"));
+    if let Err((annotation, reason)) = crate::annotations::auto_rollback(&ds.metadata) {
+        let value = ds.metadata.annotations.get(annotation).cloned();
+        errors.push(FieldError::invalid(
+            &Path::new("metadata").child("annotations").key(annotation),
+            value.unwrap_or_default(),
+            reason,
+        ));
+    }
     errors.extend(validate_daemon_set_spec(&ds.spec, &Path::new("spec")));
     to_result(ds, errors)
+}
+
+/// Valid but risky settings of a DaemonSet, for `apply` to warn about: a
+/// rolling update with `maxSurge` starts the new pod beside the old one on
+/// the same node, which cannot work when the pod binds a host port or uses
+/// the host network (kubernetes #106417: the surge pod never starts and the
+/// rollout stalls).
+pub fn daemon_set_warnings(ds: &DaemonSet) -> Vec<String> {
+    let mut out = Vec::new();
+    let surges = !matches!(
+        ds.spec.update_strategy.r#type,
+        Some(DaemonSetUpdateStrategyType::OnDelete)
+    ) && ds
+        .spec
+        .update_strategy
+        .rolling_update
+        .as_ref()
+        .and_then(|r| r.max_surge.as_ref())
+        .is_some_and(|s| match s {
+            IntOrString::Int(n) => *n > 0,
+            IntOrString::String(p) => p
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<i64>().ok())
+                .is_some_and(|p| p > 0),
+        });
+    if !surges {
+        return out;
+    }
+    let spec = &ds.spec.template.spec;
+    if spec.host_network {
+        out.push(
+            "spec.updateStrategy.rollingUpdate.maxSurge with spec.template.spec.hostNetwork: \
+             the new pod shares the node's ports with the old one and may not start until it \
+             is gone; use maxUnavailable instead of maxSurge"
+                .to_owned(),
+        );
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        for (j, p) in c.ports.iter().enumerate() {
+            if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
+                out.push(format!(
+                    "spec.updateStrategy.rollingUpdate.maxSurge with \
+                     spec.template.spec.containers[{i}].ports[{j}].hostPort {hp}: the new pod \
+                     cannot bind the port while the old one holds it, so the rollout stalls; \
+                     use maxUnavailable instead of maxSurge"
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Validates an update of a DaemonSet: besides [`validate_daemon_set`], the

@@ -696,3 +696,38 @@ fn identical_errors_are_shown_once() {
     let message = validate_daemon_set(&ds).unwrap_err().to_string();
     assert!(!message.contains("is invalid: ["), "{message}");
 }
+
+#[test]
+fn surge_with_host_port_or_host_network_is_warned_about() {
+    use drover_api::apps_v1::RollingUpdateDaemonSet;
+    let mut ds = base();
+    // No surge: nothing to warn about, even with a host port.
+    ds.spec.template.spec.containers[0].ports[0].host_port = Some(9100);
+    assert!(Manifest::DaemonSet(Box::new(ds.clone()))
+        .warnings()
+        .is_empty());
+
+    ds.spec.update_strategy.rolling_update = Some(RollingUpdateDaemonSet {
+        max_unavailable: Some(IntOrString::Int(0)),
+        max_surge: Some(IntOrString::String("10%".into())),
+        ..RollingUpdateDaemonSet::default()
+    });
+    ds.spec.template.spec.host_network = true;
+    let warnings = Manifest::DaemonSet(Box::new(ds.clone())).warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("hostNetwork"), "{warnings:?}");
+    assert!(
+        warnings[1].contains("containers[0].ports[0].hostPort 9100"),
+        "{warnings:?}"
+    );
+    // Still valid: a warning, not an error.
+    validate_daemon_set(&ds).expect("valid");
+
+    // A surge of 0% warns about nothing.
+    ds.spec.update_strategy.rolling_update = Some(RollingUpdateDaemonSet {
+        max_unavailable: Some(IntOrString::Int(1)),
+        max_surge: Some(IntOrString::String("0%".into())),
+        ..RollingUpdateDaemonSet::default()
+    });
+    assert!(Manifest::DaemonSet(Box::new(ds)).warnings().is_empty());
+}

@@ -466,6 +466,13 @@ fn volumes(w: &mut W, volumes: &[Volume], space: &str) {
     }
 }
 
+/// A pod template as `describe` prints it (`rollout history --revision`).
+pub fn describe_pod_template(t: &PodTemplateSpec) -> String {
+    let mut w = W::default();
+    pod_template(&mut w, t);
+    w.finish()
+}
+
 /// kubectl's `DescribePodTemplate`.
 fn pod_template(w: &mut W, t: &PodTemplateSpec) {
     w.w(0, "Pod Template:\n");

@@ -12,6 +12,7 @@ pub mod kinds;
 pub mod kubectl;
 pub mod logs;
 pub mod printers;
+pub mod rollout;
 pub mod table;
 pub mod tabwriter;
 pub mod timefmt;

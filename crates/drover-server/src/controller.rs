@@ -92,6 +92,11 @@ struct Leading {
     orphans: HashMap<String, Instant>,
     orphan_grace: Duration,
     rng: StdRng,
+    /// ControllerRevisions of the DaemonSets (see [`crate::revisions`]).
+    revisions: crate::revisions::Revisions,
+    /// (DaemonSet uid, revision hash) whose automatic rollback had nothing
+    /// to go back to: reported once.
+    rollback_skipped: std::collections::HashSet<(String, String)>,
 }
 
 impl Leading {
@@ -110,6 +115,8 @@ impl Leading {
             orphans: HashMap::new(),
             orphan_grace: cfg.orphan_pod_grace,
             rng: StdRng::from_rng(&mut rand::rng()),
+            revisions: crate::revisions::Revisions::default(),
+            rollback_skipped: std::collections::HashSet::new(),
         }
     }
 
@@ -214,6 +221,8 @@ impl Leading {
             soonest(t);
         }
         self.backoff.retain(|uid, _| live.contains(uid));
+        self.rollback_skipped.retain(|(uid, _)| live.contains(uid));
+        written = written.max(self.revisions.retain(&self.objects, &live).await);
 
         // Pods of DaemonSets that are gone, and bare pods of nodes that left.
         let mut doomed: Vec<&Pod> = pods
@@ -273,13 +282,33 @@ impl Leading {
     ) -> (u64, Option<Timestamp>) {
         let uid = ds.metadata.uid.clone();
         let backoff = self.backoff.remove(&uid).unwrap_or_default();
-        let plan = daemon::plan(
-            &PlanInput::new(ds, nodes.iter().copied(), pods.iter().copied(), now)
-                .with_backoff(&backoff),
-            &mut self.rng,
-        );
+        // Revisions first: the planner labels new pods with the current one.
+        let revs = if ds.metadata.deletion_timestamp.is_none() {
+            self.revisions.sync(&self.objects, ds, pods).await
+        } else {
+            crate::revisions::RevisionSync::default()
+        };
+        let with_collisions;
+        let ds = match revs.collision_count {
+            Some(c) => {
+                let mut d = ds.clone();
+                d.status.collision_count = Some(c);
+                with_collisions = d;
+                &with_collisions
+            }
+            None => ds,
+        };
+        let mut input = PlanInput::new(ds, nodes.iter().copied(), pods.iter().copied(), now)
+            .with_backoff(&backoff);
+        if let Some(hash) = revs.hash.as_deref() {
+            input = input.with_revision_hash(hash);
+        }
+        let mut plan = daemon::plan(&input, &mut self.rng);
+        if revs.collision_count.is_some() {
+            plan.status_changed = true;
+        }
         self.backoff.insert(uid, plan.backoff.clone());
-        let mut written = 0u64;
+        let mut written = revs.written;
         let mut events = plan.events.clone();
 
         for pod in plan.adopt.iter().chain(plan.release.iter()) {
@@ -373,8 +402,30 @@ impl Leading {
                 Err(e) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e.message()),
             }
         }
+        let mut requeue_at = plan.requeue_at;
+        if let (Some(due), Some(hash)) = (&plan.rollback, revs.hash.as_deref()) {
+            let key = (ds.metadata.uid.clone(), hash.to_owned());
+            if !self.rollback_skipped.contains(&key) {
+                match crate::revisions::roll_back(&self.objects, ds, hash, due, now, &mut self.rng)
+                    .await
+                {
+                    crate::revisions::RolledBack::Done(w, event) => {
+                        written = written.max(w);
+                        events.push(event);
+                    }
+                    crate::revisions::RolledBack::Impossible(event) => {
+                        self.rollback_skipped.insert(key);
+                        events.push(event);
+                    }
+                    crate::revisions::RolledBack::Failed => {
+                        let again = now + Duration::from_secs(1);
+                        requeue_at = Some(requeue_at.map_or(again, |t| t.min(again)));
+                    }
+                }
+            }
+        }
         self.record(events).await;
-        (written, plan.requeue_at)
+        (written, requeue_at)
     }
 
     /// Writes events; failures only cost the event.

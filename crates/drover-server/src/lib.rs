@@ -21,6 +21,7 @@ pub mod informer;
 pub mod mirror;
 pub mod objects;
 pub mod remote;
+pub mod revisions;
 pub mod service;
 pub mod transport;
 

@@ -311,7 +311,7 @@ impl Objects {
         }
         let mut out = Vec::with_capacity(manifests.len());
         for (m, old) in manifests.into_iter().zip(existing) {
-            let warnings: Vec<String> = m.unknown_fields().iter().map(|u| u.to_string()).collect();
+            let warnings = m.warnings();
             let applied = if dry_run {
                 match old {
                     None => Applied::Created(m),

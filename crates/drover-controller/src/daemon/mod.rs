@@ -68,6 +68,7 @@
 pub mod backoff;
 pub mod eligibility;
 pub mod pods;
+pub mod rollout;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -204,6 +205,8 @@ pub enum DeletionReason {
     Unbound,
     /// The DaemonSet is deleted.
     DaemonSetDeleted,
+    /// A rolling update replaces it with a pod of the current revision.
+    Rollout,
 }
 
 impl fmt::Display for DeletionReason {
@@ -227,6 +230,7 @@ impl fmt::Display for DeletionReason {
             DeletionReason::NodeGone => f.write_str("its node no longer exists"),
             DeletionReason::Unbound => f.write_str("it is bound to no node"),
             DeletionReason::DaemonSetDeleted => f.write_str("its DaemonSet is deleted"),
+            DeletionReason::Rollout => f.write_str("a rolling update replaces it"),
         }
     }
 }
@@ -267,6 +271,13 @@ pub struct DaemonSetPlan {
     /// When to plan again even if nothing changes: a node's backoff ends, or
     /// a ready pod becomes available (`minReadySeconds`).
     pub requeue_at: Option<Timestamp>,
+    /// Nodes that are not Ready and still run a pod of an old revision: a
+    /// rolling update leaves them alone until they are back.
+    pub rollout_waiting: Vec<String>,
+    /// The DaemonSet's automatic rollback policy was met: the server writes
+    /// the previous revision's template back (see
+    /// [`rollout::rollback_target`]).
+    pub rollback: Option<rollout::RollbackDue>,
 }
 
 impl DaemonSetPlan {
@@ -347,6 +358,25 @@ fn selector_of(ds: &DaemonSet) -> Result<Selector, (&'static str, String)> {
     }
 }
 
+/// A pod name `<prefix><5 characters>` not taken yet (after
+/// [`NAME_ATTEMPTS`] tries, the last one; the store then refuses it).
+fn fresh_name<R: RngCore + ?Sized>(
+    prefix: &str,
+    taken: &HashSet<&str>,
+    new_names: &mut HashSet<String>,
+    rng: &mut R,
+) -> String {
+    let mut name = format!("{prefix}{}", pods::name_suffix(rng));
+    for _ in 1..NAME_ATTEMPTS {
+        if !taken.contains(name.as_str()) && !new_names.contains(&name) {
+            break;
+        }
+        name = format!("{prefix}{}", pods::name_suffix(rng));
+    }
+    new_names.insert(name.clone());
+    name
+}
+
 /// Plans one DaemonSet: see the module documentation for the rules.
 ///
 /// The RNG names new pods (`<ds>-<5 characters>`) and events; with the same
@@ -413,6 +443,8 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
     let mut seen_nodes: HashSet<&str> = HashSet::new();
     let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
     let (mut ready, mut available, mut updated) = (0, 0, 0);
+    let mut slots: Vec<rollout::NodeSlot<'_>> = Vec::new();
+    let surge = input.revision_hash.filter(|_| rollout::allows_surge(ds));
 
     for &node in &input.nodes {
         let node_name = node.metadata.name.as_str();
@@ -422,6 +454,14 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         let verdict = eligibility.evaluate(node);
         let mut on_node = by_node.remove(node_name).unwrap_or_default();
         on_node.sort_by(|a, b| oldest_first(a, b));
+        if verdict.should_run || !on_node.is_empty() {
+            slots.push(rollout::NodeSlot {
+                node: node_name,
+                should_run: verdict.should_run,
+                ready: node.is_ready(),
+                pods: on_node.clone(),
+            });
+        }
 
         // Status, from the pods as they are.
         if verdict.should_run {
@@ -453,14 +493,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
 
         // Placement.
         if verdict.should_run && on_node.is_empty() {
-            let mut name = format!("{prefix}{}", pods::name_suffix(rng));
-            for _ in 1..NAME_ATTEMPTS {
-                if !taken_names.contains(name.as_str()) && !new_names.contains(&name) {
-                    break;
-                }
-                name = format!("{prefix}{}", pods::name_suffix(rng));
-            }
-            new_names.insert(name.clone());
+            let name = fresh_name(&prefix, &taken_names, &mut new_names, rng);
             let pod = pods::new_daemon_pod(
                 ds,
                 eligibility.pod_spec(),
@@ -510,7 +543,12 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
                     running.push(pod);
                 }
             }
-            if let Some((kept, extra)) = running.split_first() {
+            if let Some(hash) = surge.filter(|_| running.len() > 1) {
+                for pod in rollout::surge_extra_pods(ds, &running, hash, now) {
+                    plan.delete
+                        .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));
+                }
+            } else if let Some((kept, extra)) = running.split_first() {
                 for pod in extra {
                     let reason = DeletionReason::Duplicate {
                         kept: kept.metadata.name.clone(),
@@ -548,6 +586,32 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
             DeletionReason::NodeGone
         };
         plan.delete.push(deletion(ds, pod, reason, now, rng));
+    }
+
+    // A rolling update step, once placement has nothing to do (Kubernetes
+    // runs `rollingUpdate` only when the manage loop's expectations are
+    // met).
+    if let Some(hash) = input.revision_hash {
+        let step = rollout::rolling_update(ds, &slots, hash, now);
+        plan.rollout_waiting = step.waiting.iter().map(|n| (*n).to_owned()).collect();
+        match rollout::auto_rollback_due(ds, &slots, hash, now) {
+            Ok(due) => plan.rollback = Some(due),
+            Err(Some(at)) => plan.requeue(at),
+            Err(None) => {}
+        }
+        if plan.create.is_empty() && plan.delete.is_empty() {
+            for pod in step.delete {
+                plan.delete
+                    .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));
+            }
+            for node_name in step.create_on {
+                let name = fresh_name(&prefix, &taken_names, &mut new_names, rng);
+                let pod =
+                    pods::new_daemon_pod(ds, eligibility.pod_spec(), node_name, name, Some(hash));
+                let event = events::created(ds, &pod.metadata.name, now, rng);
+                plan.create.push(PodCreation { pod, event });
+            }
+        }
     }
 
     plan.backoff

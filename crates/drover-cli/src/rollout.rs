@@ -1,0 +1,404 @@
+//! `drover rollout status|history|undo|restart ds/NAME`, worded like
+//! kubectl's (`kubectl/pkg/polymorphichelpers`: `DaemonSetStatusViewer`,
+//! `DaemonSetHistoryViewer`, `DaemonSetRollbacker`).
+
+use crate::client::Client;
+use crate::describe::describe_pod_template;
+use crate::errors::{kube, Reported};
+use crate::kinds::Kind;
+use anyhow::{bail, Result};
+use drover_api::{
+    ControllerRevision, DaemonSet, DaemonSetUpdateStrategyType, Manifest, Node, Pod,
+    PodTemplateSpec,
+};
+use drover_controller::daemon::pods::CONTROLLER_REVISION_HASH_LABEL;
+use drover_controller::daemon::rollout::{
+    revision_template, CHANGE_CAUSE_ANNOTATION, RESTARTED_AT_ANNOTATION,
+};
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime};
+use tonic::Code;
+
+/// How often `rollout status` reads the DaemonSet while waiting.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Attempts of a compare-and-swap write before giving up on conflicts.
+const CONFLICT_RETRIES: usize = 5;
+
+/// `ds/NAME`, `daemonset NAME`-style target: the DaemonSet's name.
+pub fn daemon_set_name(target: &str, name: Option<&str>) -> Result<String> {
+    let (kind, name) = match (target.split_once('/'), name) {
+        (Some((k, n)), None) => (k, n),
+        (None, Some(n)) => (target, n),
+        (Some(_), Some(_)) => bail!("there is no need to specify a resource type as a separate argument when passing arguments in resource/name form"),
+        (None, None) => bail!("you must specify a resource and a name, e.g. ds/NAME"),
+    };
+    if Kind::parse(kind)? != Kind::DaemonSet {
+        bail!("no rollout for {kind:?}: drover rolls out daemonsets only (ds/NAME)");
+    }
+    if name.is_empty() {
+        bail!("you must specify the name of the daemonset, e.g. ds/NAME");
+    }
+    Ok(name.to_owned())
+}
+
+async fn get_ds(c: &Client, ns: &str, name: &str) -> Result<DaemonSet> {
+    match c.get_object("daemonsets", ns, name).await.map_err(kube)? {
+        Manifest::DaemonSet(d) => Ok(*d),
+        m => bail!("{} is not a daemonset", m.reference()),
+    }
+}
+
+/// The DaemonSet's revisions, oldest first.
+async fn history(c: &Client, ds: &DaemonSet, ns: &str) -> Result<Vec<ControllerRevision>> {
+    let list = c
+        .list_objects("controllerrevisions", ns, "")
+        .await
+        .map_err(kube)?;
+    let mut revs: Vec<ControllerRevision> = list
+        .items
+        .into_iter()
+        .filter_map(|m| match m {
+            Manifest::ControllerRevision(r) => Some(*r),
+            _ => None,
+        })
+        .filter(|r| {
+            r.metadata
+                .controller_ref()
+                .is_some_and(|o| o.uid == ds.metadata.uid)
+        })
+        .collect();
+    revs.sort_by_key(|r| r.revision);
+    Ok(revs)
+}
+
+/// One `rollout status` reading: the line to print and whether it is done.
+pub fn status_line(ds: &DaemonSet) -> (String, bool) {
+    let name = &ds.metadata.name;
+    let s = &ds.status;
+    if ds.metadata.generation.unwrap_or(0) <= s.observed_generation.unwrap_or(0) {
+        if s.updated_number_scheduled < s.desired_number_scheduled {
+            return (
+                format!(
+                    "Waiting for daemon set {name:?} rollout to finish: {} out of {} new pods have been updated...",
+                    s.updated_number_scheduled, s.desired_number_scheduled
+                ),
+                false,
+            );
+        }
+        if s.number_available < s.desired_number_scheduled {
+            return (
+                format!(
+                    "Waiting for daemon set {name:?} rollout to finish: {} of {} updated pods are available...",
+                    s.number_available, s.desired_number_scheduled
+                ),
+                false,
+            );
+        }
+        return (format!("daemon set {name:?} successfully rolled out"), true);
+    }
+    (
+        "Waiting for daemon set spec update to be observed...".to_owned(),
+        false,
+    )
+}
+
+const NOT_READY: &str = ": node not Ready, updated when it is back";
+
+/// Nodes that hold the rollout, and why: not Ready, or running a pod of an
+/// older revision that is not available yet. Empty when nothing can be
+/// told.
+async fn waiting_nodes(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<String> {
+    let Ok(revs) = history(c, ds, ns).await else {
+        return Vec::new();
+    };
+    let Some(hash) = revs
+        .last()
+        .and_then(|r| r.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL))
+    else {
+        return Vec::new();
+    };
+    let (Ok(pods), Ok(nodes)) = (
+        c.list_objects("pods", ns, "").await,
+        c.list_objects("nodes", "", "").await,
+    ) else {
+        return Vec::new();
+    };
+    let nodes: Vec<Node> = nodes
+        .items
+        .into_iter()
+        .filter_map(|m| match m {
+            Manifest::Node(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for p in pods.items.into_iter().filter_map(|m| match m {
+        Manifest::Pod(p) => Some(*p),
+        _ => None,
+    }) {
+        let p: Pod = p;
+        if p.metadata
+            .controller_ref()
+            .is_none_or(|o| o.uid != ds.metadata.uid)
+        {
+            continue;
+        }
+        let node = &p.spec.node_name;
+        let updated = p.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL) == Some(hash);
+        let node_ready = nodes
+            .iter()
+            .find(|n| &n.metadata.name == node)
+            .is_some_and(|n| n.is_ready());
+        if !node_ready && !updated {
+            out.push(format!("{node}{NOT_READY}"));
+        } else if updated && !p.is_ready() {
+            out.push(format!("{node}: new pod {} not ready", p.metadata.name));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `drover rollout status ds/NAME [--timeout D] [-w=false]`.
+pub async fn status(
+    c: &Client,
+    name: &str,
+    namespace: &str,
+    watch: bool,
+    timeout: Option<Duration>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let ds = get_ds(c, namespace, name).await?;
+        if matches!(
+            ds.spec.update_strategy.r#type,
+            Some(DaemonSetUpdateStrategyType::OnDelete)
+        ) {
+            bail!("rollout status is only available for RollingUpdate strategy type");
+        }
+        let (line, done) = status_line(&ds);
+        if line != last {
+            writeln!(out, "{line}")?;
+            out.flush()?;
+            last = line;
+        }
+        if done {
+            // Nodes that are not Ready don't hold a rollout: say which ones
+            // still run an older revision.
+            let away: Vec<String> = waiting_nodes(c, &ds, namespace)
+                .await
+                .into_iter()
+                .filter(|w| w.ends_with(NOT_READY))
+                .map(|w| w.trim_end_matches(NOT_READY).to_owned())
+                .collect();
+            if !away.is_empty() {
+                writeln!(
+                    out,
+                    "{} node(s) not Ready still run an older revision and are updated when they are back: {}",
+                    away.len(),
+                    away.join(", ")
+                )?;
+            }
+            return Ok(());
+        }
+        if !watch {
+            return Ok(());
+        }
+        if timeout.is_some_and(|t| start.elapsed() >= t) {
+            let waiting = waiting_nodes(c, &ds, namespace).await;
+            let mut why = format!(
+                "timed out waiting for daemon set {name:?} to roll out: {}",
+                last.trim_end_matches("...")
+            );
+            if !waiting.is_empty() {
+                why.push_str(&format!("; waiting on {}", waiting.join(", ")));
+            }
+            return Err(Reported(why).into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn change_cause(r: &ControllerRevision) -> &str {
+    r.metadata
+        .annotations
+        .get(CHANGE_CAUSE_ANNOTATION)
+        .map_or("<none>", String::as_str)
+}
+
+/// `drover rollout history ds/NAME [--revision N]`.
+pub async fn history_cmd(
+    c: &Client,
+    name: &str,
+    namespace: &str,
+    revision: Option<i64>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let ds = get_ds(c, namespace, name).await?;
+    let revs = history(c, &ds, namespace).await?;
+    match revision {
+        Some(n) if n > 0 => {
+            let Some(r) = revs.iter().find(|r| r.revision == n) else {
+                bail!("unable to find the specified revision");
+            };
+            let Some(t) = revision_template(r) else {
+                bail!("controllerrevision {:?} holds no pod template (data.spec.template); delete it and apply the daemonset again", r.metadata.name);
+            };
+            writeln!(out, "daemonset.apps/{name} with revision #{n}")?;
+            write!(out, "{}", describe_pod_template(&t))?;
+        }
+        _ => {
+            writeln!(out, "daemonset.apps/{name} ")?;
+            let rows: Vec<Vec<String>> = revs
+                .iter()
+                .map(|r| vec![r.revision.to_string(), change_cause(r).to_owned()])
+                .collect();
+            write!(
+                out,
+                "{}",
+                crate::table::render(&["REVISION", "CHANGE-CAUSE"], &rows)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the DaemonSet, changes its template with `f`, writes it back with
+/// compare-and-swap, again on a conflict. `f` answers false for "nothing to
+/// change".
+async fn update_template<F>(c: &Client, namespace: &str, name: &str, mut f: F) -> Result<bool>
+where
+    F: FnMut(&mut PodTemplateSpec) -> Result<bool>,
+{
+    let mut last = None;
+    for _ in 0..CONFLICT_RETRIES {
+        let mut ds = get_ds(c, namespace, name).await?;
+        if !f(&mut ds.spec.template)? {
+            return Ok(false);
+        }
+        match c.update_object(&Manifest::DaemonSet(Box::new(ds))).await {
+            Ok(_) => return Ok(true),
+            Err(e) if e.code() == Some(Code::Aborted) => last = Some(e),
+            Err(e) => return Err(kube(e)),
+        }
+    }
+    match last {
+        Some(e) => Err(kube(e)),
+        None => bail!("daemonset {name:?} kept changing; try again"),
+    }
+}
+
+/// `drover rollout undo ds/NAME [--to-revision N]`.
+pub async fn undo(
+    c: &Client,
+    name: &str,
+    namespace: &str,
+    to_revision: Option<i64>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let ds = get_ds(c, namespace, name).await?;
+    let revs = history(c, &ds, namespace).await?;
+    if revs.is_empty() {
+        bail!("no rollout history found for daemonset {name:?}");
+    }
+    let target = match to_revision.filter(|n| *n != 0) {
+        Some(n) => match revs.iter().find(|r| r.revision == n) {
+            Some(r) => r,
+            None => bail!("unable to find specified revision {n} in history"),
+        },
+        None => {
+            if revs.len() < 2 {
+                bail!("no last revision to roll back to");
+            }
+            &revs[revs.len() - 2]
+        }
+    };
+    let Some(template) = revision_template(target) else {
+        bail!(
+            "controllerrevision {:?} holds no pod template (data.spec.template)",
+            target.metadata.name
+        );
+    };
+    let changed = update_template(c, namespace, name, |t| {
+        if *t == template {
+            return Ok(false);
+        }
+        *t = template.clone();
+        Ok(true)
+    })
+    .await?;
+    if changed {
+        writeln!(out, "daemonset.apps/{name} rolled back")?;
+    } else {
+        writeln!(
+            out,
+            "daemonset.apps/{name} skipped rollback (current template already matches revision {})",
+            target.revision
+        )?;
+    }
+    Ok(())
+}
+
+/// `drover rollout restart ds/NAME`: sets the template annotation
+/// `kubectl.kubernetes.io/restartedAt`, which makes a new revision.
+pub async fn restart(c: &Client, name: &str, namespace: &str, out: &mut impl Write) -> Result<()> {
+    let now = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    update_template(c, namespace, name, |t| {
+        t.metadata
+            .annotations
+            .insert(RESTARTED_AT_ANNOTATION.to_owned(), now.clone());
+        Ok(true)
+    })
+    .await?;
+    writeln!(out, "daemonset.apps/{name} restarted")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(daemon_set_name("ds/x", None).unwrap(), "x");
+        assert_eq!(daemon_set_name("daemonset", Some("x")).unwrap(), "x");
+        assert!(daemon_set_name("pod/x", None).is_err());
+        assert!(daemon_set_name("ds", None).is_err());
+    }
+
+    #[test]
+    fn status_lines_are_kubectls() {
+        let mut ds = DaemonSet::default();
+        ds.metadata.name = "x".into();
+        ds.metadata.generation = Some(2);
+        ds.status.observed_generation = Some(1);
+        assert_eq!(
+            status_line(&ds).0,
+            "Waiting for daemon set spec update to be observed..."
+        );
+        ds.status.observed_generation = Some(2);
+        ds.status.desired_number_scheduled = 3;
+        ds.status.updated_number_scheduled = 1;
+        assert_eq!(
+            status_line(&ds),
+            (
+                "Waiting for daemon set \"x\" rollout to finish: 1 out of 3 new pods have been updated...".into(),
+                false
+            )
+        );
+        ds.status.updated_number_scheduled = 3;
+        ds.status.number_available = 2;
+        assert!(status_line(&ds)
+            .0
+            .contains("2 of 3 updated pods are available"));
+        ds.status.number_available = 3;
+        assert_eq!(
+            status_line(&ds),
+            ("daemon set \"x\" successfully rolled out".into(), true)
+        );
+    }
+}
