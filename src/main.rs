@@ -737,7 +737,9 @@ async fn run(cli: Cli) -> Result<()> {
                 } => {
                     let name = rollout::daemon_set_name(&target, name.as_deref())?;
                     let timeout = timeout.filter(|t| !t.is_zero());
-                    rollout::status(&c, &name, &ns(&namespace), watch, timeout, &mut out).await?
+                    let live = std::io::IsTerminal::is_terminal(&std::io::stdout());
+                    rollout::status(&c, &name, &ns(&namespace), watch, timeout, live, &mut out)
+                        .await?
                 }
                 RolloutCmd::History {
                     target,

@@ -11,10 +11,11 @@ use crate::printers::{
 use crate::tabwriter;
 use crate::timefmt::{age, describe_time};
 use drover_api::{
-    Container, ContainerState, DaemonSet, Event, Labels, Node, Pod, PodPhase, PodSpec,
-    PodTemplateSpec, Probe, Quantity, Taint, Toleration, TolerationOperator, Volume,
+    Container, ContainerState, ControllerRevision, DaemonSet, Event, Labels, Node, Pod, PodPhase,
+    PodSpec, PodTemplateSpec, Probe, Quantity, Taint, Toleration, TolerationOperator, Volume,
 };
 use drover_controller::daemon::node_should_run_daemon_pod;
+use drover_controller::daemon::pods::CONTROLLER_REVISION_HASH_LABEL;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -607,11 +608,152 @@ pub fn nodes_without_pod(
     out
 }
 
+/// Why a node still waits in a rolling update, when its node is not Ready.
+pub const NODE_NOT_READY: &str = "node not Ready, updated when it is back";
+
+/// The nodes a rollout to revision `hash` is still waiting for, and why:
+/// a node that is not Ready (updated when it is back), a new pod that is
+/// not ready yet (with its container's waiting reason), an old pod waiting
+/// for its turn (`RollingUpdate`) or for the user to delete it
+/// (`OnDelete`). Sorted by node.
+pub fn rollout_waiting(
+    ds: &DaemonSet,
+    hash: &str,
+    pods: &[Pod],
+    nodes: &[Node],
+) -> Vec<(String, String)> {
+    let on_delete = matches!(
+        ds.spec.update_strategy.r#type,
+        Some(drover_api::DaemonSetUpdateStrategyType::OnDelete)
+    );
+    let mut out = Vec::new();
+    for p in pods
+        .iter()
+        .filter(|p| owned_by(p, ds) && p.metadata.deletion_timestamp.is_none())
+    {
+        let node = &p.spec.node_name;
+        let updated =
+            p.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL) == Some(&hash.to_owned());
+        let node_ready = nodes
+            .iter()
+            .find(|n| &n.metadata.name == node)
+            .is_some_and(|n| n.is_ready());
+        let why = if !updated && !node_ready {
+            NODE_NOT_READY.to_owned()
+        } else if updated && !p.is_ready() {
+            let waiting = p
+                .status
+                .container_statuses
+                .iter()
+                .find_map(|c| c.state.waiting.as_ref().map(|w| w.reason.clone()))
+                .filter(|r| !r.is_empty());
+            match waiting {
+                Some(r) => format!("new pod {} not ready ({r})", p.metadata.name),
+                None => format!("new pod {} not ready", p.metadata.name),
+            }
+        } else if !updated && on_delete {
+            format!(
+                "OnDelete: updated when its pod {} is deleted",
+                p.metadata.name
+            )
+        } else if !updated {
+            format!(
+                "old pod {} replaced in turn (maxUnavailable/maxSurge)",
+                p.metadata.name
+            )
+        } else {
+            continue;
+        };
+        out.push((node.clone(), why));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// At most this many waiting nodes are listed by `describe ds`.
+const ROLLOUT_LINES: usize = 20;
+
+fn rollout_section(
+    w: &mut W,
+    ds: &DaemonSet,
+    pods: &[Pod],
+    nodes: &[Node],
+    revisions: &[ControllerRevision],
+) {
+    let Some(current) = revisions
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .controller_ref()
+                .is_some_and(|o| o.uid == ds.metadata.uid)
+        })
+        .max_by_key(|r| r.revision)
+    else {
+        return;
+    };
+    let Some(hash) = current.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL) else {
+        return;
+    };
+    let st = &ds.status;
+    let waiting = rollout_waiting(ds, hash, pods, nodes);
+    let progress = if waiting.is_empty() {
+        "every node updated".to_owned()
+    } else {
+        format!(
+            "{} of {} scheduled nodes updated, {} available",
+            st.updated_number_scheduled, st.desired_number_scheduled, st.number_available
+        )
+    };
+    w.w(
+        0,
+        format!(
+            "Rollout:	revision {} ({hash}), {progress}
+",
+            current.revision
+        ),
+    );
+    if waiting.is_empty() {
+        return;
+    }
+    w.flush();
+    w.w(
+        1,
+        "Node	Waiting for
+",
+    );
+    w.w(
+        1,
+        "----	-----------
+",
+    );
+    for (node, why) in waiting.iter().take(ROLLOUT_LINES) {
+        w.w(
+            1,
+            format!(
+                "{node}	{why}
+"
+            ),
+        );
+    }
+    if waiting.len() > ROLLOUT_LINES {
+        w.w(
+            1,
+            format!(
+                "… and {} more
+",
+                waiting.len() - ROLLOUT_LINES
+            ),
+        );
+    }
+}
+
 /// `describe ds NAME`.
 pub fn describe_daemon_set(
     ds: &DaemonSet,
     pods: &[Pod],
     nodes: &[Node],
+    revisions: &[ControllerRevision],
     all_events: &[Event],
     now: SystemTime,
 ) -> String {
@@ -683,6 +825,7 @@ pub fn describe_daemon_set(
         ),
     );
     pod_template(&mut w, &ds.spec.template);
+    rollout_section(&mut w, ds, pods, nodes, revisions);
     let without = nodes_without_pod(ds, pods, nodes);
     if without.is_empty() {
         w.w(0, "Nodes without a pod:\t<none>\n");
@@ -1268,7 +1411,7 @@ type: Normal
 "#,
             ),
         ];
-        let text = describe_daemon_set(&d, &pods, &nodes, &evs, now());
+        let text = describe_daemon_set(&d, &pods, &nodes, &[], &evs, now());
         let want = "\
 Name:           master-agent
 Namespace:      default
@@ -1322,7 +1465,7 @@ Events:
     #[test]
     fn no_events_and_no_missing_nodes() {
         let d = ds(GPU_DS);
-        let text = describe_daemon_set(&d, &[], &[], &[], now());
+        let text = describe_daemon_set(&d, &[], &[], &[], &[], now());
         assert!(
             text.contains("\nNodes without a pod:  <none>\nEvents:               <none>\n"),
             "{text}"

@@ -610,8 +610,13 @@ async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<Strin
             let ns = &ds.metadata.namespace;
             let pods = list_all(c, Kind::Pod, ns, as_pod).await?;
             let nodes = list_all(c, Kind::Node, "", as_node).await?;
+            let revisions = list_all(c, Kind::ControllerRevision, ns, |m| match m {
+                Manifest::ControllerRevision(r) => Some(*r),
+                _ => None,
+            })
+            .await?;
             let events = list_all(c, Kind::Event, ns, as_event).await?;
-            describe::describe_daemon_set(ds, &pods, &nodes, &events, now)
+            describe::describe_daemon_set(ds, &pods, &nodes, &revisions, &events, now)
         }
         Manifest::Pod(p) => {
             let events = list_all(c, Kind::Event, &p.metadata.namespace, as_event).await?;

@@ -3,7 +3,7 @@
 //! `DaemonSetHistoryViewer`, `DaemonSetRollbacker`).
 
 use crate::client::Client;
-use crate::describe::describe_pod_template;
+use crate::describe::{describe_pod_template, NODE_NOT_READY};
 use crate::errors::{kube, Reported};
 use crate::kinds::Kind;
 use anyhow::{bail, Result};
@@ -103,12 +103,9 @@ pub fn status_line(ds: &DaemonSet) -> (String, bool) {
     )
 }
 
-const NOT_READY: &str = ": node not Ready, updated when it is back";
-
-/// Nodes that hold the rollout, and why: not Ready, or running a pod of an
-/// older revision that is not available yet. Empty when nothing can be
-/// told.
-async fn waiting_nodes(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<String> {
+/// Nodes the rollout waits for, and why (see
+/// [`crate::describe::rollout_waiting`]). Empty when nothing can be told.
+async fn waiting_nodes(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<(String, String)> {
     let Ok(revs) = history(c, ds, ns).await else {
         return Vec::new();
     };
@@ -132,46 +129,88 @@ async fn waiting_nodes(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<String> {
             _ => None,
         })
         .collect();
-    let mut out = Vec::new();
-    for p in pods.items.into_iter().filter_map(|m| match m {
-        Manifest::Pod(p) => Some(*p),
-        _ => None,
-    }) {
-        let p: Pod = p;
-        if p.metadata
-            .controller_ref()
-            .is_none_or(|o| o.uid != ds.metadata.uid)
-        {
-            continue;
-        }
-        let node = &p.spec.node_name;
-        let updated = p.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL) == Some(hash);
-        let node_ready = nodes
-            .iter()
-            .find(|n| &n.metadata.name == node)
-            .is_some_and(|n| n.is_ready());
-        if !node_ready && !updated {
-            out.push(format!("{node}{NOT_READY}"));
-        } else if updated && !p.is_ready() {
-            out.push(format!("{node}: new pod {} not ready", p.metadata.name));
-        }
+    let pods: Vec<Pod> = pods
+        .items
+        .into_iter()
+        .filter_map(|m| match m {
+            Manifest::Pod(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    crate::describe::rollout_waiting(ds, hash, &pods, &nodes)
+}
+
+/// At most this many nodes are named when a rollout times out.
+const NAMED_ON_TIMEOUT: usize = 10;
+
+/// Live mode reads the pods and nodes every this many polls (1 s).
+const LIVE_EVERY: u64 = 4;
+/// Live mode lists at most this many nodes that hold the rollout.
+const LIVE_NODES: usize = 8;
+
+/// What holds a rollout: nodes away and new pods not ready, as
+/// `node: why` (old pods waiting for their turn are the consequence).
+async fn holding(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<String> {
+    waiting_nodes(c, ds, ns)
+        .await
+        .into_iter()
+        .filter(|(_, why)| !why.contains("replaced in turn"))
+        .map(|(node, why)| format!("{node}: {why}"))
+        .collect()
+}
+
+/// The lines under the status line in live mode.
+fn live_lines(ds: &DaemonSet, holding: &[String]) -> Vec<String> {
+    let s = &ds.status;
+    let mut lines = vec![format!(
+        "  nodes: {} desired, {} updated, {} available, {} unavailable, {} misscheduled",
+        s.desired_number_scheduled,
+        s.updated_number_scheduled,
+        s.number_available,
+        s.number_unavailable,
+        s.number_misscheduled
+    )];
+    for h in holding.iter().take(LIVE_NODES) {
+        lines.push(format!("  waiting on {h}"));
     }
-    out.sort();
-    out.dedup();
-    out
+    if holding.len() > LIVE_NODES {
+        lines.push(format!("  … and {} more", holding.len() - LIVE_NODES));
+    }
+    lines
+}
+
+/// Redraws `lines` over the `drawn` lines printed before (cursor up, clear
+/// to the end of the screen); answers how many lines are drawn now.
+fn redraw(out: &mut impl Write, drawn: usize, lines: &[String]) -> Result<usize> {
+    if drawn > 0 {
+        write!(out, "\x1b[{drawn}A\r\x1b[J")?;
+    }
+    for l in lines {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    Ok(lines.len())
 }
 
 /// `drover rollout status ds/NAME [--timeout D] [-w=false]`.
+///
+/// With `live` (stdout is a terminal) the lines are redrawn in place: the
+/// status line, the node counts and the nodes that hold the rollout, read
+/// every second. Without, one line per change (as kubectl prints).
 pub async fn status(
     c: &Client,
     name: &str,
     namespace: &str,
     watch: bool,
     timeout: Option<Duration>,
+    live: bool,
     out: &mut impl Write,
 ) -> Result<()> {
     let start = Instant::now();
     let mut last = String::new();
+    let mut drawn = 0usize;
+    let mut polls = 0u64;
+    let mut holding_now: Vec<String> = Vec::new();
     loop {
         let ds = get_ds(c, namespace, name).await?;
         if matches!(
@@ -181,7 +220,18 @@ pub async fn status(
             bail!("rollout status is only available for RollingUpdate strategy type");
         }
         let (line, done) = status_line(&ds);
-        if line != last {
+        if live && watch {
+            if !done && polls.is_multiple_of(LIVE_EVERY) {
+                holding_now = holding(c, &ds, namespace).await;
+            }
+            polls += 1;
+            let mut lines = vec![line.clone()];
+            if !done {
+                lines.extend(live_lines(&ds, &holding_now));
+            }
+            drawn = redraw(out, drawn, &lines)?;
+            last = line;
+        } else if line != last {
             writeln!(out, "{line}")?;
             out.flush()?;
             last = line;
@@ -192,8 +242,8 @@ pub async fn status(
             let away: Vec<String> = waiting_nodes(c, &ds, namespace)
                 .await
                 .into_iter()
-                .filter(|w| w.ends_with(NOT_READY))
-                .map(|w| w.trim_end_matches(NOT_READY).to_owned())
+                .filter(|(_, why)| why == NODE_NOT_READY)
+                .map(|(node, _)| node)
                 .collect();
             if !away.is_empty() {
                 writeln!(
@@ -209,7 +259,13 @@ pub async fn status(
             return Ok(());
         }
         if timeout.is_some_and(|t| start.elapsed() >= t) {
-            let waiting = waiting_nodes(c, &ds, namespace).await;
+            // What holds it: nodes away and new pods not ready (old pods
+            // waiting for their turn are the consequence).
+            let holding = holding(c, &ds, namespace).await;
+            let mut waiting: Vec<String> = holding.iter().take(NAMED_ON_TIMEOUT).cloned().collect();
+            if holding.len() > NAMED_ON_TIMEOUT {
+                waiting.push(format!("and {} more", holding.len() - NAMED_ON_TIMEOUT));
+            }
             let mut why = format!(
                 "timed out waiting for daemon set {name:?} to roll out: {}",
                 last.trim_end_matches("...")

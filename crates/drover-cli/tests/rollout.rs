@@ -188,7 +188,16 @@ impl Env {
     /// Waits for `rollout status` to succeed (the command, with a timeout).
     async fn rolled_out(&self, name: &str) {
         let mut out = Vec::new();
-        let r = rollout::status(&self.client, name, "default", true, Some(WAIT), &mut out).await;
+        let r = rollout::status(
+            &self.client,
+            name,
+            "default",
+            true,
+            Some(WAIT),
+            false,
+            &mut out,
+        )
+        .await;
         let text = String::from_utf8_lossy(&out).to_string();
         if let Err(e) = r {
             panic!("rollout status failed: {}\n{text}", error_text(&e));
@@ -309,7 +318,7 @@ async fn on_delete_updates_only_deleted_pods() {
     .await;
     assert_eq!(env.pod_names().await, before, "nothing replaced");
     let mut out = Vec::new();
-    let e = rollout::status(&env.client, "od", "default", true, None, &mut out)
+    let e = rollout::status(&env.client, "od", "default", true, None, false, &mut out)
         .await
         .unwrap_err();
     assert!(error_text(&e).contains("only available for RollingUpdate"));
@@ -355,6 +364,7 @@ async fn never_ready_stalls_and_undo_restores_without_restarts() {
         "default",
         true,
         Some(Duration::from_secs(2)),
+        false,
         &mut out,
     )
     .await
@@ -363,6 +373,42 @@ async fn never_ready_stalls_and_undo_restores_without_restarts() {
     assert!(
         why.contains("timed out") && why.contains("not ready"),
         "{why}"
+    );
+    // On a terminal the same wait is drawn live: counts and the node that
+    // holds it, redrawn in place.
+    let mut out = Vec::new();
+    let _ = rollout::status(
+        &env.client,
+        "nr",
+        "default",
+        true,
+        Some(Duration::from_millis(1500)),
+        true,
+        &mut out,
+    )
+    .await
+    .unwrap_err();
+    let live = String::from_utf8_lossy(&out);
+    assert!(
+        live.contains("  nodes: 3 desired, 1 updated")
+            && live.contains("  waiting on ro")
+            && live.contains("not ready")
+            && live.contains("\x1b[3A\r\x1b[J"),
+        "{live:?}"
+    );
+    // `describe ds` says where the rollout is and what it waits for.
+    let mut out = Vec::new();
+    drover_cli::kubectl::describe(&env.client, "ds", &["nr".to_owned()], None, &mut out)
+        .await
+        .expect("describe");
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("Rollout:") && text.contains("1 of 3 scheduled nodes updated"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Waiting for") && text.contains("replaced in turn"),
+        "{text}"
     );
     let names = env.pod_names().await;
     let untouched: BTreeSet<String> = before.intersection(&names).cloned().collect();
@@ -481,6 +527,12 @@ async fn dead_nodes_do_not_hold_the_rollout_and_are_updated_when_back() {
     let mut env =
         Env::start_groups(&[("live", 8), ("dead", 2)], Some(Duration::from_secs(1))).await;
     env.apply(&ds_yaml("dn", "app:1", &rolling("1"))).await;
+    // Every node runs a ready pod (the status alone could be computed
+    // before the controller saw the last nodes join).
+    wait_until("10 ready pods", WAIT, || async {
+        env.ready_by_node().await.len() == 10
+    })
+    .await;
     env.rolled_out("dn").await;
     let on_dead: BTreeSet<String> = env
         .pods()
@@ -540,9 +592,17 @@ async fn dead_nodes_do_not_hold_the_rollout_and_are_updated_when_back() {
     }
     // `rollout status` is not held by the dead nodes, and names them.
     let mut out = Vec::new();
-    rollout::status(&env.client, "dn", "default", true, Some(WAIT), &mut out)
-        .await
-        .expect("rolled out on the Ready nodes");
+    rollout::status(
+        &env.client,
+        "dn",
+        "default",
+        true,
+        Some(WAIT),
+        false,
+        &mut out,
+    )
+    .await
+    .expect("rolled out on the Ready nodes");
     let text = String::from_utf8_lossy(&out);
     assert!(
         text.contains("successfully rolled out")
@@ -578,6 +638,10 @@ async fn surge_keeps_its_invariants_while_pods_are_deleted_and_crash() {
     let surge =
         "  updateStrategy:\n    type: RollingUpdate\n    rollingUpdate: {maxUnavailable: 0, maxSurge: \"20%\"}\n";
     env.apply(&ds_yaml("su", "app:1", surge)).await;
+    wait_until("a ready pod on every node", WAIT, || async {
+        env.ready_by_node().await.len() == N
+    })
+    .await;
     env.rolled_out("su").await;
     env.apply(&ds_yaml("su", "app:2", surge)).await;
 
