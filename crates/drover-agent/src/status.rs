@@ -88,6 +88,17 @@ fn container_status(
     let failure = book.failures[index].as_ref();
     let Some(latest) = instances.first() else {
         cs.state = match failure {
+            // A pull that failed again after its first retry: the kubelet's
+            // ImagePullBackOff while the next attempt waits.
+            Some(f) if f.error.reason == "ErrImagePull" && book.restarts[index].is_some() => {
+                waiting(
+                    "ImagePullBackOff",
+                    format!(
+                        "Back-off pulling image {:?}: {}",
+                        spec.image, f.error.message
+                    ),
+                )
+            }
             Some(f) => waiting(&f.error.reason, f.error.message.clone()),
             None => waiting("ContainerCreating", String::new()),
         };
@@ -555,6 +566,37 @@ mod tests {
         let s = build(&b, &[], t(5));
         let w = s.container_statuses[0].state.waiting.as_ref().unwrap();
         assert_eq!(w.reason, "ErrImageNeverPull");
+        assert_eq!(s.phase, Some(PodPhase::Pending));
+    }
+
+    #[test]
+    fn a_pull_that_fails_again_is_image_pull_back_off() {
+        let mut b = book(pod("a", &[("c", "registry.invalid/x:1")]));
+        b.failures[0] = Some(StartFailure {
+            at: t(0),
+            error: RuntimeError::new("ErrImagePull", "Failed to pull image"),
+        });
+        let s = build(&b, &[], t(1));
+        let w = s.container_statuses[0].state.waiting.as_ref().unwrap();
+        assert_eq!(w.reason, "ErrImagePull");
+        // Retried once and failed again: backing off.
+        b.restarts[0] = Some(crate::backoff::Backoff {
+            delay: Duration::from_secs(10),
+            last_restart: t(1),
+        });
+        b.failures[0] = Some(StartFailure {
+            at: t(2),
+            error: RuntimeError::new("ErrImagePull", "Failed to pull image"),
+        });
+        let s = build(&b, &[], t(3));
+        let w = s.container_statuses[0].state.waiting.as_ref().unwrap();
+        assert_eq!(w.reason, "ImagePullBackOff");
+        assert!(
+            w.message
+                .starts_with("Back-off pulling image \"registry.invalid/x:1\""),
+            "{}",
+            w.message
+        );
         assert_eq!(s.phase, Some(PodPhase::Pending));
     }
 }
