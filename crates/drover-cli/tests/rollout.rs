@@ -523,9 +523,10 @@ fn image_of(p: &Pod) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_nodes_do_not_hold_the_rollout_and_are_updated_when_back() {
     // 10 nodes: 8 in one sim, 2 in another that is killed (no Leave, the
-    // sessions cut, as with SIGKILL); the node timeout is 1 s.
+    // sessions cut, as with SIGKILL); the node timeout is 3 s (three
+    // heartbeats: a loaded machine must not make live nodes flap).
     let mut env =
-        Env::start_groups(&[("live", 8), ("dead", 2)], Some(Duration::from_secs(1))).await;
+        Env::start_groups(&[("live", 8), ("dead", 2)], Some(Duration::from_secs(3))).await;
     env.apply(&ds_yaml("dn", "app:1", &rolling("1"))).await;
     // Every node runs a ready pod (the status alone could be computed
     // before the controller saw the last nodes join).
@@ -546,7 +547,11 @@ async fn dead_nodes_do_not_hold_the_rollout_and_are_updated_when_back() {
     if let Some(sim) = env.sims[1].take() {
         sim.kill();
     }
-    env.wait_ready_nodes(8).await;
+    let live: BTreeSet<String> = (0..8).map(|i| format!("live{i}")).collect();
+    wait_until("exactly the live nodes Ready", WAIT, || async {
+        env.ready_nodes().await == live
+    })
+    .await;
     env.apply(&ds_yaml("dn", "app:2", &rolling("1"))).await;
 
     // The 8 Ready nodes are updated one at a time; the dead nodes keep
