@@ -754,7 +754,7 @@ async fn ds_pods(s: &TestServer, ds: &str) -> Vec<Pod> {
 /// `drover rollout status ds/NAME` as the command runs it.
 async fn rollout_status(c: &Client, name: &str, watch: bool) -> String {
     let mut out = Vec::new();
-    let r = rollout::status(c, name, "default", watch, Some(WAIT), &mut out).await;
+    let r = rollout::status(c, name, "default", watch, Some(WAIT), false, &mut out).await;
     let text = String::from_utf8_lossy(&out).to_string();
     if let Err(e) = r {
         panic!("rollout status failed: {}\n{text}", error_text(&e));
