@@ -5,43 +5,16 @@
 
 mod common;
 
-use common::{is_running_and_ready, pod_yaml, wait_until, TestServer};
-use drover_agent::{
-    run_agent_with, AgentOptions, Clock, RunState, SimConfig, SimRuntime, TokioClock, Tuning,
-};
+use common::{is_running_and_ready, pod_yaml, start_sim_agent, wait_until, TestAgent, TestServer};
+use drover_agent::{AgentOptions, RunState, SimConfig, SimRuntime, TokioClock, Tuning};
 use drover_api::ConditionStatus;
 use drover_server::objects::Kind;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-struct TestAgent {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-    runtime: Arc<SimRuntime>,
-}
-
-impl TestAgent {
-    /// Graceful stop (SIGTERM): waits for the agent to return.
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
-            .await
-            .expect("the agent stops in time")
-            .expect("the agent task")
-            .expect("the agent returns Ok");
-    }
-
-    /// SIGKILL: the task is gone, nothing is said to the server.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
+/// How long an agent may take to leave.
+const STOP: Duration = Duration::from_secs(10);
 
 fn fast_tuning() -> Tuning {
     Tuning {
@@ -63,29 +36,18 @@ fn options(server: &str, token: &str, name: &str, data_dir: Option<PathBuf>) -> 
     o
 }
 
-fn start_agent(opts: AgentOptions, runtime: Option<Arc<SimRuntime>>) -> TestAgent {
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-    let runtime = runtime.unwrap_or_else(|| {
-        Arc::new(SimRuntime::new(
-            clock.clone(),
-            Arc::new(SimConfig {
+/// An agent with `opts` over `runtime`, or over a new simulated runtime
+/// whose containers crash after 150 ms when asked to.
+fn start_agent(opts: AgentOptions, runtime: Option<Arc<SimRuntime>>) -> TestAgent<SimRuntime> {
+    match runtime {
+        Some(rt) => TestAgent::spawn(opts, rt, Arc::new(TokioClock::new())),
+        None => start_sim_agent(
+            opts,
+            SimConfig {
                 crash_after: Duration::from_millis(150),
                 ..SimConfig::default()
-            }),
-        ))
-    });
-    let (tx, rx) = oneshot::channel::<()>();
-    let rt = runtime.clone();
-    let task = tokio::spawn(async move {
-        run_agent_with(opts, rt, clock, async move {
-            let _ = rx.await;
-        })
-        .await
-    });
-    TestAgent {
-        stop: Some(tx),
-        task,
-        runtime,
+            },
+        ),
     }
 }
 
@@ -145,7 +107,7 @@ async fn an_agent_joins_ready_with_its_labels_and_taints_and_leaves_on_shutdown(
 
     // SIGTERM: Leave, the Node is deleted, the pods stop.
     let t = Instant::now();
-    agent.stop().await;
+    agent.stop(STOP).await;
     eprintln!("graceful stop took {:?}", t.elapsed());
     assert!(
         s.node("edge-1").await.is_none(),
@@ -223,7 +185,7 @@ async fn a_pod_bound_to_the_node_runs_ready_and_a_deleted_pod_is_stopped() {
     eprintln!("delete -> container stopped: {took:?}");
     assert_eq!(agent.runtime.containers().len(), 1, "stuck still runs");
 
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }
 
@@ -284,7 +246,7 @@ async fn a_crashing_container_restarts_with_backoff_and_shows_crash_loop_back_of
         .map(|c| c.attempt)
         .collect();
     assert!(attempts.len() <= 2, "{attempts:?}");
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }
 
@@ -373,7 +335,7 @@ async fn an_agent_restarted_while_the_server_is_down_keeps_running_its_pods() {
     assert_eq!(last.exit_code, 137);
 
     // 5. Graceful stop: the node leaves, its pods stop, the saved copy goes.
-    a3.stop().await;
+    a3.stop(STOP).await;
     assert!(s.node("edge-1").await.is_none());
     assert!(rt.containers().is_empty());
     assert!(!data.join("pods.json").exists());
@@ -409,7 +371,7 @@ async fn an_agent_moves_past_servers_that_do_not_answer() {
         })
         .await;
         eprintln!("seed {seed}: registered in {took:?}");
-        agent.stop().await;
+        agent.stop(STOP).await;
         assert!(s.node(&format!("n{seed}")).await.is_none());
     }
     s.shutdown().await;

@@ -17,98 +17,24 @@
 
 mod common;
 
-use common::{is_running_and_ready, wait_until, TestServer};
+use common::docker::{engine_ready, node_name, tuning, Cleanup, IMAGE};
+use common::{is_running_and_ready, wait_until, TestAgent, TestServer};
 use drover_agent::docker::LABEL_NODE;
 use drover_agent::{
-    run_agent_with, AgentOptions, Clock, ContainerInfo, DockerOptions, DockerRuntime, LogOptions,
-    RunState, Runtime, StartContainer, TokioClock, Tuning,
+    AgentOptions, ContainerInfo, DockerOptions, DockerRuntime, LogOptions, RunState, Runtime,
+    StartContainer, TokioClock,
 };
 use drover_api::{Manifest, Pod};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_stream::StreamExt;
 
-const IMAGE: &str = "local/busybox:1";
 /// Deadline of every wait.
 const WAIT: Duration = Duration::from_secs(20);
 
 // ------------------------------------------------------------ fixtures
-
-/// Builds the test image once per process; `false` when there is no engine.
-fn engine_ready() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let r = READY.get_or_init(|| {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/busybox-image.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(IMAGE)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} failed: {}",
-                script.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    });
-    match r {
-        Ok(()) => true,
-        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true and the Docker engine or the test image is not available: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: no Docker engine here ({e})");
-            false
-        }
-    }
-}
-
-/// A node name no other test (nor process) uses.
-fn node_name(test: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "dt-{test}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Removes every container of a node (and images tagged for the test)
-/// when dropped, whatever happened.
-struct Cleanup {
-    node: String,
-    images: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let ids = Command::new("docker")
-            .args(["ps", "-aq", "--filter"])
-            .arg(format!("label={LABEL_NODE}={}", self.node))
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-            .unwrap_or_default();
-        let ids: Vec<&str> = ids.split_whitespace().collect();
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
-        }
-        for image in &self.images {
-            let _ = Command::new("docker").args(["rmi", image]).output();
-        }
-    }
-}
 
 struct Node {
     name: String,
@@ -121,11 +47,8 @@ async fn node(test: &str) -> Option<Node> {
     if !engine_ready() {
         return None;
     }
-    let name = node_name(test);
-    let cleanup = Cleanup {
-        node: name.clone(),
-        images: Vec::new(),
-    };
+    let name = node_name("dt", test);
+    let cleanup = Cleanup::new(&name);
     let dir = tempfile::tempdir().unwrap();
     let rt = DockerRuntime::connect(DockerOptions::new(name.clone(), dir.path()))
         .await
@@ -844,43 +767,8 @@ async fn an_engine_that_does_not_answer_is_refused_with_what_to_do() {
 
 // ------------------------------------------------------------ agent level
 
-struct TestAgent {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-impl TestAgent {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(20), &mut self.task)
-            .await
-            .expect("the agent stops in time")
-            .expect("the agent task")
-            .expect("the agent returns Ok");
-    }
-
-    /// As SIGKILL: nothing is said to anyone; the containers stay.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
-
-fn tuning() -> Tuning {
-    Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
-        connect_timeout: Duration::from_secs(2),
-        leave_timeout: Duration::from_secs(3),
-        restart_backoff: Duration::from_millis(200),
-        restart_backoff_max: Duration::from_millis(800),
-        resync: Duration::from_millis(300),
-        seed: Some(7),
-        ..Tuning::default()
-    }
-}
+/// How long an agent may take to leave.
+const STOP: Duration = Duration::from_secs(20);
 
 fn start_agent(
     addr: &str,
@@ -888,22 +776,11 @@ fn start_agent(
     n: &Node,
     data_dir: Option<PathBuf>,
     rt: Arc<DockerRuntime>,
-) -> TestAgent {
+) -> TestAgent<DockerRuntime> {
     let mut o = AgentOptions::new(vec![addr.to_string()], token, n.name.clone());
-    o.tuning = tuning();
+    o.tuning = tuning(7);
     o.data_dir = data_dir;
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        run_agent_with(o, rt, clock, async move {
-            let _ = rx.await;
-        })
-        .await
-    });
-    TestAgent {
-        stop: Some(tx),
-        task,
-    }
+    TestAgent::spawn(o, rt, Arc::new(TokioClock::new()))
 }
 
 async fn running(rt: &DockerRuntime, uid: &str) -> Vec<ContainerInfo> {
@@ -1004,7 +881,7 @@ spec:
     })
     .await;
     eprintln!("DaemonSet deleted -> containers gone: {:?}", t0.elapsed());
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }
 
@@ -1041,7 +918,7 @@ async fn a_crashing_container_is_restarted_with_a_growing_restart_count() {
         docker_ps(&n.name).len() <= 3
     })
     .await;
-    agent.stop().await;
+    agent.stop(STOP).await;
     assert!(
         docker_ps(&n.name).is_empty(),
         "the node left, its pods stopped"
@@ -1134,7 +1011,7 @@ async fn a_restarted_agent_adopts_its_containers_and_runs_them_with_no_server() 
     assert_eq!(running(&rt3, &uid2).await[0].id, id2, "p2 not restarted");
 
     // 5. Graceful stop: the node leaves, every container goes.
-    a3.stop().await;
+    a3.stop(STOP).await;
     assert!(docker_ps(&n.name).is_empty(), "{:?}", docker_ps(&n.name));
     s.shutdown().await;
 }

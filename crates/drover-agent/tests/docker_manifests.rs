@@ -30,23 +30,19 @@
 
 mod common;
 
-use common::{is_running_and_ready, wait_until, TestServer};
-use drover_agent::docker::LABEL_NODE;
-use drover_agent::{
-    run_agent_with, AgentOptions, Clock, DockerOptions, DockerRuntime, TokioClock, Tuning,
-};
-use drover_api::{ContainerStatus, Manifest, Pod, PodPhase};
-use drover_server::objects::Kind;
+use common::docker::{docker_ps, engine_ready, tuning, Cleanup, IMAGE};
+use common::{is_running_and_ready, wait_until, TestAgent, TestServer};
+use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock, Tuning};
+use drover_api::{ContainerStatus, Pod, PodPhase};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-const IMAGE: &str = "local/busybox:1";
 const WAIT: Duration = Duration::from_secs(20);
+/// How long an agent may take to leave.
+const STOP: Duration = Duration::from_secs(20);
 
 /// The DaemonSets (and the bare Pod) applied through the server, by file.
 const APPLIED: &[(&str, &str)] = &[
@@ -87,76 +83,6 @@ const STATIC: &str = include_str!("../../drover-api/tests/data/08-static-pod.yam
 // (drover-api's tests/manifests.rs): nothing to run.
 
 // ------------------------------------------------------------ fixtures
-
-/// Builds the image once per process with the repository's script; `false`
-/// (with a notice) when no engine answers, a panic under `CI=true`.
-fn engine_ready() -> bool {
-    static READY: OnceLock<Result<(), (bool, String)>> = OnceLock::new();
-    let r = READY.get_or_init(|| {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/busybox-image.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(IMAGE)
-            .output()
-            .map_err(|e| (false, format!("cannot run {}: {e}", script.display())))?;
-        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        match out.status.code() {
-            Some(0) => Ok(()),
-            Some(2) => Err((true, why)),
-            _ => Err((false, format!("{} failed: {why}", script.display()))),
-        }
-    });
-    match r {
-        Ok(()) => true,
-        Err((true, why)) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIPPED: no Docker engine here ({why})");
-            false
-        }
-        Err((true, why)) => panic!("CI=true and no Docker engine answers: {why}"),
-        Err((false, why)) => panic!("{why}"),
-    }
-}
-
-/// Removes every container of a node, then the tags the test made, when
-/// dropped, whatever happened.
-struct Cleanup {
-    node: String,
-    tags: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let ids = docker_ps(&self.node, &[]);
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
-        }
-        for tag in &self.tags {
-            let _ = Command::new("docker").args(["rmi", tag]).output();
-        }
-    }
-}
-
-/// The ids of the node's containers (every state), with extra filters.
-fn docker_ps(node: &str, filters: &[&str]) -> Vec<String> {
-    let mut c = Command::new("docker");
-    c.args(["ps", "-a", "-q", "--no-trunc", "--filter"])
-        .arg(format!("label={LABEL_NODE}={node}"));
-    for f in filters {
-        c.args(["--filter", f]);
-    }
-    c.output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn docker_inspect(id: &str) -> serde_json::Value {
     let out = Command::new("docker")
@@ -218,34 +144,19 @@ fn images_of(yaml: &str) -> Vec<String> {
         .collect()
 }
 
-struct TestAgent {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-impl TestAgent {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(20), &mut self.task)
-            .await
-            .expect("the agent stops in time")
-            .expect("the agent task")
-            .expect("the agent returns Ok");
-    }
-
-    /// As SIGKILL: the containers stay (for [`Cleanup`]).
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
-
-/// A Docker node named uniquely for `test`, with the labels 07's affinity
-/// asks for, running the static pods of `manifest_dir`.
-async fn start_agent(s: &TestServer, node: &str, dir: &Path, manifest_dir: &Path) -> TestAgent {
-    let rt = DockerRuntime::connect(DockerOptions::new(node, dir))
+/// A server, and the agent of a Docker node `node` (with the labels 07's
+/// affinity asks for) whose `--manifest-dir` holds 08's static pod with
+/// its images under `reg`; both keep their data in `tmp`.
+async fn start_node(tmp: &Path, reg: &str, node: &str) -> (TestServer, TestAgent<DockerRuntime>) {
+    let manifest_dir = tmp.join("manifests");
+    std::fs::create_dir(&manifest_dir).unwrap();
+    std::fs::write(
+        manifest_dir.join("08-static-pod.yaml"),
+        rewrite(STATIC, reg, node, false),
+    )
+    .unwrap();
+    let s = TestServer::start(&tmp.join("server")).await;
+    let rt = DockerRuntime::connect(DockerOptions::new(node, tmp))
         .await
         .expect("the engine answers");
     let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), node);
@@ -253,52 +164,19 @@ async fn start_agent(s: &TestServer, node: &str, dir: &Path, manifest_dir: &Path
         ("node-role.kubernetes.io/master".to_string(), String::new()),
         ("node-type".to_string(), "monitoring".to_string()),
     ]);
-    o.manifest_dir = Some(manifest_dir.to_path_buf());
+    o.manifest_dir = Some(manifest_dir);
     o.tuning = Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
-        connect_timeout: Duration::from_secs(2),
-        leave_timeout: Duration::from_secs(3),
-        restart_backoff: Duration::from_millis(200),
-        restart_backoff_max: Duration::from_millis(800),
-        resync: Duration::from_millis(300),
         static_poll: Duration::from_millis(200),
-        seed: Some(11),
-        ..Tuning::default()
+        ..tuning(11)
     };
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        run_agent_with(o, Arc::new(rt), clock, async move {
-            let _ = rx.await;
-        })
-        .await
-    });
-    TestAgent {
-        stop: Some(tx),
-        task,
-    }
-}
-
-/// Every pod of the cluster.
-async fn all_pods(s: &TestServer) -> Vec<Pod> {
-    let (list, _) = s
-        .objects
-        .list(Kind::Pod, None, None)
-        .await
-        .unwrap_or_default();
-    list.into_iter()
-        .filter_map(|m| match m {
-            Manifest::Pod(p) => Some(*p),
-            _ => None,
-        })
-        .collect()
+    let agent = TestAgent::spawn(o, Arc::new(rt), Arc::new(TokioClock::new()));
+    (s, agent)
 }
 
 /// Every pod, keyed `namespace/name`, DaemonSet pods `namespace/ds:NAME`.
 async fn pods(s: &TestServer) -> BTreeMap<String, Pod> {
     let mut out = BTreeMap::new();
-    for p in all_pods(s).await {
+    for p in s.pods(None).await {
         let ns = p.metadata.namespace.clone();
         let key = match p.metadata.controller_ref() {
             Some(o) if o.kind == "DaemonSet" => format!("{ns}/ds:{}", o.name),
@@ -349,21 +227,10 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
         return;
     }
     let node = format!("dm-absent-{}", std::process::id());
-    let _cleanup = Cleanup {
-        node: node.clone(),
-        tags: Vec::new(),
-    };
+    let _cleanup = Cleanup::new(&node);
     let reg = registry("absent");
     let tmp = tempfile::tempdir().unwrap();
-    let statics = tmp.path().join("manifests");
-    std::fs::create_dir(&statics).unwrap();
-    std::fs::write(
-        statics.join("08-static-pod.yaml"),
-        rewrite(STATIC, &reg, &node, false),
-    )
-    .unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = start_agent(&s, &node, tmp.path(), &statics).await;
+    let (s, agent) = start_node(tmp.path(), &reg, &node).await;
 
     // 09, the bare Pod, with imagePullPolicy Never; the rest as they are.
     let mut images = Vec::new();
@@ -428,7 +295,7 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
         format!("docker://{}", containers[0])
     );
 
-    agent.stop().await;
+    agent.stop(STOP).await;
     assert!(
         docker_ps(&node, &[]).is_empty(),
         "the node left, its pods stopped"
@@ -443,10 +310,7 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     }
     let node = format!("dm-tagged-{}", std::process::id());
     let reg = registry("tagged");
-    let mut cleanup = Cleanup {
-        node: node.clone(),
-        tags: Vec::new(),
-    };
+    let mut cleanup = Cleanup::new(&node);
     // The local busybox under every name the manifests use.
     let mut images: Vec<String> = APPLIED.iter().flat_map(|(_, y)| images_of(y)).collect();
     images.extend(images_of(STATIC));
@@ -460,18 +324,10 @@ async fn the_manifests_run_once_their_images_exist_locally() {
             .output()
             .is_ok_and(|o| o.status.success());
         assert!(ok, "docker tag {IMAGE} {tag}");
-        cleanup.tags.push(tag);
+        cleanup.images.push(tag);
     }
     let tmp = tempfile::tempdir().unwrap();
-    let statics = tmp.path().join("manifests");
-    std::fs::create_dir(&statics).unwrap();
-    std::fs::write(
-        statics.join("08-static-pod.yaml"),
-        rewrite(STATIC, &reg, &node, false),
-    )
-    .unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = start_agent(&s, &node, tmp.path(), &statics).await;
+    let (s, agent) = start_node(tmp.path(), &reg, &node).await;
     for (_, yaml) in APPLIED {
         s.apply(&rewrite(yaml, &reg, &node, false)).await;
     }
@@ -550,7 +406,8 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     let old = pods["default/ds:example-daemonset"].metadata.uid.clone();
     s.apply(&rewrite(ROLLING, &reg, &node, false)).await;
     let took = wait_until("03's pod Running and Ready, 01's gone", WAIT, || async {
-        let ours: Vec<Pod> = all_pods(&s)
+        let ours: Vec<Pod> = s
+            .pods(None)
             .await
             .into_iter()
             .filter(|q| q.metadata.namespace == "default")

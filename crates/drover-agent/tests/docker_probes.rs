@@ -32,23 +32,17 @@
 
 mod common;
 
-use common::{wait_until, TestServer};
-use drover_agent::docker::LABEL_NODE;
-use drover_agent::{
-    run_agent_with, AgentOptions, Clock, DockerOptions, DockerRuntime, TokioClock, Tuning,
-};
+use common::docker::{docker_ps, engine_ready, node_name, tuning, Cleanup, IMAGE};
+use common::{wait_until, TestAgent, TestServer};
+use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock};
 use drover_api::{ConditionStatus, ContainerStatus, DaemonSet, Manifest, Pod, PodPhase};
 use drover_cli::{error_text, rollout, Client, ClientConfig};
 use drover_server::objects::Kind;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-const IMAGE: &str = "local/busybox:1";
 /// Deadline of every wait.
 const WAIT: Duration = Duration::from_secs(20);
 /// A container that runs until SIGTERM, then exits 7 at once (so that a
@@ -56,81 +50,6 @@ const WAIT: Duration = Duration::from_secs(20);
 const SLEEPER: &str = "trap 'echo got TERM; exit 7' TERM; sleep 3600 & wait";
 
 // ------------------------------------------------------------ fixtures
-
-/// Builds the image once per process with the repository's script; `false`
-/// (with a notice) when no engine answers, a panic under `CI=true`.
-fn engine_ready() -> bool {
-    static READY: OnceLock<Result<(), (bool, String)>> = OnceLock::new();
-    let r = READY.get_or_init(|| {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/busybox-image.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(IMAGE)
-            .output()
-            .map_err(|e| (false, format!("cannot run {}: {e}", script.display())))?;
-        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        match out.status.code() {
-            Some(0) => Ok(()),
-            Some(2) => Err((true, why)),
-            _ => Err((false, format!("{} failed: {why}", script.display()))),
-        }
-    });
-    match r {
-        Ok(()) => true,
-        Err((true, why)) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIPPED: no Docker engine here ({why})");
-            false
-        }
-        Err((true, why)) => panic!("CI=true and no Docker engine answers: {why}"),
-        Err((false, why)) => panic!("{why}"),
-    }
-}
-
-/// A node name no other test (nor process) uses.
-fn node_name(test: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "dp-{test}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Removes every container of a node when dropped, whatever happened.
-struct Cleanup {
-    node: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let ids = docker_ps(&self.node, &[]);
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
-        }
-    }
-}
-
-/// The ids of the node's containers (every state), with extra filters.
-fn docker_ps(node: &str, filters: &[&str]) -> Vec<String> {
-    let mut c = Command::new("docker");
-    c.args(["ps", "-a", "-q", "--no-trunc", "--filter"])
-        .arg(format!("label={LABEL_NODE}={node}"));
-    for f in filters {
-        c.args(["--filter", f]);
-    }
-    c.output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn docker(args: &[&str]) -> Output {
     Command::new("docker")
@@ -172,58 +91,27 @@ fn docker_logs(id: &str) -> String {
     )
 }
 
-struct TestAgent {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-}
+/// How long an agent may take to leave (its pods are stopped as it does).
+const STOP: Duration = Duration::from_secs(20);
 
-impl TestAgent {
-    fn start(s: &TestServer, node: &str, dir: &Path, rt: DockerRuntime) -> TestAgent {
-        let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), node);
-        o.data_dir = Some(dir.join("agent"));
-        o.tuning = Tuning {
-            reconnect_min: Duration::from_millis(50),
-            reconnect_max: Duration::from_millis(300),
-            connect_timeout: Duration::from_secs(2),
-            leave_timeout: Duration::from_secs(3),
-            restart_backoff: Duration::from_millis(200),
-            restart_backoff_max: Duration::from_millis(800),
-            resync: Duration::from_millis(300),
-            seed: Some(5),
-            ..Tuning::default()
-        };
-        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            run_agent_with(o, Arc::new(rt), clock, async move {
-                let _ = rx.await;
-            })
-            .await
-        });
-        TestAgent {
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    /// Leaves the cluster: the node's pods are stopped.
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(20), &mut self.task)
-            .await
-            .expect("the agent stops in time")
-            .expect("the agent task")
-            .expect("the agent returns Ok");
-    }
+/// An agent for `node` over `rt`, joined to `s`, its data in `dir/agent`.
+fn start_agent(
+    s: &TestServer,
+    node: &str,
+    dir: &Path,
+    rt: DockerRuntime,
+) -> TestAgent<DockerRuntime> {
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), node);
+    o.data_dir = Some(dir.join("agent"));
+    o.tuning = tuning(5);
+    TestAgent::spawn(o, Arc::new(rt), Arc::new(TokioClock::new()))
 }
 
 /// A server and a Docker node, named for `test`; `None` without an engine.
 struct Env {
     s: TestServer,
     node: String,
-    agent: TestAgent,
+    agent: TestAgent<DockerRuntime>,
     _tmp: tempfile::TempDir,
     // Last: containers are removed after the agent and the server are gone.
     _cleanup: Cleanup,
@@ -234,14 +122,14 @@ impl Env {
         if !engine_ready() {
             return None;
         }
-        let node = node_name(test);
-        let cleanup = Cleanup { node: node.clone() };
+        let node = node_name("dp", test);
+        let cleanup = Cleanup::new(&node);
         let tmp = tempfile::tempdir().unwrap();
         let s = TestServer::start(&tmp.path().join("server")).await;
         let rt = DockerRuntime::connect(DockerOptions::new(node.clone(), tmp.path()))
             .await
             .expect("the engine answers");
-        let agent = TestAgent::start(&s, &node, tmp.path(), rt);
+        let agent = start_agent(&s, &node, tmp.path(), rt);
         wait_until("the node Ready", WAIT, || async {
             s.node(&node).await.is_some_and(|n| n.is_ready())
         })
@@ -259,7 +147,7 @@ impl Env {
     /// nothing of the node is left.
     async fn finish(self) {
         let Env { s, node, agent, .. } = self;
-        agent.stop().await;
+        agent.stop(STOP).await;
         assert!(
             docker_ps(&node, &[]).is_empty(),
             "the node left, its containers are gone"
@@ -737,16 +625,9 @@ async fn daemon_set(s: &TestServer, name: &str) -> DaemonSet {
 }
 
 async fn ds_pods(s: &TestServer, ds: &str) -> Vec<Pod> {
-    let (list, _) = s
-        .objects
-        .list(Kind::Pod, Some("default"), None)
+    s.pods(Some("default"))
         .await
-        .unwrap_or_default();
-    list.into_iter()
-        .filter_map(|m| match m {
-            Manifest::Pod(p) => Some(*p),
-            _ => None,
-        })
+        .into_iter()
         .filter(|p| p.metadata.controller_ref().is_some_and(|o| o.name == ds))
         .collect()
 }

@@ -9,69 +9,34 @@
 
 mod common;
 
-use common::{is_running_and_ready, wait_until, TestServer};
+use common::{is_running_and_ready, start_sim_agent, wait_until, TestAgent, TestServer};
 use drover_agent::sim_runtime::ANY_POD;
-use drover_agent::{
-    run_agent_with, AgentOptions, Clock, Sim, SimConfig, SimOptions, SimRuntime, TokioClock, Tuning,
-};
+use drover_agent::{AgentOptions, Sim, SimConfig, SimOptions, SimRuntime, Tuning};
 use drover_api::{ConditionStatus, DaemonSet, Manifest, Pod};
 use drover_server::objects::Kind;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-struct TestAgent {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-    runtime: Arc<SimRuntime>,
-}
+/// How long an agent may take to leave.
+const STOP: Duration = Duration::from_secs(10);
 
-impl TestAgent {
-    fn start(s: &TestServer, name: &str) -> TestAgent {
-        let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), name);
-        o.tuning = Tuning {
-            reconnect_min: Duration::from_millis(50),
-            reconnect_max: Duration::from_millis(300),
-            restart_backoff: Duration::from_millis(100),
-            restart_backoff_max: Duration::from_millis(400),
-            seed: Some(1),
-            ..Tuning::default()
-        };
-        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-        let runtime = Arc::new(SimRuntime::new(
-            clock.clone(),
-            Arc::new(SimConfig::default()),
-        ));
-        let (tx, rx) = oneshot::channel::<()>();
-        let rt = runtime.clone();
-        let task = tokio::spawn(async move {
-            run_agent_with(o, rt, clock, async move {
-                let _ = rx.await;
-            })
-            .await
-        });
-        TestAgent {
-            stop: Some(tx),
-            task,
-            runtime,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
-            .await
-            .expect("the agent stops in time")
-            .expect("the agent task")
-            .expect("the agent returns Ok");
-    }
+/// An agent named `name` over a simulated runtime, joined to `s`.
+fn start_agent(s: &TestServer, name: &str) -> TestAgent<SimRuntime> {
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), name);
+    o.tuning = Tuning {
+        reconnect_min: Duration::from_millis(50),
+        reconnect_max: Duration::from_millis(300),
+        restart_backoff: Duration::from_millis(100),
+        restart_backoff_max: Duration::from_millis(400),
+        seed: Some(1),
+        ..Tuning::default()
+    };
+    start_sim_agent(o, SimConfig::default())
 }
 
 async fn node_up(s: &TestServer, name: &str) {
@@ -228,7 +193,7 @@ spec:
 async fn a_failed_liveness_probe_restarts_the_container_after_its_pre_stop_hook() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = TestAgent::start(&s, "n1");
+    let agent = start_agent(&s, "n1");
     node_up(&s, "n1").await;
     let rt = agent.runtime.clone();
     rt.write_file(ANY_POD, "/tmp/alive", "");
@@ -290,7 +255,7 @@ async fn a_failed_liveness_probe_restarts_the_container_after_its_pre_stop_hook(
     .await;
     let p = s.pod("live").await.unwrap();
     assert_eq!(restarts(&p), 1, "restarted once");
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }
 
@@ -298,7 +263,7 @@ async fn a_failed_liveness_probe_restarts_the_container_after_its_pre_stop_hook(
 async fn the_startup_probe_holds_liveness_and_readiness_back() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = TestAgent::start(&s, "n1");
+    let agent = start_agent(&s, "n1");
     node_up(&s, "n1").await;
     let rt = agent.runtime.clone();
     // Liveness would kill it at the first run: the startup probe must hold
@@ -358,7 +323,7 @@ async fn the_startup_probe_holds_liveness_and_readiness_back() {
         })
     })
     .await;
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }
 
@@ -391,7 +356,7 @@ async fn http_server(status: Arc<AtomicU16>) -> (u16, JoinHandle<()>) {
 async fn http_get_and_tcp_socket_probes_reach_a_host_network_pod() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = TestAgent::start(&s, "n1");
+    let agent = start_agent(&s, "n1");
     node_up(&s, "n1").await;
     let status = Arc::new(AtomicU16::new(200));
     let (http_port, http_task) = http_server(status.clone()).await;
@@ -460,7 +425,7 @@ spec:
     .await;
     assert_eq!(restarts(&s.pod("web").await.unwrap()), 0);
     http_task.abort();
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }
 
@@ -468,7 +433,7 @@ spec:
 async fn pre_stop_runs_before_the_stop_and_within_the_grace_period() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = TestAgent::start(&s, "n1");
+    let agent = start_agent(&s, "n1");
     node_up(&s, "n1").await;
     let rt = agent.runtime.clone();
     let hook =
@@ -525,6 +490,6 @@ async fn pre_stop_runs_before_the_stop_and_within_the_grace_period() {
         "bounded by the grace period: {took:?}"
     );
     assert_eq!(rt.exec_history(&stubborn), vec![cmd(&["sleep", "600"])]);
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }

@@ -8,77 +8,40 @@
 
 mod common;
 
-use common::{is_running_and_ready, wait_until, TestServer};
-use drover_agent::{
-    run_agent_with, AgentOptions, Clock, ContainerInfo, SimConfig, SimRuntime, TokioClock, Tuning,
-};
+use common::{is_running_and_ready, start_sim_agent, wait_until, TestAgent, TestServer};
+use drover_agent::{AgentOptions, ContainerInfo, SimConfig, SimRuntime, Tuning};
 use drover_api::{pod_annotation, Manifest, Pod};
 use drover_server::objects::Kind;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(15);
 const STATIC: &str = include_str!("../../drover-api/tests/data/08-static-pod.yaml");
 
-struct TestAgent {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-    runtime: Arc<SimRuntime>,
+/// How long an agent may take to leave.
+const STOP: Duration = Duration::from_secs(10);
+
+/// An agent named `name` over a simulated runtime, running the static pods
+/// of `manifests`.
+fn start_agent(server: &str, token: &str, name: &str, manifests: &Path) -> TestAgent<SimRuntime> {
+    let mut o = AgentOptions::new(vec![server.to_string()], token, name);
+    o.manifest_dir = Some(manifests.to_path_buf());
+    o.tuning = Tuning {
+        reconnect_min: Duration::from_millis(50),
+        reconnect_max: Duration::from_millis(300),
+        connect_timeout: Duration::from_secs(2),
+        static_poll: Duration::from_millis(100),
+        seed: Some(1),
+        ..Tuning::default()
+    };
+    start_sim_agent(o, SimConfig::default())
 }
 
-impl TestAgent {
-    fn start(server: &str, token: &str, name: &str, manifests: &Path) -> TestAgent {
-        let mut o = AgentOptions::new(vec![server.to_string()], token, name);
-        o.manifest_dir = Some(manifests.to_path_buf());
-        o.tuning = Tuning {
-            reconnect_min: Duration::from_millis(50),
-            reconnect_max: Duration::from_millis(300),
-            connect_timeout: Duration::from_secs(2),
-            static_poll: Duration::from_millis(100),
-            seed: Some(1),
-            ..Tuning::default()
-        };
-        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-        let runtime = Arc::new(SimRuntime::new(
-            clock.clone(),
-            Arc::new(SimConfig::default()),
-        ));
-        let (tx, rx) = oneshot::channel::<()>();
-        let rt = runtime.clone();
-        let task = tokio::spawn(async move {
-            run_agent_with(o, rt, clock, async move {
-                let _ = rx.await;
-            })
-            .await
-        });
-        TestAgent {
-            stop: Some(tx),
-            task,
-            runtime,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
-            .await
-            .expect("the agent stops in time")
-            .expect("the agent task")
-            .expect("the agent returns Ok");
-    }
-
-    /// The running container of the pod named `name`.
-    fn running(&self, name: &str) -> Option<ContainerInfo> {
-        self.runtime
-            .containers()
-            .into_iter()
-            .find(|c| c.pod_name == name && c.state.is_running())
-    }
+/// The running container of the pod named `name`.
+fn running(rt: &SimRuntime, name: &str) -> Option<ContainerInfo> {
+    rt.containers()
+        .into_iter()
+        .find(|c| c.pod_name == name && c.state.is_running())
 }
 
 fn mirror_of(p: &Pod) -> Option<&str> {
@@ -106,13 +69,14 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
 
     // 1. No server: the static pods run anyway.
     let token = "drover-join-static-pods-test";
-    let agent = TestAgent::start(&addr, token, "edge-1", &manifests);
+    let agent = start_agent(&addr, token, "edge-1", &manifests);
     let took = wait_until("the static pods running offline", WAIT, || async {
-        agent.running("static-example-edge-1").is_some() && agent.running("edge-edge-1").is_some()
+        running(&agent.runtime, "static-example-edge-1").is_some()
+            && running(&agent.runtime, "edge-edge-1").is_some()
     })
     .await;
     eprintln!("static pods running with no server: {took:?}");
-    let c0 = agent.running("static-example-edge-1").unwrap();
+    let c0 = running(&agent.runtime, "static-example-edge-1").unwrap();
 
     // 2. A server on that address: the node joins, mirror pods appear.
     let a = addr.clone();
@@ -130,7 +94,7 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
     .await;
     eprintln!("server up -> mirror pods Ready: {:?}", t.elapsed());
     assert_eq!(
-        agent.running("static-example-edge-1").map(|c| c.id),
+        running(&agent.runtime, "static-example-edge-1").map(|c| c.id),
         Some(c0.id.clone()),
         "the static pod kept running: never restarted"
     );
@@ -188,7 +152,10 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
     })
     .await;
     eprintln!("mirror deleted -> recreated: {:?}", t.elapsed());
-    assert_eq!(agent.running("static-example-edge-1").unwrap().id, c0.id);
+    assert_eq!(
+        running(&agent.runtime, "static-example-edge-1").unwrap().id,
+        c0.id
+    );
 
     // 5. A DaemonSet whose selector matches a static pod leaves it alone
     //    and runs its own pod beside it.
@@ -216,7 +183,7 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
     );
 
     // 6. The node leaves: its mirror pods go with it.
-    agent.stop().await;
+    agent.stop(STOP).await;
     wait_until("mirror pods gone with the node", WAIT, || async {
         s.pod("static-example-edge-1").await.is_none() && s.pod("edge-edge-1").await.is_none()
     })
@@ -232,20 +199,20 @@ async fn changed_and_removed_manifest_files_replace_and_remove_static_pods() {
     let file = manifests.join("static.yaml");
     std::fs::write(&file, STATIC).unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = TestAgent::start(&s.addr, &s.join_token, "n1", &manifests);
+    let agent = start_agent(&s.addr, &s.join_token, "n1", &manifests);
     wait_until("the mirror Ready", WAIT, || async {
         s.pod("static-example-n1")
             .await
             .is_some_and(|p| is_running_and_ready(&p))
     })
     .await;
-    let old = agent.running("static-example-n1").unwrap();
+    let old = running(&agent.runtime, "static-example-n1").unwrap();
 
     // Changed: a new pod (new uid) replaces the old one, and its mirror.
     std::fs::write(&file, STATIC.replace("image: nginx", "image: nginx:1.27")).unwrap();
     let t = Instant::now();
     wait_until("the new version running and mirrored", WAIT, || async {
-        let new = agent.running("static-example-n1");
+        let new = running(&agent.runtime, "static-example-n1");
         let m = s.pod("static-example-n1").await;
         new.as_ref()
             .is_some_and(|c| c.pod_uid != old.pod_uid && c.image == "nginx:1.27")
@@ -275,6 +242,6 @@ async fn changed_and_removed_manifest_files_replace_and_remove_static_pods() {
     .await;
     eprintln!("manifest removed -> pod and mirror gone: {:?}", t.elapsed());
     assert!(s.node("n1").await.is_some(), "the node stays");
-    agent.stop().await;
+    agent.stop(STOP).await;
     s.shutdown().await;
 }

@@ -154,6 +154,15 @@ fn start_agent<R: Runtime>(
     }
 }
 
+/// An agent `name` over the simulated runtime, joined to `s`; returns once
+/// `c` sees its node Ready.
+async fn sim_agent(s: &Server, c: &Client, name: &str) -> TestAgent<SimRuntime> {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let agent = start_agent(s, name, Arc::new(sim_runtime(&clock)), clock);
+    node_ready(c, name).await;
+    agent
+}
+
 async fn node_ready(c: &Client, name: &str) {
     wait_until(&format!("node {name} Ready"), WAIT, || async {
         matches!(c.get_object("nodes", "", name).await, Ok(Manifest::Node(n)) if n.is_ready())
@@ -236,6 +245,24 @@ fn lo(target: &str) -> LogsOptions {
     }
 }
 
+/// `drover logs -f --tail 1 TARGET`, its output into `buf` (stderr is
+/// dropped), until `stop` (Ctrl-C) or the end of the log.
+async fn follow(
+    c: &Client,
+    target: &str,
+    buf: &SharedBuf,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let o = LogsOptions {
+        follow: true,
+        tail: Some(1),
+        ..lo(target)
+    };
+    let mut out = buf.clone();
+    let mut err = Vec::new();
+    logs::logs(c, &o, &mut out, &mut err, stop).await
+}
+
 async fn run_exec(
     c: &Client,
     target: &str,
@@ -293,9 +320,7 @@ async fn logs_and_exec_on_one_server() {
     let mut servers = start_servers(tmp.path(), 1).await;
     let s = &servers[0];
     let c = client_of(s);
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-    let agent = start_agent(s, "n1", Arc::new(sim_runtime(&clock)), clock);
-    node_ready(&c, "n1").await;
+    let agent = sim_agent(s, &c, "n1").await;
     let yaml = [
         pod_yaml("web", "n1", &["c"]),
         pod_yaml("two", "n1", &["a", "b"]),
@@ -462,9 +487,7 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
     let mut servers = start_servers(tmp.path(), 1).await;
     let s = &servers[0];
     let c = client_of(s);
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
-    let agent = start_agent(s, "n1", Arc::new(sim_runtime(&clock)), clock);
-    node_ready(&c, "n1").await;
+    let agent = sim_agent(s, &c, "n1").await;
     c.apply(&pod_yaml("web", "n1", &["c"]), false)
         .await
         .expect("apply");
@@ -472,14 +495,7 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
 
     let buf = SharedBuf::default();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let o = LogsOptions {
-        follow: true,
-        tail: Some(1),
-        ..lo("web")
-    };
-    let mut out = buf.clone();
-    let mut err = Vec::new();
-    let command = logs::logs(&c, &o, &mut out, &mut err, async move {
+    let command = follow(&c, "web", &buf, async move {
         let _ = stop_rx.await;
     });
     let watcher = async {
@@ -511,13 +527,7 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
 
     // A followed log ends by itself when the container exits.
     let buf = SharedBuf::default();
-    let mut out = buf.clone();
-    let o = LogsOptions {
-        follow: true,
-        tail: Some(1),
-        ..lo("web")
-    };
-    let command = logs::logs(&c, &o, &mut out, &mut err, std::future::pending());
+    let command = follow(&c, "web", &buf, std::future::pending());
     let killer = async {
         wait_until("the stream open", WAIT, || async {
             agent.rt.open_log_streams() == 1
@@ -548,11 +558,9 @@ async fn a_follower_relays_to_the_member_that_holds_the_session() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let follower = (leader + 1) % 3;
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
     // The agent knows the leader only; the client the follower only.
-    let agent = start_agent(&servers[leader], "n1", Arc::new(sim_runtime(&clock)), clock);
     let c = client_of(&servers[follower]);
-    node_ready(&c, "n1").await;
+    let agent = sim_agent(&servers[leader], &c, "n1").await;
     c.apply(&pod_yaml("web", "n1", &["c"]), false)
         .await
         .expect("apply");
@@ -574,14 +582,7 @@ async fn a_follower_relays_to_the_member_that_holds_the_session() {
     // Ctrl-C on a relayed -f reaches the agent through both members.
     let buf = SharedBuf::default();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let o = LogsOptions {
-        follow: true,
-        tail: Some(1),
-        ..lo("web")
-    };
-    let mut out = buf.clone();
-    let mut err = Vec::new();
-    let command = logs::logs(&c, &o, &mut out, &mut err, async move {
+    let command = follow(&c, "web", &buf, async move {
         let _ = stop_rx.await;
     });
     let watcher = async {

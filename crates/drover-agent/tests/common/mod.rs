@@ -1,13 +1,23 @@
-//! A one-member server in-process on loopback, and helpers to wait on it.
+//! A one-member server in-process on loopback, agents in tasks of the
+//! test, and helpers to wait on them. [`docker`]: the fixtures of the tests
+//! against the real Docker engine. Each test binary uses a part of this.
 
 #![allow(dead_code)]
 
+pub mod docker;
+
+use drover_agent::{
+    run_agent_with, AgentOptions, Clock, Runtime, SimConfig, SimRuntime, TokioClock,
+};
 use drover_api::{Manifest, Node, Pod};
 use drover_server::objects::{Kind, Objects};
 use drover_server::{Server, ServerOptions};
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 pub struct TestServer {
     pub server: Server,
@@ -93,6 +103,22 @@ impl TestServer {
         }
     }
 
+    /// The pods of `namespace` (of every namespace with `None`); none when
+    /// the list fails.
+    pub async fn pods(&self, namespace: Option<&str>) -> Vec<Pod> {
+        let (list, _) = self
+            .objects
+            .list(Kind::Pod, namespace, None)
+            .await
+            .unwrap_or_default();
+        list.into_iter()
+            .filter_map(|m| match m {
+                Manifest::Pod(p) => Some(*p),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub async fn node_count(&self) -> usize {
         self.objects
             .list(Kind::Node, None, None)
@@ -100,6 +126,63 @@ impl TestServer {
             .map(|(l, _)| l.len())
             .unwrap_or(usize::MAX)
     }
+}
+
+/// An agent (`run_agent_with`) running in a task of the test over
+/// `runtime`, until [`TestAgent::stop`] (as SIGTERM) or [`TestAgent::kill`].
+pub struct TestAgent<R> {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<anyhow::Result<()>>,
+    pub runtime: Arc<R>,
+}
+
+impl<R: Runtime> TestAgent<R> {
+    /// Starts an agent with `o` over `runtime`, on `clock`.
+    pub fn spawn(o: AgentOptions, runtime: Arc<R>, clock: Arc<dyn Clock>) -> TestAgent<R> {
+        let (tx, rx) = oneshot::channel::<()>();
+        let rt = runtime.clone();
+        let task = tokio::spawn(async move {
+            run_agent_with(o, rt, clock, async move {
+                let _ = rx.await;
+            })
+            .await
+        });
+        TestAgent {
+            stop: Some(tx),
+            task,
+            runtime,
+        }
+    }
+}
+
+impl<R> TestAgent<R> {
+    /// Graceful stop (SIGTERM): the agent leaves; it must return `Ok`
+    /// within `within`.
+    pub async fn stop(mut self, within: Duration) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        tokio::time::timeout(within, &mut self.task)
+            .await
+            .expect("the agent stops in time")
+            .expect("the agent task")
+            .expect("the agent returns Ok");
+    }
+
+    /// As SIGKILL: the task is gone, nothing is said to the server, and
+    /// the runtime's containers stay.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// An agent with `o` over a new simulated runtime (`config`), on the
+/// Tokio clock.
+pub fn start_sim_agent(o: AgentOptions, config: SimConfig) -> TestAgent<SimRuntime> {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let runtime = Arc::new(SimRuntime::new(clock.clone(), Arc::new(config)));
+    TestAgent::spawn(o, runtime, clock)
 }
 
 /// Polls `f` every 10 ms until it holds; panics after `timeout`.
