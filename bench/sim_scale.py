@@ -119,14 +119,20 @@ class Run:
             for c in p.get("status", {}).get("conditions", [])))
         return ok == self.n
 
-    def run(self):
-        n, prefix = self.n, f"n{self.n}."
+    def start_server(self):
+        """One `drover server` (node timeout 5 s) on free loopback ports:
+        (process, gRPC port, join token), once its client config exists."""
         grpc, http = free_port(), free_port()
         server = self.start(["server", "--data-dir", os.path.join(self.work, "server"),
                              "--listen", f"127.0.0.1:{grpc}", "--http", f"127.0.0.1:{http}",
                              "--node-timeout", "5s"], "server.log")
         self.wait("client.yaml", lambda: os.path.exists(self.cfg), 30)
         token = open(os.path.join(self.work, "server", "join-token")).read().strip()
+        return server, grpc, token
+
+    def run(self):
+        n, prefix = self.n, f"n{self.n}."
+        server, grpc, token = self.start_server()
         t0 = time.monotonic()
         sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token", token,
                           "--nodes", str(n)], "sim.log")
