@@ -90,9 +90,20 @@ async fn an_agent_joins_ready_with_its_labels_and_taints_and_leaves_on_shutdown(
     assert!(info.container_runtime_version.starts_with("sim://"));
     assert!(!info.operating_system.is_empty() && !info.architecture.is_empty());
     // Heartbeats reach the server's in-memory table.
+    // (The Node can be written before the session's first entry lands in
+    // the table: wait for the entry, then for a newer one.)
+    wait_until("the heartbeat entry", Duration::from_secs(5), || async {
+        s.server.ctx.heartbeats.snapshot().contains_key("edge-1")
+    })
+    .await;
     let hb = s.server.ctx.heartbeats.snapshot()["edge-1"];
     wait_until("a heartbeat", Duration::from_secs(5), || async {
-        s.server.ctx.heartbeats.snapshot()["edge-1"] > hb
+        s.server
+            .ctx
+            .heartbeats
+            .snapshot()
+            .get("edge-1")
+            .is_some_and(|t| *t > hb)
     })
     .await;
 
