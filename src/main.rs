@@ -278,6 +278,9 @@ struct ServerArgs {
     /// A node unreachable this long is removed, with its pods.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     node_gc_after: Duration,
+    /// Events older than this (since they last occurred) are deleted.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    event_ttl: Duration,
 }
 
 #[derive(Args)]
@@ -793,6 +796,7 @@ async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
     opts.keep_entries = a.keep_entries;
     opts.controller.node_timeout = a.node_timeout;
     opts.controller.node_gc_after = a.node_gc_after;
+    opts.controller.event_ttl = a.event_ttl;
     let mut server = drover_server::Server::start(opts).await?;
     eprintln!(
         "drover server: member {:016x} serving gRPC on {} and HTTP on {}; client config in {}",

@@ -232,6 +232,22 @@ fn event_meta(name: String, namespace: &str) -> ObjectMeta {
     }
 }
 
+/// Whether an event is older than `ttl` at `now`, as the API server's
+/// event TTL (`--event-ttl`, 1 h by default) judges it: by its last
+/// occurrence (`lastTimestamp`, else `eventTime`, `firstTimestamp`, the
+/// object's creation). An event with no valid time at all has expired.
+pub fn expired(event: &Event, ttl: std::time::Duration, now: Timestamp) -> bool {
+    let last = [
+        event.last_timestamp.as_deref(),
+        event.event_time.as_deref(),
+        event.first_timestamp.as_deref(),
+        event.metadata.creation_timestamp.as_deref(),
+    ]
+    .into_iter()
+    .find_map(|t| Timestamp::parse_field(t));
+    last.is_none_or(|t| t.saturating_add(ttl) <= now)
+}
+
 /// The namespace of an object, `default` when empty.
 pub(crate) fn namespace_of(meta: &ObjectMeta) -> &str {
     if meta.namespace.is_empty() {
@@ -243,6 +259,28 @@ pub(crate) fn namespace_of(meta: &ObjectMeta) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn events_expire_an_hour_after_their_last_occurrence() {
+        use super::*;
+        let t0 = Timestamp::from_unix_seconds(1_700_000_000);
+        let hour = std::time::Duration::from_secs(3600);
+        let mut e = Event {
+            first_timestamp: Some(t0.to_rfc3339()),
+            ..Event::default()
+        };
+        assert!(!expired(
+            &e,
+            hour,
+            t0 + std::time::Duration::from_secs(3599)
+        ));
+        assert!(expired(&e, hour, t0 + hour));
+        // Seen again later: it lives on from then.
+        e.last_timestamp = Some((t0 + hour).to_rfc3339());
+        assert!(!expired(&e, hour, t0 + hour));
+        // No time at all: gone.
+        assert!(expired(&Event::default(), hour, t0));
+    }
+
     use super::*;
     use rand::rngs::StdRng;
     use rand::SeedableRng;

@@ -35,6 +35,9 @@ pub struct ControllerConfig {
     /// this long (default 40 s, as Kubernetes' pod garbage collector), so a
     /// pod applied just before its node is not lost.
     pub orphan_pod_grace: Duration,
+    /// Events older than this (since their last occurrence) are deleted
+    /// (default 1 h, as the API server's `--event-ttl`).
+    pub event_ttl: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -43,6 +46,7 @@ impl Default for ControllerConfig {
             node_timeout: Duration::from_secs(5),
             node_gc_after: Duration::from_secs(3600),
             orphan_pod_grace: Duration::from_secs(40),
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -97,7 +101,13 @@ struct Leading {
     /// (DaemonSet uid, revision hash) whose automatic rollback had nothing
     /// to go back to: reported once.
     rollback_skipped: std::collections::HashSet<(String, String)>,
+    event_ttl: Duration,
+    /// When expired events are next looked for.
+    next_event_gc: Instant,
 }
+
+/// How often the leader looks for expired events.
+const EVENT_GC_EVERY: Duration = Duration::from_secs(60);
 
 impl Leading {
     fn new(ctx: &Arc<Ctx>, objects: Objects, informer: Informer, cfg: ControllerConfig) -> Self {
@@ -117,6 +127,9 @@ impl Leading {
             rng: StdRng::from_rng(&mut rand::rng()),
             revisions: crate::revisions::Revisions::default(),
             rollback_skipped: std::collections::HashSet::new(),
+            event_ttl: cfg.event_ttl,
+            // Not at once: a new leader first converges.
+            next_event_gc: Instant::now() + EVENT_GC_EVERY.min(cfg.event_ttl / 2),
         }
     }
 
@@ -134,7 +147,11 @@ impl Leading {
             changes.borrow_and_update();
             let view = self.informer.snapshot();
             let started = Instant::now();
-            let (written, wake) = self.pass(&view).await;
+            let (mut written, wake) = self.pass(&view).await;
+            if Instant::now() >= self.next_event_gc {
+                written = written.max(self.expire_events().await);
+                self.next_event_gc = Instant::now() + EVENT_GC_EVERY.min(self.event_ttl / 2);
+            }
             if written > 0 {
                 // Our own writes must be in the view before the next plan.
                 self.informer
@@ -426,6 +443,41 @@ impl Leading {
         }
         self.record(events).await;
         (written, requeue_at)
+    }
+
+    /// Deletes the events older than the TTL (compare-and-swap on the
+    /// version listed: an event recorded again meanwhile stays). Answers
+    /// the highest revision written.
+    async fn expire_events(&self) -> u64 {
+        let Ok((events, _)) = self.objects.list(Kind::Event, None, None).await else {
+            return 0;
+        };
+        let now = now();
+        let doomed = events.into_iter().filter_map(|m| match m {
+            Manifest::Event(e) if drover_controller::events::expired(&e, self.event_ttl, now) => {
+                Some(e)
+            }
+            _ => None,
+        });
+        let deletions = doomed.map(|e| {
+            let objects = self.objects.clone();
+            async move {
+                let m = &e.metadata;
+                let rv = m.resource_version.parse().unwrap_or(0);
+                objects
+                    .delete_at(Kind::Event, &m.namespace, &m.name, rv)
+                    .await
+                    .unwrap_or(0)
+            }
+        });
+        let revs: Vec<u64> = futures_util::stream::iter(deletions)
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
+        if !revs.is_empty() {
+            tracing::debug!("deleted {} expired events", revs.len());
+        }
+        revs.into_iter().max().unwrap_or(0)
     }
 
     /// Writes events; failures only cost the event.

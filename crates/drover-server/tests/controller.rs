@@ -246,3 +246,45 @@ async fn a_hand_placed_pod_waits_for_its_node_then_is_collected() {
     .await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_expire_after_the_event_ttl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = ServerOptions::new(tmp.path().join("s"));
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    o.controller.event_ttl = Duration::from_secs(2);
+    let mut server = Server::start(o).await.unwrap();
+    let objects = Objects::new(server.ctx.clone());
+    let event = |name: &str, last: &str| {
+        format!(
+            "apiVersion: v1\nkind: Event\nmetadata: {{name: {name}, namespace: default}}\n\
+             involvedObject: {{kind: Pod, name: p, namespace: default}}\n\
+             reason: Test\nmessage: m\ntype: Normal\n\
+             firstTimestamp: \"2020-01-01T00:00:00Z\"\nlastTimestamp: \"{last}\"\n"
+        )
+    };
+    // Last seen long ago: expires. Seen again "later" (in the future here):
+    // it lives on, whatever its first occurrence.
+    objects
+        .apply(&event("old", "2020-01-01T00:00:00Z"), false)
+        .await
+        .unwrap();
+    let tomorrow = drover_controller::Timestamp::from(
+        std::time::SystemTime::now() + Duration::from_secs(86_400),
+    )
+    .to_rfc3339();
+    objects
+        .apply(&event("recurring", &tomorrow), false)
+        .await
+        .unwrap();
+    eventually("the old event deleted", || async {
+        objects.get(Kind::Event, "default", "old").await.is_err()
+    })
+    .await;
+    assert!(objects
+        .get(Kind::Event, "default", "recurring")
+        .await
+        .is_ok());
+    server.shutdown().await;
+}
