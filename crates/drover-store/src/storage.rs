@@ -357,6 +357,29 @@ impl Storage for SledStorage {
     }
 }
 
+/// Opens a sled database, waiting up to `patience` while another handle
+/// on the same directory is still letting go of its lock (sled's flusher
+/// thread releases it shortly after the last handle is dropped: a store
+/// reopened at once, in the same process or just after the old process
+/// exited, would fail otherwise).
+pub fn open_sled(config: &sled::Config, patience: std::time::Duration) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.to_string().contains("could not acquire lock") =>
+            {
+                if std::time::Instant::now() >= deadline {
+                    return Err(sled::Error::Io(e));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,7 +532,11 @@ mod tests {
             write(&s, |b| assert!(s.compact(b, 2).unwrap()));
             db.flush().unwrap();
         }
-        let db = sled::open(dir.path()).unwrap();
+        let db = open_sled(
+            &sled::Config::new().path(dir.path()),
+            std::time::Duration::from_secs(10),
+        )
+        .unwrap();
         let s = SledStorage::open(db.open_tree("t").unwrap()).unwrap();
         let st = s.initial_state().unwrap();
         assert_eq!(st.hard_state.term, 3);

@@ -185,17 +185,16 @@ impl Store {
         }
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|e| Error::Storage(format!("cannot create {}: {e}", cfg.dir.display())))?;
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(&cfg.dir)
             .cache_capacity(64 << 20)
-            .flush_every_ms(Some(5000))
-            .open()
-            .map_err(|e| {
-                Error::Storage(format!(
-                    "cannot open the store in {}: {e}",
-                    cfg.dir.display()
-                ))
-            })?;
+            .flush_every_ms(Some(5000));
+        let db = crate::storage::open_sled(&config, Duration::from_secs(5)).map_err(|e| {
+            Error::Storage(format!(
+                "cannot open the store in {}: {e}",
+                cfg.dir.display()
+            ))
+        })?;
         let tree = db.open_tree("drover")?;
         let storage = SledStorage::open(tree.clone())?;
         if storage.cache().removed {
