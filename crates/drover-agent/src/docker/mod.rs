@@ -405,12 +405,17 @@ impl DockerRuntime {
     }
 
     /// Stops (SIGTERM, `grace`, SIGKILL) and removes a container; one that
-    /// is already gone is fine.
+    /// is already gone is fine. With no grace it is one forced removal
+    /// (SIGKILL and remove, what `docker rm -f` does) instead of a stop
+    /// with a zero timeout and then a removal: one call to the engine, not
+    /// two, and no wait for the stop's own exit event.
     async fn stop_and_remove(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
-        match self.stop_only(id, grace).await {
-            Ok(true) => {}
-            Ok(false) => return Ok(()),
-            Err(e) => tracing::warn!(node = %self.node, "{e}"),
+        if !grace.is_zero() {
+            match self.stop_only(id, grace).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => tracing::warn!(node = %self.node, "{e}"),
+            }
         }
         let rm = RemoveContainerOptions {
             force: true,
@@ -709,9 +714,11 @@ impl Runtime for DockerRuntime {
                 first_error.get_or_insert(e);
             }
         }
+        // The sandbox's pause program holds only the pod's namespaces: it is
+        // killed and removed at once (it has nothing to shut down cleanly).
         for s in sandboxes {
             if let Err(e) = self
-                .stop_and_remove(s.id.as_deref().unwrap_or_default(), Duration::from_secs(2))
+                .stop_and_remove(s.id.as_deref().unwrap_or_default(), Duration::ZERO)
                 .await
             {
                 first_error.get_or_insert(e);
