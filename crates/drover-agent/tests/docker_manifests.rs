@@ -405,20 +405,26 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     // 03 rolls 01's DaemonSet over to busybox that sleeps: Running, Ready.
     let old = pods["default/ds:example-daemonset"].metadata.uid.clone();
     s.apply(&rewrite(ROLLING, &reg, &node, false)).await;
-    let took = wait_until("03's pod Running and Ready, 01's gone", WAIT, || async {
-        let ours: Vec<Pod> = s
-            .pods(None)
-            .await
-            .into_iter()
-            .filter(|q| q.metadata.namespace == "default")
-            .filter(|q| {
-                q.metadata
-                    .controller_ref()
-                    .is_some_and(|o| o.name == "example-daemonset")
-            })
-            .collect();
-        matches!(ours.as_slice(), [p] if p.metadata.uid != old && is_running_and_ready(p))
-    })
+    // (~5 s here; the engine's stops and starts slow down a lot when the
+    // machine is busy, so this step gets a longer deadline.)
+    let took = wait_until(
+        "03's pod Running and Ready, 01's gone",
+        3 * WAIT,
+        || async {
+            let ours: Vec<Pod> = s
+                .pods(None)
+                .await
+                .into_iter()
+                .filter(|q| q.metadata.namespace == "default")
+                .filter(|q| {
+                    q.metadata
+                        .controller_ref()
+                        .is_some_and(|o| o.name == "example-daemonset")
+                })
+                .collect();
+            matches!(ours.as_slice(), [p] if p.metadata.uid != old && is_running_and_ready(p))
+        },
+    )
     .await;
     eprintln!("03 applied -> rolled over, Running: {took:?}");
     let rolled = self::pods(&s).await;
