@@ -632,8 +632,12 @@ pub fn rollout_waiting(
         .filter(|p| owned_by(p, ds) && p.metadata.deletion_timestamp.is_none())
     {
         let node = &p.spec.node_name;
-        let updated =
-            p.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL) == Some(&hash.to_owned());
+        let updated = p
+            .metadata
+            .labels
+            .get(CONTROLLER_REVISION_HASH_LABEL)
+            .map(String::as_str)
+            == Some(hash);
         let node_ready = nodes
             .iter()
             .find(|n| &n.metadata.name == node)
