@@ -608,6 +608,10 @@ pub fn nodes_without_pod(
     out
 }
 
+/// How [`rollout_waiting`] marks an old pod that only waits for its turn
+/// (the consequence of a stall, not its cause).
+pub const IN_TURN: &str = "replaced in turn (maxUnavailable/maxSurge)";
+
 /// Why a node still waits in a rolling update, when its node is not Ready.
 pub const NODE_NOT_READY: &str = "node not Ready, updated when it is back";
 
@@ -661,10 +665,7 @@ pub fn rollout_waiting(
                 p.metadata.name
             )
         } else if !updated {
-            format!(
-                "old pod {} replaced in turn (maxUnavailable/maxSurge)",
-                p.metadata.name
-            )
+            format!("old pod {} {IN_TURN}", p.metadata.name)
         } else {
             continue;
         };

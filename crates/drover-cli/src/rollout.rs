@@ -3,7 +3,7 @@
 //! `DaemonSetHistoryViewer`, `DaemonSetRollbacker`).
 
 use crate::client::Client;
-use crate::describe::{describe_pod_template, NODE_NOT_READY};
+use crate::describe::{describe_pod_template, IN_TURN, NODE_NOT_READY};
 use crate::errors::{kube, Reported};
 use crate::kinds::Kind;
 use anyhow::{bail, Result};
@@ -154,7 +154,7 @@ async fn holding(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<String> {
     waiting_nodes(c, ds, ns)
         .await
         .into_iter()
-        .filter(|(_, why)| !why.contains("replaced in turn"))
+        .filter(|(_, why)| !why.ends_with(IN_TURN))
         .map(|(node, why)| format!("{node}: {why}"))
         .collect()
 }
