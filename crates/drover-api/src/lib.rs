@@ -45,6 +45,7 @@ pub mod annotations;
 pub mod apps_v1;
 pub mod core_v1;
 pub mod defaults;
+pub mod kind;
 pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
@@ -57,10 +58,11 @@ pub mod validation;
 
 pub use apps_v1::*;
 pub use core_v1::*;
+pub use kind::{Kind, UnknownKind};
 pub use manifest::{parse_manifests, parse_manifests_in, DocumentError, Manifest, ParseError};
 pub use meta::{
-    IntOrString, LabelSelector, LabelSelectorOperator, LabelSelectorRequirement, Labels,
-    ObjectMeta, OwnerReference,
+    BadResourceVersion, IntOrString, LabelSelector, LabelSelectorOperator,
+    LabelSelectorRequirement, Labels, ObjectMeta, OwnerReference,
 };
 pub use quantity::Quantity;
 pub use unknown::{unknown_fields, UnknownField};

@@ -71,7 +71,27 @@ impl ObjectMeta {
             .iter()
             .find(|r| r.controller == Some(true))
     }
+
+    /// `metadata.resourceVersion` as the revision it names: `None` when the
+    /// object carries none (a write that is not a compare-and-swap), an
+    /// error when it is not a number. Never read it with
+    /// `parse().unwrap_or(0)`: 0 means "no compare-and-swap", so a
+    /// malformed version would turn into an unconditional write.
+    pub fn revision(&self) -> Result<Option<u64>, BadResourceVersion> {
+        if self.resource_version.is_empty() {
+            return Ok(None);
+        }
+        match self.resource_version.parse::<u64>() {
+            Ok(0) | Err(_) => Err(BadResourceVersion(self.resource_version.clone())),
+            Ok(v) => Ok(Some(v)),
+        }
+    }
 }
+
+/// A `metadata.resourceVersion` that is not one a server gave out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata.resourceVersion: Invalid value: {0:?}: not a resourceVersion this server gave out (a positive integer); read the object again")]
+pub struct BadResourceVersion(pub String);
 
 api_struct! {
     /// A label query: `matchLabels` and `matchExpressions`, all ANDed.
@@ -284,5 +304,22 @@ mod tests {
             req.operator,
             Some(LabelSelectorOperator::Other("Bogus".into()))
         );
+    }
+}
+
+#[cfg(test)]
+mod revision_tests {
+    use super::*;
+
+    #[test]
+    fn resource_versions_are_positive_integers_or_absent() {
+        let mut m = ObjectMeta::default();
+        assert_eq!(m.revision(), Ok(None));
+        m.resource_version = "42".into();
+        assert_eq!(m.revision(), Ok(Some(42)));
+        for bad in ["0", "-1", "x", "4 2", "18446744073709551616"] {
+            m.resource_version = bad.into();
+            assert_eq!(m.revision(), Err(BadResourceVersion(bad.into())), "{bad}");
+        }
     }
 }

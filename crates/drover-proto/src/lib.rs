@@ -61,3 +61,149 @@ pub mod codec {
         }
     }
 }
+
+pub mod reason {
+    //! Why a call failed, as data: a reason code carried beside the gRPC
+    //! status (metadata key [`KEY`]), so that no client or peer decides
+    //! what to do by reading an error's text.
+    //!
+    //! The names are the Kubernetes `Status.reason` values where one fits
+    //! (`NotFound`, `Conflict`, `Invalid`, …), plus drover's own for the
+    //! control plane (`NotLeader`, `MemberRemoved`, `Joining`). A status
+    //! without a reason did not come from a drover server's handler (a
+    //! transport error, tonic's own client-side timeout).
+
+    use tonic::metadata::{MetadataMap, MetadataValue};
+    use tonic::{Code, Status};
+
+    /// The metadata (trailer) key of the reason.
+    pub const KEY: &str = "x-drover-reason";
+
+    macro_rules! reasons {
+        ($($(#[$doc:meta])* $v:ident = $s:literal,)*) => {
+            /// A reason code.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+            pub enum Reason {
+                $($(#[$doc])* $v,)*
+            }
+
+            impl Reason {
+                /// Every reason.
+                pub const ALL: &'static [Reason] = &[$(Reason::$v,)*];
+
+                /// The code as it travels.
+                pub fn as_str(self) -> &'static str {
+                    match self {
+                        $(Reason::$v => $s,)*
+                    }
+                }
+
+                /// Parses a code; `None` for one this build does not know.
+                pub fn parse(s: &str) -> Option<Reason> {
+                    match s {
+                        $($s => Some(Reason::$v),)*
+                        _ => None,
+                    }
+                }
+            }
+        };
+    }
+
+    reasons! {
+        /// The object does not exist.
+        NotFound = "NotFound",
+        /// An object of that name exists.
+        AlreadyExists = "AlreadyExists",
+        /// A compare-and-swap lost: the object changed meanwhile.
+        Conflict = "Conflict",
+        /// The object is invalid (validation; the message lists the fields).
+        Invalid = "Invalid",
+        /// The request is malformed (not an object, a bad selector, …).
+        BadRequest = "BadRequest",
+        /// No or a wrong credential.
+        Unauthorized = "Unauthorized",
+        /// The credential may not do this.
+        Forbidden = "Forbidden",
+        /// A watch or read asked for a revision that was compacted: relist.
+        Expired = "Expired",
+        /// The server gave up waiting (on raft, on the leader).
+        Timeout = "Timeout",
+        /// A limit was reached.
+        TooManyRequests = "TooManyRequests",
+        /// The server cannot answer now (no leader, stopping): retry.
+        ServiceUnavailable = "ServiceUnavailable",
+        /// This member is not the leader: ask the leader (or retry).
+        NotLeader = "NotLeader",
+        /// The calling member was removed from the cluster.
+        MemberRemoved = "MemberRemoved",
+        /// This member is still joining its cluster.
+        Joining = "Joining",
+        /// The server failed (a corrupt object, a storage error).
+        InternalError = "InternalError",
+    }
+
+    impl Reason {
+        /// The gRPC code that goes with the reason.
+        pub fn code(self) -> Code {
+            match self {
+                Reason::NotFound => Code::NotFound,
+                Reason::AlreadyExists => Code::AlreadyExists,
+                Reason::Conflict => Code::Aborted,
+                Reason::Invalid | Reason::BadRequest => Code::InvalidArgument,
+                Reason::Unauthorized => Code::Unauthenticated,
+                Reason::Forbidden => Code::PermissionDenied,
+                Reason::Expired => Code::OutOfRange,
+                Reason::Timeout => Code::DeadlineExceeded,
+                Reason::TooManyRequests => Code::ResourceExhausted,
+                Reason::ServiceUnavailable | Reason::NotLeader | Reason::Joining => {
+                    Code::Unavailable
+                }
+                Reason::MemberRemoved => Code::FailedPrecondition,
+                Reason::InternalError => Code::Internal,
+            }
+        }
+
+        /// The Kubernetes `Status.reason` a client shows (drover's own
+        /// control-plane reasons are `ServiceUnavailable` there).
+        pub fn kubernetes(self) -> &'static str {
+            match self {
+                Reason::NotLeader | Reason::Joining | Reason::MemberRemoved => "ServiceUnavailable",
+                other => other.as_str(),
+            }
+        }
+
+        /// A status with this reason's code, `message` and the reason.
+        pub fn status(self, message: impl Into<String>) -> Status {
+            let mut md = MetadataMap::new();
+            md.insert(KEY, MetadataValue::from_static(self.as_str()));
+            Status::with_metadata(self.code(), message, md)
+        }
+
+        /// The reason a status carries, if a drover handler set one.
+        pub fn of(status: &Status) -> Option<Reason> {
+            status
+                .metadata()
+                .get(KEY)
+                .and_then(|v| v.to_str().ok())
+                .and_then(Reason::parse)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn reasons_round_trip_through_a_status() {
+            for &r in Reason::ALL {
+                assert_eq!(Reason::parse(r.as_str()), Some(r));
+                let s = r.status("m");
+                assert_eq!(s.code(), r.code());
+                assert_eq!(Reason::of(&s), Some(r));
+                assert_eq!(s.message(), "m");
+            }
+            assert_eq!(Reason::of(&Status::unavailable("not the leader")), None);
+            assert_eq!(Reason::parse("not the leader"), None);
+        }
+    }
+}

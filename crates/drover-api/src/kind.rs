@@ -1,0 +1,166 @@
+//! The kinds of object drover stores and serves, and how kubectl and the
+//! API server name them. The one definition shared by the server (store
+//! keys, errors) and the client (argument parsing, messages).
+
+use crate::Manifest;
+
+/// A kind of object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// `v1` Node (cluster-scoped).
+    Node,
+    /// `v1` Pod.
+    Pod,
+    /// `apps/v1` DaemonSet.
+    DaemonSet,
+    /// `apps/v1` ControllerRevision.
+    ControllerRevision,
+    /// `v1` Event.
+    Event,
+}
+
+/// A name that is not a kind drover has (`deployments`, `pods.apps`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), pods (po), nodes (no), events (ev), controllerrevisions)")]
+pub struct UnknownKind(pub String);
+
+impl Kind {
+    /// Every kind, in the order `drover` lists them.
+    pub const ALL: [Kind; 5] = [
+        Kind::DaemonSet,
+        Kind::Pod,
+        Kind::Node,
+        Kind::Event,
+        Kind::ControllerRevision,
+    ];
+
+    /// Parses a kind as kubectl accepts it: plural, singular or short name,
+    /// in any case, optionally with its own group (`daemonsets.apps`; a
+    /// wrong group, as in `pods.apps`, is refused).
+    pub fn parse(s: &str) -> Result<Kind, UnknownKind> {
+        let lower = s.to_ascii_lowercase();
+        let (base, group) = lower.split_once('.').unwrap_or((&lower, ""));
+        let kind = match base {
+            "ds" | "daemonset" | "daemonsets" => Kind::DaemonSet,
+            "po" | "pod" | "pods" => Kind::Pod,
+            "no" | "node" | "nodes" => Kind::Node,
+            "ev" | "event" | "events" => Kind::Event,
+            "controllerrevision" | "controllerrevisions" => Kind::ControllerRevision,
+            _ => return Err(UnknownKind(s.to_string())),
+        };
+        if !group.is_empty() && group != kind.group() {
+            return Err(UnknownKind(s.to_string()));
+        }
+        Ok(kind)
+    }
+
+    /// The kind of an object.
+    pub fn of(m: &Manifest) -> Kind {
+        match m {
+            Manifest::Node(_) => Kind::Node,
+            Manifest::Pod(_) => Kind::Pod,
+            Manifest::DaemonSet(_) => Kind::DaemonSet,
+            Manifest::ControllerRevision(_) => Kind::ControllerRevision,
+            Manifest::Event(_) => Kind::Event,
+        }
+    }
+
+    /// The API group: `""` for core, `"apps"`.
+    pub fn group(self) -> &'static str {
+        match self {
+            Kind::DaemonSet | Kind::ControllerRevision => "apps",
+            _ => "",
+        }
+    }
+
+    /// `kind` as manifests write it: `DaemonSet`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+            Kind::DaemonSet => "DaemonSet",
+            Kind::ControllerRevision => "ControllerRevision",
+            Kind::Event => "Event",
+        }
+    }
+
+    /// The plural, as in `/registry/<plural>/` and in API paths.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Pod => "pods",
+            Kind::DaemonSet => "daemonsets",
+            Kind::ControllerRevision => "controllerrevisions",
+            Kind::Event => "events",
+        }
+    }
+
+    /// How kubectl names one object of the kind: `daemonset.apps`, `pod`.
+    pub fn singular(self) -> &'static str {
+        match self {
+            Kind::DaemonSet => "daemonset.apps",
+            Kind::Pod => "pod",
+            Kind::Node => "node",
+            Kind::Event => "event",
+            Kind::ControllerRevision => "controllerrevision.apps",
+        }
+    }
+
+    /// How the API server names the resource in errors: `daemonsets.apps`,
+    /// `pods`.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Kind::DaemonSet => "daemonsets.apps",
+            Kind::ControllerRevision => "controllerrevisions.apps",
+            other => other.plural(),
+        }
+    }
+
+    /// Whether objects of the kind live in a namespace (all but nodes).
+    pub fn namespaced(self) -> bool {
+        self != Kind::Node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_names() {
+        for (s, k) in [
+            ("ds", Kind::DaemonSet),
+            ("DaemonSets", Kind::DaemonSet),
+            ("DaemonSet", Kind::DaemonSet),
+            ("daemonsets.apps", Kind::DaemonSet),
+            ("po", Kind::Pod),
+            ("pod", Kind::Pod),
+            ("no", Kind::Node),
+            ("nodes", Kind::Node),
+            ("ev", Kind::Event),
+            ("controllerrevisions", Kind::ControllerRevision),
+            ("controllerrevisions.apps", Kind::ControllerRevision),
+        ] {
+            assert_eq!(Kind::parse(s).unwrap(), k, "{s}");
+        }
+        let e = Kind::parse("deployments").unwrap_err().to_string();
+        assert!(
+            e.starts_with("the server doesn't have a resource type \"deployments\""),
+            "{e}"
+        );
+        assert_eq!(
+            Kind::parse("pods.apps"),
+            Err(UnknownKind("pods.apps".into()))
+        );
+        assert!(Kind::parse("daemonsets.batch").is_err());
+        assert_eq!(Kind::DaemonSet.singular(), "daemonset.apps");
+        assert_eq!(Kind::DaemonSet.resource(), "daemonsets.apps");
+        assert_eq!(Kind::Pod.resource(), "pods");
+        assert!(!Kind::Node.namespaced());
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.plural()), Ok(k));
+            assert_eq!(Kind::parse(k.name()), Ok(k));
+            assert_eq!(Kind::parse(k.resource()), Ok(k));
+        }
+    }
+}
