@@ -8,7 +8,7 @@ mod common;
 use common::{is_running_and_ready, pod_yaml, start_sim_agent, wait_until, TestAgent, TestServer};
 use drover_agent::{AgentOptions, RunState, SimConfig, SimRuntime, TokioClock, Tuning};
 use drover_api::ConditionStatus;
-use drover_server::objects::Kind;
+use drover_api::Kind;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

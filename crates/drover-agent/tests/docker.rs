@@ -842,7 +842,7 @@ spec:
     wait_until("the daemon pod Running and Ready", WAIT, || async {
         let pods = s
             .objects
-            .list(drover_server::objects::Kind::Pod, Some("default"), None)
+            .list(drover_api::Kind::Pod, Some("default"), None)
             .await
             .map(|(l, _)| l)
             .unwrap_or_default();
@@ -873,7 +873,7 @@ spec:
 
     let t0 = Instant::now();
     s.objects
-        .delete(drover_server::objects::Kind::DaemonSet, "default", "agentd")
+        .delete(drover_api::Kind::DaemonSet, "default", "agentd")
         .await
         .expect("delete the DaemonSet");
     wait_until("the containers gone", WAIT, || async {

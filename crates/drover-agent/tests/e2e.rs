@@ -21,10 +21,10 @@ mod common;
 
 use common::{is_running_and_ready, wait_until, TestServer};
 use drover_agent::{Sim, SimConfig, SimOptions};
+use drover_api::Kind;
 use drover_api::{
     ConditionStatus, DaemonSet, DaemonSetStatus, Manifest, Node, Pod, PodPhase, Taint, TaintEffect,
 };
-use drover_server::objects::Kind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -232,7 +232,7 @@ async fn edit_node(s: &TestServer, name: &str, f: impl Fn(&mut Node)) {
         f(&mut n);
         match s.objects.update(Manifest::Node(Box::new(n))).await {
             Ok(_) => return,
-            Err(e) if e.code() == tonic::Code::Aborted => continue,
+            Err(drover_server::ApiError::Conflict(_)) => continue,
             Err(e) => panic!("update node {name}: {e}"),
         }
     }
@@ -902,17 +902,20 @@ spec:
     for (what, text, expect) in cases {
         for dry_run in [true, false] {
             let err = s.objects.apply(&text, dry_run).await.expect_err(what);
-            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{what}: {err:?}");
+            assert!(
+                matches!(err, drover_server::ApiError::Invalid { .. }),
+                "{what}: {err:?}"
+            );
+            let message = err.to_string();
             for e in &expect {
                 assert!(
-                    err.message().contains(e),
-                    "{what}: the error names {e:?}: {}",
-                    err.message()
+                    message.contains(e),
+                    "{what}: the error names {e:?}: {message}"
                 );
             }
             eprintln!(
                 "{what} (dry run {dry_run}): {}",
-                err.message().replace('\n', " | ")
+                message.replace('\n', " | ")
             );
         }
     }

@@ -10,8 +10,8 @@ mod common;
 
 use common::{is_running_and_ready, start_sim_agent, wait_until, TestAgent, TestServer};
 use drover_agent::{AgentOptions, ContainerInfo, SimConfig, SimRuntime, Tuning};
+use drover_api::Kind;
 use drover_api::{pod_annotation, Manifest, Pod};
-use drover_server::objects::Kind;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -118,10 +118,10 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
         .await
         .unwrap_err();
     assert!(
-        e.message().contains("default/static-example-edge-1")
-            && e.message().contains("--manifest-dir"),
+        e.to_string().contains("default/static-example-edge-1")
+            && e.to_string().contains("--manifest-dir"),
         "{}",
-        e.message()
+        e.to_string()
     );
     let e = s
         .objects
@@ -131,11 +131,11 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
         )
         .await
         .unwrap_err();
-    assert!(e.message().contains("read-only"), "{}", e.message());
+    assert!(e.to_string().contains("read-only"), "{}", e.to_string());
     assert!(
-        !e.message().contains("pod updates may not change"),
+        !e.to_string().contains("pod updates may not change"),
         "one clear reason: {}",
-        e.message()
+        e.to_string()
     );
 
     // 4. Deleted through the API: it comes back (new uid), the container

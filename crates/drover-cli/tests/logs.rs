@@ -506,14 +506,14 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
         })
         .await;
         assert_eq!(agent.rt.open_log_streams(), 1, "the agent reads the log");
-        assert_eq!(s.ctx.remote.open_streams(), 1);
+        assert_eq!(s.ctx.sessions.open_streams(), 1);
         // Ctrl-C.
         let _ = stop_tx.send(());
     };
     let (r, ()) = tokio::join!(command, watcher);
     r.expect("logs -f ends cleanly on Ctrl-C");
     wait_until("the agent stopped reading", WAIT, || async {
-        agent.rt.open_log_streams() == 0 && s.ctx.remote.open_streams() == 0
+        agent.rt.open_log_streams() == 0 && s.ctx.sessions.open_streams() == 0
     })
     .await;
     let lines: Vec<String> = buf.text().lines().map(str::to_string).collect();
@@ -565,8 +565,8 @@ async fn a_follower_relays_to_the_member_that_holds_the_session() {
         .await
         .expect("apply");
     running(&c, "web").await;
-    assert!(servers[leader].ctx.remote.holds("n1"));
-    assert!(!servers[follower].ctx.remote.holds("n1"));
+    assert!(servers[leader].ctx.sessions.holds("n1"));
+    assert!(!servers[follower].ctx.sessions.holds("n1"));
 
     wait_until("two log lines through the follower", WAIT, || async {
         run_logs(&c, lo("web")).await.lines().len() >= 2
@@ -596,7 +596,7 @@ async fn a_follower_relays_to_the_member_that_holds_the_session() {
     let (r, ()) = tokio::join!(command, watcher);
     r.expect("ends cleanly");
     wait_until("the agent stopped reading", WAIT, || async {
-        agent.rt.open_log_streams() == 0 && servers[leader].ctx.remote.open_streams() == 0
+        agent.rt.open_log_streams() == 0 && servers[leader].ctx.sessions.open_streams() == 0
     })
     .await;
 

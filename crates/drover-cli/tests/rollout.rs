@@ -15,9 +15,10 @@
 //! Every wait polls with a deadline.
 
 use drover_agent::{Sim, SimOptions};
+use drover_api::Kind;
 use drover_api::{ControllerRevision, DaemonSet, Manifest, Pod};
 use drover_cli::{error_text, rollout, Client, ClientConfig};
-use drover_server::objects::{Kind, Objects};
+use drover_server::api::Objects;
 use drover_server::{Server, ServerOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -138,6 +138,12 @@ pub mod reason {
         MemberRemoved = "MemberRemoved",
         /// This member is still joining its cluster.
         Joining = "Joining",
+        /// The server or the node cannot do this at all (exec on a runtime
+        /// without it).
+        NotImplemented = "NotImplemented",
+        /// The member holds no session of the node a log/exec call is for
+        /// (answered to a relayed call: ask another member).
+        NoSession = "NoSession",
         /// The server failed (a corrupt object, a storage error).
         InternalError = "InternalError",
     }
@@ -158,7 +164,8 @@ pub mod reason {
                 Reason::ServiceUnavailable | Reason::NotLeader | Reason::Joining => {
                     Code::Unavailable
                 }
-                Reason::MemberRemoved => Code::FailedPrecondition,
+                Reason::MemberRemoved | Reason::NoSession => Code::FailedPrecondition,
+                Reason::NotImplemented => Code::Unimplemented,
                 Reason::InternalError => Code::Internal,
             }
         }
@@ -168,6 +175,7 @@ pub mod reason {
         pub fn kubernetes(self) -> &'static str {
             match self {
                 Reason::NotLeader | Reason::Joining | Reason::MemberRemoved => "ServiceUnavailable",
+                Reason::NoSession => "BadRequest",
                 other => other.as_str(),
             }
         }

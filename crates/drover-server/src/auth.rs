@@ -1,5 +1,6 @@
 //! Credentials: every call carries `authorization: Bearer <token>`.
 
+use drover_proto::reason::Reason;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Status};
 
@@ -28,11 +29,11 @@ pub fn token_of<T>(req: &Request<T>) -> Option<&str> {
 /// Refuses the request unless it carries `expected`.
 pub fn check<T>(req: &Request<T>, expected: &str, what: &str) -> Result<(), Status> {
     match token_of(req) {
-        None => Err(Status::unauthenticated(format!(
+        None => Err(Reason::Unauthorized.status(format!(
             "no token: {what} needs a token (`drover --token T`, or a client config from the server's data dir)"
         ))),
         Some(t) if !expected.is_empty() && same(t.as_bytes(), expected.as_bytes()) => Ok(()),
-        Some(_) => Err(Status::permission_denied(format!(
+        Some(_) => Err(Reason::Forbidden.status(format!(
             "wrong token for {what}: use the admin token from the server's client.yaml"
         ))),
     }

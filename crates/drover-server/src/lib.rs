@@ -1,9 +1,25 @@
 //! `drover server`: one control-plane member.
 //!
 //! A member owns one [`drover_store::Store`] and serves, on one gRPC port,
-//! the client API, membership and the raft transport ([`service`]), and on
-//! one HTTP port health and status ([`http`]). [`Server::start`] bootstraps
-//! a new cluster, joins an existing one, or resumes from the data dir.
+//! the client API, membership, the raft transport and agent sessions
+//! ([`svc`]), and on one HTTP port health and status ([`http`]).
+//! [`Server::start`] bootstraps a new cluster, joins an existing one, or
+//! resumes from the data dir.
+//!
+//! The crate in layers, each using only those above it:
+//!
+//! 1. leaves: [`error`] ([`ApiError`]), [`auth`], [`identity`],
+//!    [`heartbeats`], [`sessions`] (agent sessions' log/exec streams),
+//!    [`transport`] (raft messages out);
+//! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
+//!    sessions) and forwarding to the leader;
+//! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
+//! 4. [`cache`]: the one informer (nodes, DaemonSets, pods; pods by node
+//!    and by controller) that the loops and agent sessions read;
+//! 5. [`loops`]: controllers, node lifecycle, agent sessions, mirror pods,
+//!    heartbeat relay;
+//! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`];
+//! 7. this file: wiring.
 //!
 //! Start-up, in order: read or create the identity (`server.json`), open the
 //! store, bind and serve both ports, then (joining only) call `Cluster.Join`
@@ -12,18 +28,21 @@
 //! as soon as the member serves, and `client.yaml` again whenever the
 //! membership changes.
 
-pub mod agents;
+pub mod api;
 pub mod auth;
-pub mod controller;
+pub mod cache;
+pub mod ctx;
+pub mod error;
+pub mod heartbeats;
 pub mod http;
 pub mod identity;
-pub mod informer;
-pub mod mirror;
-pub mod objects;
-pub mod remote;
-pub mod revisions;
-pub mod service;
+pub mod loops;
+pub mod sessions;
+pub mod svc;
 pub mod transport;
+
+pub use error::ApiError;
+pub use loops::controller::ControllerConfig;
 
 use anyhow::{bail, Context, Result};
 use drover_proto::v1::cluster_client::ClusterClient;
@@ -63,7 +82,7 @@ pub struct ServerOptions {
     pub snapshot_every: u64,
     pub keep_entries: u64,
     /// Node timeout and garbage-collection horizon.
-    pub controller: controller::ControllerConfig,
+    pub controller: ControllerConfig,
 }
 
 impl ServerOptions {
@@ -80,7 +99,7 @@ impl ServerOptions {
             election_ticks: 10,
             snapshot_every: 10_000,
             keep_entries: 5_000,
-            controller: controller::ControllerConfig::default(),
+            controller: ControllerConfig::default(),
         }
     }
 }
@@ -92,7 +111,9 @@ pub const DEFAULT_HTTP: &str = "127.0.0.1:7680";
 pub struct Server {
     pub store: Store,
     /// What the services share (heartbeats, tokens, forwarding).
-    pub ctx: Arc<service::Ctx>,
+    pub ctx: Arc<ctx::Ctx>,
+    /// The member's informer.
+    pub cache: cache::Informer,
     pub identity: Identity,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
@@ -222,33 +243,37 @@ impl Server {
             Err(e) => return Err(e).context("cannot open the store"),
         };
 
-        let ctx = Arc::new(service::Ctx::new(
+        let ctx = Arc::new(ctx::Ctx::new(
             store.clone(),
             identity.admin_token.clone(),
             identity.join_token.clone(),
             timeout,
         ));
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let index = agents::PodIndex::default();
-        let informer = informer::Informer::default();
+        let informer = cache::Informer::default();
         let tasks = vec![
             tokio::spawn(informer.clone().run(store.clone(), shutdown_rx.clone())),
-            tokio::spawn(controller::run(
+            tokio::spawn(loops::controller::run(
                 ctx.clone(),
-                objects::Objects::new(ctx.clone()),
-                informer,
+                api::Objects::new(ctx.clone()),
+                informer.clone(),
                 opts.controller.clone(),
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(index.clone().run(store.clone(), shutdown_rx.clone())),
-            tokio::spawn(agents::relay_heartbeats(ctx.clone(), shutdown_rx.clone())),
-            tokio::spawn(serve_grpc(grpc_l, ctx.clone(), index, shutdown_rx.clone())),
+            tokio::spawn(loops::heartbeats::relay(ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(serve_grpc(
+                grpc_l,
+                ctx.clone(),
+                informer.clone(),
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())),
         ];
 
         let mut server = Server {
             store,
             ctx: ctx.clone(),
+            cache: informer,
             identity,
             grpc_addr,
             http_addr,
@@ -273,6 +298,11 @@ impl Server {
         Ok(server)
     }
 
+    /// The object API of this member.
+    pub fn objects(&self) -> api::Objects {
+        api::Objects::new(self.ctx.clone())
+    }
+
     fn write_client_files(&self) -> Result<()> {
         let servers = server_list(&self.store, &self.identity);
         identity::write_client_files(&self.opts_dir(), &self.identity, &servers)
@@ -288,7 +318,7 @@ impl Server {
             .unwrap_or_default()
     }
 
-    async fn join(&mut self, target: &str, ctx: &Arc<service::Ctx>) -> Result<()> {
+    async fn join(&mut self, target: &str, ctx: &Arc<ctx::Ctx>) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut last_err = String::new();
         let mut targets = vec![target.to_string()];
@@ -317,8 +347,7 @@ impl Server {
                         self.identity.admin_token = resp.admin_token.clone();
                         self.identity.join = None;
                         self.identity.save(&self.opts_dir())?;
-                        *ctx.admin_token.write().unwrap_or_else(|e| e.into_inner()) =
-                            resp.admin_token;
+                        ctx.set_admin_token(resp.admin_token);
                         self.write_client_files()?;
                         tracing::info!(
                             "joined the cluster as member {:016x} ({} members)",
@@ -387,8 +416,8 @@ fn server_list(store: &Store, me: &Identity) -> Vec<String> {
 
 async fn serve_grpc(
     l: TcpListener,
-    ctx: Arc<service::Ctx>,
-    index: agents::PodIndex,
+    ctx: Arc<ctx::Ctx>,
+    cache: cache::Informer,
     mut stop: watch::Receiver<bool>,
 ) {
     use auth::MAX_MESSAGE;
@@ -397,27 +426,27 @@ async fn serve_grpc(
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .add_service(
-            StoreServer::new(service::StoreSvc(ctx.clone()))
+            StoreServer::new(svc::store::StoreSvc(ctx.clone()))
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
-        .add_service(ClusterServer::new(service::ClusterSvc(ctx.clone())))
-        .add_service(AgentServer::new(agents::AgentSvc {
+        .add_service(ClusterServer::new(svc::cluster::ClusterSvc(ctx.clone())))
+        .add_service(AgentServer::new(svc::agent::AgentSvc {
             ctx: ctx.clone(),
-            objects: objects::Objects::new(ctx.clone()),
-            index,
+            objects: api::Objects::new(ctx.clone()),
+            cache,
         }))
         .add_service(
-            ObjectsServer::new(objects::ObjectsSvc(objects::Objects::new(ctx.clone())))
+            ObjectsServer::new(svc::objects::ObjectsSvc(api::Objects::new(ctx.clone())))
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
-        .add_service(PodsServer::new(remote::PodsSvc {
+        .add_service(PodsServer::new(svc::pods::PodsSvc {
             ctx: ctx.clone(),
-            objects: objects::Objects::new(ctx.clone()),
+            objects: api::Objects::new(ctx.clone()),
         }))
         .add_service(
-            RaftServer::new(service::RaftSvc(ctx))
+            RaftServer::new(svc::raft::RaftSvc(ctx))
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
         )

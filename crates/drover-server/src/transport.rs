@@ -7,6 +7,7 @@
 //! status); raft retransmits, so a full queue simply drops messages.
 
 use crate::auth::{bearer, MAX_MESSAGE};
+use drover_proto::reason::Reason;
 use drover_proto::v1::raft_client::RaftClient;
 use drover_proto::v1::RaftBatch;
 use drover_store::{RaftMessage, Reporter, Transport};
@@ -153,9 +154,7 @@ impl PeerTask {
                     }
                 }
                 Err(status) => {
-                    if status.code() == tonic::Code::FailedPrecondition
-                        && status.message().contains("was removed")
-                    {
+                    if Reason::of(&status) == Some(Reason::MemberRemoved) {
                         tracing::warn!("member {:x} says this member was removed", self.to);
                         self.reporter.removed();
                     }

@@ -3,8 +3,9 @@
 //! label changes, replaces deleted pods, reports status, and its pods go
 //! with it; silent nodes turn NotReady with the unreachable taints.
 
+use drover_api::Kind;
 use drover_api::Manifest;
-use drover_server::objects::{Kind, Objects};
+use drover_server::api::Objects;
 use drover_server::{Server, ServerOptions};
 use std::time::{Duration, Instant};
 

@@ -9,8 +9,9 @@ pub mod docker;
 use drover_agent::{
     run_agent_with, AgentOptions, Clock, Runtime, SimConfig, SimRuntime, TokioClock,
 };
+use drover_api::Kind;
 use drover_api::{Manifest, Node, Pod};
-use drover_server::objects::{Kind, Objects};
+use drover_server::api::Objects;
 use drover_server::{Server, ServerOptions};
 use std::future::Future;
 use std::path::{Path, PathBuf};

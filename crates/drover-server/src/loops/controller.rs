@@ -9,10 +9,13 @@
 //! changes, when a planner asked to be woken (backoff, minReadySeconds, a
 //! node deadline), and at least every second.
 
-use crate::informer::{Informer, Snapshot};
-use crate::objects::{Kind, Objects};
-use crate::service::Ctx;
-use drover_api::{DaemonSet, Manifest, Node, Pod};
+use super::revisions::{self, RevisionSync, Revisions, RolledBack};
+use super::written_revision as rev;
+use crate::api::mirror;
+use crate::api::Objects;
+use crate::cache::{Informer, Snapshot};
+use crate::ctx::Ctx;
+use drover_api::{DaemonSet, Kind, Manifest, Node, Pod};
 use drover_controller::daemon::{self, FailedPodBackoff, PlanInput};
 use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
 use drover_controller::Timestamp;
@@ -96,8 +99,8 @@ struct Leading {
     orphans: HashMap<String, Instant>,
     orphan_grace: Duration,
     rng: StdRng,
-    /// ControllerRevisions of the DaemonSets (see [`crate::revisions`]).
-    revisions: crate::revisions::Revisions,
+    /// ControllerRevisions of the DaemonSets (see [`revisions`]).
+    revisions: Revisions,
     /// (DaemonSet uid, revision hash) whose automatic rollback had nothing
     /// to go back to: reported once.
     rollback_skipped: std::collections::HashSet<(String, String)>,
@@ -125,7 +128,7 @@ impl Leading {
             orphans: HashMap::new(),
             orphan_grace: cfg.orphan_pod_grace,
             rng: StdRng::from_rng(&mut rand::rng()),
-            revisions: crate::revisions::Revisions::default(),
+            revisions: Revisions::default(),
             rollback_skipped: std::collections::HashSet::new(),
             event_ttl: cfg.event_ttl,
             // Not at once: a new leader first converges.
@@ -204,7 +207,7 @@ impl Leading {
                 match objects.update(Manifest::Node(Box::new(u.node))).await {
                     Ok(m) => rev(&m),
                     Err(e) => {
-                        tracing::debug!(node = %name, "node update: {}", e.message());
+                        tracing::debug!(node = %name, "node update: {}", e);
                         0
                     }
                 }
@@ -216,24 +219,47 @@ impl Leading {
             .await;
         written = written.max(revs.into_iter().max().unwrap_or(0));
         for r in plan.remove {
-            let rv = r.resource_version.parse().unwrap_or(0);
-            match self.objects.delete_at(Kind::Node, "", &r.name, rv).await {
+            let rv = match r.resource_version.parse::<u64>() {
+                Ok(rv) if rv > 0 => rv,
+                _ => {
+                    tracing::warn!(node = %r.name, "node removal: resourceVersion {:?} is not one the store gave", r.resource_version);
+                    continue;
+                }
+            };
+            match self
+                .objects
+                .delete_at(Kind::Node, "", &r.name, Some(rv))
+                .await
+            {
                 Ok(w) => {
                     tracing::info!(node = %r.name, "removed: unreachable since {}", r.unreachable_since.to_rfc3339());
                     self.ctx.heartbeats.forget(&r.name);
                     written = written.max(w);
                 }
-                Err(e) => tracing::debug!(node = %r.name, "node removal: {}", e.message()),
+                Err(e) => tracing::debug!(node = %r.name, "node removal: {}", e),
             }
         }
         self.record(plan.events).await;
 
-        // DaemonSets.
+        // DaemonSets. Each plan gets the pods it may touch: those it
+        // controls and those without a controller (which it may adopt); a
+        // pod controlled by anything else is never its business.
         let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
+        let bare: Vec<&Pod> = pods
+            .iter()
+            .copied()
+            .filter(|p| p.metadata.controller_ref().is_none())
+            .collect();
         let mut live = std::collections::HashSet::new();
         for ds in view.daemon_sets.values() {
             live.insert(ds.metadata.uid.clone());
-            let (w, t) = self.sync_daemon_set(ds, &nodes, &pods, now).await;
+            let ns = ds.metadata.namespace.as_str();
+            let mine: Vec<&Pod> = view
+                .pods_of(&ds.metadata.uid)
+                .map(|p| &**p)
+                .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
+                .collect();
+            let (w, t) = self.sync_daemon_set(ds, &nodes, &mine, now).await;
             written = written.max(w);
             soonest(t);
         }
@@ -242,16 +268,18 @@ impl Leading {
         written = written.max(self.revisions.retain(&self.objects, &live).await);
 
         // Pods of DaemonSets that are gone, and bare pods of nodes that left.
-        let mut doomed: Vec<&Pod> = pods
-            .iter()
-            .copied()
+        let mut doomed: Vec<&Pod> = view
+            .pod_owners()
+            .filter(|uid| !live.contains(*uid))
+            .flat_map(|uid| view.pods_of(uid))
+            .map(|p| &**p)
             .filter(|p| {
-                p.metadata.owner_references.iter().any(|o| {
-                    o.controller == Some(true) && o.kind == "DaemonSet" && !live.contains(&o.uid)
-                })
+                p.metadata
+                    .controller_ref()
+                    .is_some_and(|o| o.kind == "DaemonSet")
             })
             .collect();
-        doomed.extend(crate::mirror::orphaned(
+        doomed.extend(mirror::orphaned(
             nodes.iter().copied(),
             pods.iter().copied(),
         ));
@@ -275,15 +303,10 @@ impl Leading {
             }
         }
         for p in doomed {
-            let rv = p.metadata.resource_version.parse().unwrap_or(0);
-            match self
-                .objects
-                .delete_at(Kind::Pod, &p.metadata.namespace, &p.metadata.name, rv)
-                .await
-            {
+            match self.objects.delete_read(Kind::Pod, &p.metadata).await {
                 Ok(w) => written = written.max(w),
                 Err(e) => {
-                    tracing::debug!(pod = %p.metadata.name, "garbage collection: {}", e.message())
+                    tracing::debug!(pod = %p.metadata.name, "garbage collection: {}", e)
                 }
             }
         }
@@ -303,7 +326,7 @@ impl Leading {
         let revs = if ds.metadata.deletion_timestamp.is_none() {
             self.revisions.sync(&self.objects, ds, pods).await
         } else {
-            crate::revisions::RevisionSync::default()
+            RevisionSync::default()
         };
         let with_collisions;
         let ds = match revs.collision_count {
@@ -336,7 +359,7 @@ impl Leading {
             {
                 Ok(m) => written = written.max(rev(&m)),
                 Err(e) => {
-                    tracing::debug!(pod = %pod.metadata.name, "adopt/release: {}", e.message())
+                    tracing::debug!(pod = %pod.metadata.name, "adopt/release: {}", e)
                 }
             }
         }
@@ -346,19 +369,14 @@ impl Leading {
             let objects = self.objects.clone();
             async move {
                 let current = objects.get(Kind::Pod, &d.namespace, &d.name).await;
-                let rv = match current {
-                    Ok(m) if m.metadata().uid == d.uid => {
-                        m.metadata().resource_version.parse().unwrap_or(0)
-                    }
+                let current = match current {
+                    Ok(m) if m.metadata().uid == d.uid => m,
                     _ => return (d, Err(())),
                 };
-                match objects
-                    .delete_at(Kind::Pod, &d.namespace, &d.name, rv)
-                    .await
-                {
+                match objects.delete_read(Kind::Pod, current.metadata()).await {
                     Ok(w) => (d, Ok(w)),
                     Err(e) => {
-                        tracing::debug!(pod = %d.name, "delete: {}", e.message());
+                        tracing::debug!(pod = %d.name, "delete: {}", e);
                         (d, Err(()))
                     }
                 }
@@ -392,10 +410,10 @@ impl Leading {
                     events.push(c.event.clone());
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %c.pod.metadata.name, "create: {}", e.message());
+                    tracing::warn!(pod = %c.pod.metadata.name, "create: {}", e);
                     events.push(drover_controller::events::failed_create(
                         ds,
-                        e.message(),
+                        &e.to_string(),
                         now,
                         &mut self.rng,
                     ));
@@ -416,25 +434,23 @@ impl Leading {
                 .await
             {
                 Ok(m) => written = written.max(rev(&m)),
-                Err(e) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e.message()),
+                Err(e) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e),
             }
         }
         let mut requeue_at = plan.requeue_at;
         if let (Some(due), Some(hash)) = (&plan.rollback, revs.hash.as_deref()) {
             let key = (ds.metadata.uid.clone(), hash.to_owned());
             if !self.rollback_skipped.contains(&key) {
-                match crate::revisions::roll_back(&self.objects, ds, hash, due, now, &mut self.rng)
-                    .await
-                {
-                    crate::revisions::RolledBack::Done(w, event) => {
+                match revisions::roll_back(&self.objects, ds, hash, due, now, &mut self.rng).await {
+                    RolledBack::Done(w, event) => {
                         written = written.max(w);
                         events.push(event);
                     }
-                    crate::revisions::RolledBack::Impossible(event) => {
+                    RolledBack::Impossible(event) => {
                         self.rollback_skipped.insert(key);
                         events.push(event);
                     }
-                    crate::revisions::RolledBack::Failed => {
+                    RolledBack::Failed => {
                         let again = now + Duration::from_secs(1);
                         requeue_at = Some(requeue_at.map_or(again, |t| t.min(again)));
                     }
@@ -462,10 +478,8 @@ impl Leading {
         let deletions = doomed.map(|e| {
             let objects = self.objects.clone();
             async move {
-                let m = &e.metadata;
-                let rv = m.resource_version.parse().unwrap_or(0);
                 objects
-                    .delete_at(Kind::Event, &m.namespace, &m.name, rv)
+                    .delete_read(Kind::Event, &e.metadata)
                     .await
                     .unwrap_or(0)
             }
@@ -486,7 +500,7 @@ impl Leading {
             let objects = self.objects.clone();
             async move {
                 if let Err(err) = objects.create(Manifest::Event(Box::new(e))).await {
-                    tracing::debug!("event not recorded: {}", err.message());
+                    tracing::debug!("event not recorded: {}", err);
                 }
             }
         });
@@ -495,8 +509,4 @@ impl Leading {
             .collect::<Vec<()>>()
             .await;
     }
-}
-
-fn rev(m: &Manifest) -> u64 {
-    m.metadata().resource_version.parse().unwrap_or(0)
 }

@@ -11,8 +11,9 @@
 //! idle cluster does not list them on every pass. Revisions of DaemonSets
 //! that are gone are deleted.
 
-use crate::objects::{Kind, Objects};
-use drover_api::{DaemonSet, Manifest, Pod};
+use super::written_revision as rev;
+use crate::api::Objects;
+use drover_api::{DaemonSet, Kind, Manifest, Pod};
 use drover_controller::daemon::rollout::{self, RevisionPlan};
 use std::collections::HashMap;
 
@@ -45,10 +46,6 @@ pub struct RevisionSync {
     pub written: u64,
 }
 
-fn rev(m: &Manifest) -> u64 {
-    m.metadata().resource_version.parse().unwrap_or(0)
-}
-
 impl Revisions {
     /// Makes the DaemonSet's revisions right and answers its current hash.
     /// `pods` may be every pod; only the DaemonSet's count for pruning.
@@ -73,7 +70,7 @@ impl Revisions {
         {
             Ok((list, _)) => list,
             Err(e) => {
-                tracing::debug!(ds = %ds.metadata.name, "listing revisions: {}", e.message());
+                tracing::debug!(ds = %ds.metadata.name, "listing revisions: {}", e);
                 return RevisionSync::default();
             }
         };
@@ -143,13 +140,9 @@ impl Revisions {
             for m in list {
                 let md = m.metadata();
                 if md.controller_ref().is_some_and(|o| o.uid == uid) {
-                    let rv = md.resource_version.parse().unwrap_or(0);
-                    match objects
-                        .delete_at(Kind::ControllerRevision, &s.namespace, &md.name, rv)
-                        .await
-                    {
+                    match objects.delete_read(Kind::ControllerRevision, md).await {
                         Ok(w) => written = written.max(w),
-                        Err(e) => tracing::debug!(revision = %md.name, "delete: {}", e.message()),
+                        Err(e) => tracing::debug!(revision = %md.name, "delete: {}", e),
                     }
                 }
             }
@@ -171,7 +164,7 @@ async fn write(objects: &Objects, ds: &DaemonSet, plan: &RevisionPlan) -> (u64, 
             Ok(m) => written = written.max(rev(&m)),
             Err(e) => {
                 ok = false;
-                tracing::debug!(ds = %ds.metadata.name, revision = %new.metadata.name, "create: {}", e.message());
+                tracing::debug!(ds = %ds.metadata.name, revision = %new.metadata.name, "create: {}", e);
             }
         }
     }
@@ -183,25 +176,19 @@ async fn write(objects: &Objects, ds: &DaemonSet, plan: &RevisionPlan) -> (u64, 
             Ok(m) => written = written.max(rev(&m)),
             Err(e) => {
                 ok = false;
-                tracing::debug!(revision = %r.metadata.name, "renumber: {}", e.message());
+                tracing::debug!(revision = %r.metadata.name, "renumber: {}", e);
             }
         }
     }
     for r in &plan.delete {
-        let rv = r.metadata.resource_version.parse().unwrap_or(0);
         match objects
-            .delete_at(
-                Kind::ControllerRevision,
-                &r.metadata.namespace,
-                &r.metadata.name,
-                rv,
-            )
+            .delete_read(Kind::ControllerRevision, &r.metadata)
             .await
         {
             Ok(w) => written = written.max(w),
             Err(e) => {
                 ok = false;
-                tracing::debug!(revision = %r.metadata.name, "prune: {}", e.message());
+                tracing::debug!(revision = %r.metadata.name, "prune: {}", e);
             }
         }
     }
@@ -302,7 +289,7 @@ pub async fn roll_back<R: rand::RngCore + ?Sized>(
             ),
         ),
         Err(e) => {
-            tracing::debug!(ds = %ds.metadata.name, "automatic rollback: {}", e.message());
+            tracing::debug!(ds = %ds.metadata.name, "automatic rollback: {}", e);
             RolledBack::Failed
         }
     }

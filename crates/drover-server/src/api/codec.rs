@@ -1,0 +1,159 @@
+//! How objects are kept in the store: Kubernetes JSON under
+//! `/registry/<plural>/<namespace>/<name>` (`/registry/nodes/<name>` for
+//! the cluster-scoped nodes), without `metadata.resourceVersion`, which is
+//! the key's `mod_revision` (the raft index of the last write) and filled
+//! in on every read. Also the identity the server gives new objects.
+
+use crate::error::ApiError;
+use drover_api::{Kind, Manifest};
+use drover_store::KeyValue;
+use rand::Rng;
+use serde_json::Value;
+
+/// The store key of one object.
+pub fn key(kind: Kind, namespace: &str, name: &str) -> String {
+    if kind.namespaced() {
+        let ns = if namespace.is_empty() {
+            drover_api::DEFAULT_NAMESPACE
+        } else {
+            namespace
+        };
+        format!("/registry/{}/{ns}/{name}", kind.plural())
+    } else {
+        format!("/registry/{}/{name}", kind.plural())
+    }
+}
+
+/// The key prefix of a kind, in one namespace or all.
+pub fn prefix(kind: Kind, namespace: Option<&str>) -> String {
+    match namespace.filter(|n| kind.namespaced() && !n.is_empty()) {
+        Some(ns) => format!("/registry/{}/{ns}/", kind.plural()),
+        None => format!("/registry/{}/", kind.plural()),
+    }
+}
+
+/// The kind a store key holds.
+pub fn kind_of_key(key: &str) -> Option<Kind> {
+    let plural = key.strip_prefix("/registry/")?.split('/').next()?;
+    Kind::ALL.into_iter().find(|k| k.plural() == plural)
+}
+
+/// Reads a stored object, with its resourceVersion filled in.
+pub fn decode(kv: &KeyValue) -> Result<Manifest, ApiError> {
+    let value: Value = serde_json::from_slice(&kv.value)
+        .map_err(|e| ApiError::Internal(format!("stored object {} is corrupt: {e}", kv.key)))?;
+    let mut m = Manifest::from_value(value)
+        .map_err(|e| ApiError::Internal(format!("stored object {} is corrupt: {e}", kv.key)))?;
+    m.metadata_mut().resource_version = kv.mod_revision.to_string();
+    Ok(m)
+}
+
+/// The revision of an object read from the store (its resourceVersion):
+/// what a compare-and-swap on it expects. An object without one, or with
+/// one that is not a number, is refused rather than written over
+/// unconditionally.
+pub fn revision_of(meta: &drover_api::ObjectMeta) -> Result<u64, ApiError> {
+    match meta.revision()? {
+        Some(r) => Ok(r),
+        None => Err(ApiError::BadRequest(format!(
+            "{:?} has no metadata.resourceVersion; read it from the server first",
+            meta.name
+        ))),
+    }
+}
+
+/// The stored form: JSON without resourceVersion.
+pub fn encode(m: &Manifest) -> Result<Vec<u8>, ApiError> {
+    let mut m = m.clone();
+    m.metadata_mut().resource_version.clear();
+    serde_json::to_vec(&m)
+        .map_err(|e| ApiError::Internal(format!("cannot encode {}: {e}", m.reference())))
+}
+
+/// The JSON a client gets.
+pub fn to_json(m: &Manifest) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(m)
+        .map_err(|e| ApiError::Internal(format!("cannot encode {}: {e}", m.reference())))
+}
+
+/// Everything of an object but metadata and status: what moves
+/// `metadata.generation`.
+pub(crate) fn spec_of(m: &Manifest) -> Value {
+    let mut v = serde_json::to_value(m).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("metadata");
+        o.remove("status");
+    }
+    v
+}
+
+/// An object's status, as JSON.
+pub(crate) fn status_of(m: &Manifest) -> Option<Value> {
+    serde_json::to_value(m)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+}
+
+/// A fresh uid in the Kubernetes format (random, RFC 4122 version 4 layout).
+pub fn new_uid() -> String {
+    let b: [u8; 16] = rand::rng().random();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        ["8", "9", "a", "b"][(b[8] & 3) as usize],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// Now, as Kubernetes writes timestamps (RFC 3339, seconds, UTC).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_namespaced_except_nodes() {
+        assert_eq!(
+            key(Kind::DaemonSet, "", "a"),
+            "/registry/daemonsets/default/a"
+        );
+        assert_eq!(
+            key(Kind::Pod, "kube-system", "p"),
+            "/registry/pods/kube-system/p"
+        );
+        assert_eq!(key(Kind::Node, "ignored", "n1"), "/registry/nodes/n1");
+        assert_eq!(prefix(Kind::Pod, None), "/registry/pods/");
+        assert_eq!(prefix(Kind::Node, Some("x")), "/registry/nodes/");
+        for k in Kind::ALL {
+            assert_eq!(kind_of_key(&key(k, "ns", "n")), Some(k));
+        }
+        assert_eq!(kind_of_key("/registry/deployments/a/b"), None);
+        assert_eq!(kind_of_key("/other"), None);
+    }
+
+    #[test]
+    fn a_compare_and_swap_needs_a_real_revision() {
+        let mut m = drover_api::ObjectMeta::default();
+        m.name = "x".into();
+        assert!(matches!(revision_of(&m), Err(ApiError::BadRequest(_))));
+        m.resource_version = "x1".into();
+        assert!(matches!(revision_of(&m), Err(ApiError::BadRequest(_))));
+        m.resource_version = "17".into();
+        assert_eq!(revision_of(&m), Ok(17));
+    }
+
+    #[test]
+    fn uids_look_like_kubernetes_uids() {
+        let u = new_uid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(u.as_bytes()[14], b'4');
+        assert_ne!(u, new_uid());
+    }
+}

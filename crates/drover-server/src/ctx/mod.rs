@@ -1,0 +1,121 @@
+//! What every part of a member shares: its store, credentials and
+//! in-memory state of agents (heartbeats, sessions), and the one way to run
+//! a leader-only operation from any member ([`forward`]).
+//!
+//! This is the bottom layer of the server: it knows the store and how to
+//! reach the leader, nothing of objects, controllers or services.
+
+mod forward;
+
+use crate::error::ApiError;
+use crate::heartbeats::Heartbeats;
+use crate::sessions::Sessions;
+use drover_store::{Error as StoreError, Store};
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint};
+
+pub use forward::{forwarded, from_peer, hops, Route, HOPS};
+
+/// What every service and loop of a member shares.
+pub struct Ctx {
+    pub store: Store,
+    pub id: u64,
+    /// Empty while a joining member has not finished joining.
+    pub admin_token: RwLock<String>,
+    pub join_token: String,
+    /// How long a call waits for a leader, a read or a write.
+    pub timeout: Duration,
+    /// Node heartbeats heard here (and, on the leader, relayed here).
+    pub heartbeats: Heartbeats,
+    /// Agent sessions held here, for logs and exec.
+    pub sessions: Sessions,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+impl Ctx {
+    pub fn new(store: Store, admin_token: String, join_token: String, timeout: Duration) -> Self {
+        Ctx {
+            id: store.id(),
+            store,
+            admin_token: RwLock::new(admin_token),
+            join_token,
+            timeout,
+            heartbeats: Default::default(),
+            sessions: Default::default(),
+            channels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cluster's admin token; empty while this member is joining.
+    pub fn admin_token(&self) -> String {
+        self.admin_token
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets the admin token (a joining member learns it from the leader).
+    pub fn set_admin_token(&self, token: String) {
+        *self.admin_token.write().unwrap_or_else(|e| e.into_inner()) = token;
+    }
+
+    /// A (lazily connected, shared) channel to another member.
+    pub fn channel(&self, addr: &str) -> Result<Channel, ApiError> {
+        let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = ch.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| ApiError::Internal(format!("member address {addr:?} is invalid: {e}")))?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        ch.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// Runs a read, waiting out elections and unconfirmed ReadIndex rounds.
+    pub async fn read<T, F, Fut>(&self, f: F) -> Result<T, ApiError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        let deadline = self.deadline();
+        loop {
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(StoreError::NotLeader { leader: None }) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if self.store.wait_leader(left).await.is_none() {
+                        return Err(ApiError::Unavailable(
+                            "no leader is elected, so a linearizable read is impossible; retry, or read with --local".into(),
+                        ));
+                    }
+                }
+                Err(e @ StoreError::Unavailable(_)) => {
+                    if !pause(deadline).await {
+                        return Err(e.into());
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// When a call that starts now must be answered.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+}
+
+/// Waits a little before the next attempt; false when the deadline is too
+/// close for another one.
+pub async fn pause(deadline: Instant) -> bool {
+    if Instant::now() + Duration::from_millis(20) >= deadline {
+        return false;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    true
+}

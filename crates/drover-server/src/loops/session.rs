@@ -1,0 +1,219 @@
+//! One agent's session, after its hello: register (or re-use) its Node,
+//! push the node's complete desired pod list now and on every change (from
+//! the cache, serialised only here), and act on what the agent says:
+//! heartbeats, pod statuses (compare-and-swap writes), static pods (mirror
+//! pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
+//! is deleted). The gRPC side is [`crate::svc::agent`].
+
+use crate::api::{now_rfc3339, Objects};
+use crate::cache::Informer;
+use crate::ctx::Ctx;
+use crate::error::ApiError;
+use crate::heartbeats::HEARTBEAT_INTERVAL;
+use crate::sessions::SessionTx;
+use drover_api::{Kind, Manifest, Node};
+use drover_proto::v1::{self as pb, agent_message, server_message};
+use serde_json::Value;
+use std::sync::Arc;
+use tonic::Streaming;
+
+/// Attempts to register a Node that keeps changing under the hello.
+const REGISTER_ATTEMPTS: usize = 5;
+
+/// The Node to write for an agent's hello: a new one from the agent's own
+/// description, or the existing one with the agent's status (addresses,
+/// capacity, system info) and the user's labels, taints and spec kept.
+pub fn node_from_hello(hello: Node, existing: Option<Node>, now: &str) -> Node {
+    match existing {
+        None => {
+            let mut n = hello;
+            n.metadata.namespace.clear();
+            n.metadata.resource_version.clear();
+            let ready = drover_api::NodeCondition {
+                r#type: "Ready".into(),
+                status: Some(drover_api::ConditionStatus::True),
+                last_heartbeat_time: Some(now.into()),
+                last_transition_time: Some(now.into()),
+                reason: "AgentReady".into(),
+                message: "drover agent is posting ready status".into(),
+                ..Default::default()
+            };
+            n.status.conditions = vec![ready];
+            n
+        }
+        Some(mut n) => {
+            n.status.addresses = hello.status.addresses;
+            n.status.capacity = hello.status.capacity;
+            n.status.allocatable = hello.status.allocatable;
+            n.status.node_info = hello.status.node_info;
+            n
+        }
+    }
+}
+
+/// Parses and checks the Node of a hello.
+pub fn hello_node(hello: &pb::Hello) -> Result<Node, ApiError> {
+    let v: Value = serde_json::from_slice(&hello.node)
+        .map_err(|e| ApiError::BadRequest(format!("hello.node: not JSON: {e}")))?;
+    let Manifest::Node(node) =
+        Manifest::from_value(v).map_err(|e| ApiError::BadRequest(format!("hello.node: {e}")))?
+    else {
+        return Err(ApiError::BadRequest("hello.node: must be a Node".into()));
+    };
+    drover_api::validation::validate_node(&node).map_err(|e| ApiError::invalid(vec![e]))?;
+    Ok(*node)
+}
+
+/// Creates the agent's Node, or updates the existing one with what the
+/// agent reports; answers its name.
+pub async fn register(objects: &Objects, node: Node) -> Result<String, ApiError> {
+    let name = node.metadata.name.clone();
+    for _ in 0..REGISTER_ATTEMPTS {
+        let existing = match objects.get(Kind::Node, "", &name).await {
+            Ok(Manifest::Node(n)) => Some(*n),
+            Ok(_) | Err(ApiError::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let creating = existing.is_none();
+        let n = node_from_hello(node.clone(), existing, &now_rfc3339());
+        let r = if creating {
+            objects.create(Manifest::Node(Box::new(n))).await
+        } else {
+            objects.update(Manifest::Node(Box::new(n))).await
+        };
+        match r {
+            Ok(_) => return Ok(name),
+            Err(ApiError::Conflict(_) | ApiError::AlreadyExists(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::Conflict(format!(
+        "node {name:?} kept changing while it registered; retry"
+    )))
+}
+
+/// The first message of a session.
+pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
+    pb::ServerMessage {
+        msg: Some(server_message::Msg::Welcome(pb::Welcome {
+            node: node.to_string(),
+            heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u32,
+            member: ctx.id,
+        })),
+    }
+}
+
+/// The node's desired pods as an agent gets them.
+fn desired_pods(cache: &Informer, node: &str) -> pb::DesiredPods {
+    let (pods, rev) = cache.node_pods(node);
+    let pods = pods
+        .iter()
+        .filter_map(|p| match serde_json::to_vec(&**p) {
+            Ok(json) => Some(json),
+            Err(e) => {
+                tracing::warn!(node = %node, pod = %p.metadata.name, "cannot encode a pod for its agent: {e}");
+                None
+            }
+        })
+        .collect();
+    pb::DesiredPods {
+        pods,
+        resource_version: rev.to_string(),
+    }
+}
+
+/// Runs the session of `node` (registered) until the agent goes away:
+/// one task pushes its pods, one reads what it says.
+pub fn run(
+    ctx: Arc<Ctx>,
+    objects: Objects,
+    cache: Informer,
+    node: String,
+    tx: SessionTx,
+    mut inbound: Streaming<pb::AgentMessage>,
+) {
+    // Push the desired pods now and on every change.
+    let push_cache = cache.clone();
+    let push_node = node.clone();
+    let push_tx = tx.clone();
+    let pusher = tokio::spawn(async move {
+        let mut changes = push_cache.subscribe_node(&push_node);
+        // Never tell an agent "no pods" before the cache has loaded.
+        if !push_cache.wait_loaded().await {
+            return;
+        }
+        loop {
+            let msg = pb::ServerMessage {
+                msg: Some(server_message::Msg::Pods(desired_pods(
+                    &push_cache,
+                    &push_node,
+                ))),
+            };
+            if push_tx.send(Ok(msg)).await.is_err() {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+
+    // Read what the agent says until it goes away.
+    let remote = ctx.sessions.attach(&node, tx.clone());
+    tokio::spawn(async move {
+        loop {
+            let msg = tokio::select! {
+                m = inbound.message() => m,
+                _ = tx.closed() => break,
+            };
+            match msg {
+                Ok(Some(m)) => match m.msg {
+                    Some(agent_message::Msg::Heartbeat(_)) => ctx.heartbeats.beat(&node),
+                    Some(agent_message::Msg::Statuses(s)) => {
+                        ctx.heartbeats.beat(&node);
+                        write_statuses(&objects, &node, s).await;
+                    }
+                    Some(agent_message::Msg::Leave(_)) => {
+                        match objects.delete(Kind::Node, "", &node).await {
+                            Ok(_) => tracing::info!(node = %node, "node left the cluster"),
+                            Err(e) => tracing::warn!(node = %node, "leave: {e}"),
+                        }
+                        ctx.heartbeats.forget(&node);
+                        break;
+                    }
+                    Some(agent_message::Msg::StaticPods(s)) => {
+                        ctx.heartbeats.beat(&node);
+                        super::mirror::reconcile(&objects, &cache, &node, s).await;
+                    }
+                    Some(agent_message::Msg::Hello(_)) | None => {}
+                    Some(other) => remote.deliver(other),
+                },
+                Ok(None) | Err(_) => break,
+            }
+        }
+        pusher.abort();
+        tracing::info!(node = %node, "agent disconnected");
+    });
+}
+
+/// Writes reported pod statuses (compare-and-swap; a report for another
+/// incarnation of the pod, or a deleted pod, is dropped).
+async fn write_statuses(objects: &Objects, node: &str, s: pb::PodStatuses) {
+    let writes = s.pods.into_iter().map(|p| async move {
+        let status: Value = match serde_json::from_slice(&p.status) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(node = %node, pod = %p.name, "bad pod status: {e}");
+                return;
+            }
+        };
+        match objects
+            .update_status(Kind::Pod, &p.namespace, &p.name, &p.uid, status)
+            .await
+        {
+            Ok(_) | Err(ApiError::NotFound(_)) => {}
+            Err(e) => tracing::debug!(node = %node, pod = %p.name, "status not written: {e}"),
+        }
+    });
+    futures_util::future::join_all(writes).await;
+}

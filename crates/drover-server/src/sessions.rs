@@ -1,0 +1,360 @@
+//! The agent sessions this member holds, and the log/exec streams open on
+//! them: `drover logs` and `drover exec` travel down an agent's own
+//! session, because nodes have no inbound port. The `Pods` service that
+//! serves them to clients is [`crate::svc::pods`].
+//!
+//! - [`Sessions`]: the agent sessions this member holds, by node, and the
+//!   log/exec streams open on them. An agent session registers itself
+//!   ([`Sessions::attach`]) and hands the chunks it reads to the returned
+//!   [`Attached`]; when the session ends, its open streams end with an error.
+//! - Flow control is by credit ([`STREAM_WINDOW`] chunks per stream): the
+//!   agent never has more than a window of chunks unacknowledged, and this
+//!   member buffers exactly that much per stream, so the session's reader
+//!   never waits for a slow client (a heartbeat behind a log chunk is read at
+//!   once). Credit goes back as the client takes the output.
+
+use drover_proto::reason::Reason;
+use drover_proto::v1::{self as pb, agent_message};
+use rand::Rng;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tonic::Status;
+
+/// Largest chunk of output an agent sends in one message.
+pub const CHUNK_MAX: usize = 32 * 1024;
+
+/// Chunks an agent may send on one stream before it waits for credit.
+pub const STREAM_WINDOW: u32 = 8;
+
+/// Credit is given back in batches of this many chunks.
+const CREDIT_BATCH: u32 = STREAM_WINDOW / 2;
+
+/// How long a request may wait for room on a busy session.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub type SessionTx = mpsc::Sender<Result<pb::ServerMessage, Status>>;
+
+/// What arrives for an open stream.
+pub(crate) enum Piece {
+    Data(Vec<u8>),
+    End(pb::StreamEnd),
+}
+
+struct Open {
+    /// The session it runs on.
+    session: u64,
+    tx: mpsc::Sender<Piece>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_session: u64,
+    /// node -> (session, its outbound queue): the newest session of a node.
+    nodes: HashMap<String, (u64, SessionTx)>,
+    streams: HashMap<u64, Open>,
+}
+
+/// The agent sessions of this member and the streams open on them.
+#[derive(Clone, Default)]
+pub struct Sessions(Arc<Mutex<Inner>>);
+
+/// A session registered with [`Sessions::attach`]; unregistered on drop.
+pub struct Attached {
+    sessions: Sessions,
+    node: String,
+    session: u64,
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers the session of `node` whose outbound queue is `tx`. It
+    /// replaces an older session of the same node (the agent reconnected).
+    pub fn attach(&self, node: &str, tx: SessionTx) -> Attached {
+        let mut s = self.lock();
+        s.next_session += 1;
+        let session = s.next_session;
+        s.nodes.insert(node.to_string(), (session, tx));
+        Attached {
+            sessions: self.clone(),
+            node: node.to_string(),
+            session,
+        }
+    }
+
+    /// Whether this member holds a session of `node`.
+    pub fn holds(&self, node: &str) -> bool {
+        self.lock()
+            .nodes
+            .get(node)
+            .is_some_and(|(_, tx)| !tx.is_closed())
+    }
+
+    /// How many log/exec streams are open on this member's sessions.
+    pub fn open_streams(&self) -> usize {
+        self.lock().streams.len()
+    }
+
+    /// Sends a request (built with its id) down the session of `node`.
+    /// `None` when this member holds no session of the node.
+    pub(crate) async fn open(
+        &self,
+        node: &str,
+        build: impl FnOnce(u64) -> pb::server_message::Msg,
+    ) -> Result<Option<RemoteStream>, Status> {
+        let (id, session_tx, rx) = {
+            let mut s = self.lock();
+            let Some((session, tx)) = s.nodes.get(node).cloned() else {
+                return Ok(None);
+            };
+            let id = loop {
+                let id: u64 = rand::rng().random();
+                if id != 0 && !s.streams.contains_key(&id) {
+                    break id;
+                }
+            };
+            // Room for a whole window and the end: delivery never waits.
+            let (tx_piece, rx) = mpsc::channel(STREAM_WINDOW as usize + 1);
+            s.streams.insert(
+                id,
+                Open {
+                    session,
+                    tx: tx_piece,
+                },
+            );
+            (id, tx, rx)
+        };
+        let mut stream = RemoteStream {
+            id,
+            rx,
+            tx: session_tx.clone(),
+            sessions: self.clone(),
+            node: node.to_string(),
+            done: false,
+            taken: 0,
+        };
+        let msg = pb::ServerMessage {
+            msg: Some(build(id)),
+        };
+        match tokio::time::timeout(SEND_TIMEOUT, session_tx.send(Ok(msg))).await {
+            Ok(Ok(())) => Ok(Some(stream)),
+            Ok(Err(_)) => {
+                stream.done = true;
+                self.lock().streams.remove(&id);
+                Ok(None)
+            }
+            Err(_) => Err(Reason::ServiceUnavailable.status(format!(
+                "the session of node {node:?} is too busy to take the request; retry"
+            ))),
+        }
+    }
+}
+
+impl Attached {
+    /// Hands a message the agent sent on this session to the stream it is
+    /// for (chunks and ends; anything else is ignored). Never waits.
+    pub fn deliver(&self, msg: agent_message::Msg) {
+        let (id, piece) = match msg {
+            agent_message::Msg::Chunk(c) => (c.id, Piece::Data(c.data)),
+            agent_message::Msg::End(e) => (e.id, Piece::End(e)),
+            _ => return,
+        };
+        let mut s = self.sessions.lock();
+        let end = matches!(piece, Piece::End(_));
+        let Some(open) = s.streams.get(&id).filter(|o| o.session == self.session) else {
+            // Cancelled meanwhile: what was in flight is dropped.
+            return;
+        };
+        if open.tx.try_send(piece).is_err() || end {
+            if !end {
+                tracing::warn!(node = %self.node, "the agent sent more than its window on a log/exec stream; ending it");
+            }
+            s.streams.remove(&id);
+        }
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let mut s = self.sessions.lock();
+        if s.nodes
+            .get(&self.node)
+            .is_some_and(|(id, _)| *id == self.session)
+        {
+            s.nodes.remove(&self.node);
+        }
+        // Dropping their senders ends the streams of this session.
+        s.streams.retain(|_, o| o.session != self.session);
+    }
+}
+
+/// One log or exec stream on an agent session, as this member receives it.
+/// Dropping it before its end tells the agent to stop.
+pub(crate) struct RemoteStream {
+    id: u64,
+    rx: mpsc::Receiver<Piece>,
+    tx: SessionTx,
+    sessions: Sessions,
+    node: String,
+    done: bool,
+    /// Chunks taken since credit was last given back.
+    taken: u32,
+}
+
+impl RemoteStream {
+    /// The next piece; `Err` when the session ended first.
+    pub(crate) async fn next(&mut self) -> Result<Piece, Status> {
+        let Some(piece) = self.rx.recv().await else {
+            self.done = true;
+            return Err(Reason::ServiceUnavailable.status(format!(
+                "the session of node {:?} ended before the output did (its agent disconnected); retry",
+                self.node
+            )));
+        };
+        match &piece {
+            Piece::End(_) => self.done = true,
+            Piece::Data(_) => {
+                self.taken += 1;
+                if self.taken >= CREDIT_BATCH {
+                    let credit = pb::ServerMessage {
+                        msg: Some(pb::server_message::Msg::Credit(pb::StreamCredit {
+                            id: self.id,
+                            chunks: self.taken,
+                        })),
+                    };
+                    self.taken = 0;
+                    // A session that is gone ends the stream on the next recv.
+                    let _ = self.tx.send(Ok(credit)).await;
+                }
+            }
+        }
+        Ok(piece)
+    }
+}
+
+impl Drop for RemoteStream {
+    fn drop(&mut self) {
+        self.sessions.lock().streams.remove(&self.id);
+        if self.done {
+            return;
+        }
+        let cancel = pb::ServerMessage {
+            msg: Some(pb::server_message::Msg::Cancel(pb::StreamCancel {
+                id: self.id,
+            })),
+        };
+        if let Err(mpsc::error::TrySendError::Full(m)) = self.tx.try_send(Ok(cancel)) {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let tx = self.tx.clone();
+                h.spawn(async move {
+                    let _ = tx.send(m).await;
+                });
+            }
+        }
+    }
+}
+
+/// The status a client gets for an agent's failed end.
+pub(crate) fn end_status(node: &str, e: &pb::StreamEnd) -> Status {
+    match e.reason.as_str() {
+        "NotFound" | "NotRunning" => Reason::BadRequest.status(e.error.clone()),
+        "ExecNotSupported" | "LogsNotSupported" => {
+            Reason::NotImplemented.status(format!("node {node:?}: {}", e.error))
+        }
+        _ => Reason::InternalError
+            .status(format!("the runtime of node {node:?} failed: {}", e.error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(id: u64, n: u8) -> agent_message::Msg {
+        agent_message::Msg::Chunk(pb::StreamChunk { id, data: vec![n] })
+    }
+
+    #[tokio::test]
+    async fn chunks_flow_with_credit_and_a_drop_cancels() {
+        let sessions = Sessions::default();
+        let (tx, mut agent_rx) = mpsc::channel(16);
+        let attached = sessions.attach("n1", tx);
+        assert!(sessions.holds("n1"));
+        let mut stream = sessions
+            .open("n1", |id| {
+                pb::server_message::Msg::Cancel(pb::StreamCancel { id })
+            })
+            .await
+            .unwrap()
+            .expect("held here");
+        let id = match agent_rx.recv().await {
+            Some(Ok(pb::ServerMessage {
+                msg: Some(pb::server_message::Msg::Cancel(c)),
+            })) => c.id,
+            other => panic!("expected the request, got {other:?}"),
+        };
+        // A whole window fits without the reader waiting.
+        for n in 0..STREAM_WINDOW as u8 {
+            attached.deliver(chunk(id, n));
+        }
+        for n in 0..CREDIT_BATCH as u8 {
+            assert!(matches!(stream.next().await, Ok(Piece::Data(d)) if d == vec![n]));
+        }
+        match agent_rx.recv().await {
+            Some(Ok(pb::ServerMessage {
+                msg: Some(pb::server_message::Msg::Credit(c)),
+            })) => {
+                assert_eq!((c.id, c.chunks), (id, CREDIT_BATCH));
+            }
+            other => panic!("expected credit, got {other:?}"),
+        }
+        assert_eq!(sessions.open_streams(), 1);
+        drop(stream);
+        assert_eq!(sessions.open_streams(), 0);
+        match agent_rx.recv().await {
+            Some(Ok(pb::ServerMessage {
+                msg: Some(pb::server_message::Msg::Cancel(c)),
+            })) => assert_eq!(c.id, id),
+            other => panic!("expected a cancel, got {other:?}"),
+        }
+        // Late chunks of a cancelled stream are dropped.
+        attached.deliver(chunk(id, 0));
+        drop(attached);
+        assert!(!sessions.holds("n1"));
+    }
+
+    #[tokio::test]
+    async fn a_session_that_ends_ends_its_streams() {
+        let sessions = Sessions::default();
+        let (tx, _agent_rx) = mpsc::channel(16);
+        let attached = sessions.attach("n1", tx);
+        let mut stream = sessions
+            .open("n1", |id| {
+                pb::server_message::Msg::Cancel(pb::StreamCancel { id })
+            })
+            .await
+            .unwrap()
+            .expect("held here");
+        // A newer session of the same node replaces it; the old one's drop
+        // does not unregister the new one.
+        let (tx2, _rx2) = mpsc::channel(16);
+        let newer = sessions.attach("n1", tx2);
+        drop(attached);
+        assert!(sessions.holds("n1"));
+        let e = stream.next().await.err().expect("ended");
+        assert!(e.message().contains("ended before the output did"), "{e}");
+        drop(newer);
+        assert!(!sessions.holds("n1"));
+        assert!(sessions
+            .open("n1", |id| pb::server_message::Msg::Cancel(
+                pb::StreamCancel { id }
+            ))
+            .await
+            .unwrap()
+            .is_none());
+    }
+}

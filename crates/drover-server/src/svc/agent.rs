@@ -1,0 +1,68 @@
+//! `Agent.Session`: one stream per node agent (join token). The first
+//! message must be the agent's hello; the session itself runs in
+//! [`crate::loops::session`].
+
+use super::status;
+use crate::api::Objects;
+use crate::cache::Informer;
+use crate::ctx::Ctx;
+use crate::loops::session;
+use drover_proto::reason::Reason;
+use drover_proto::v1::{self as pb, agent_message, agent_server};
+use std::sync::Arc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Messages queued towards one agent.
+const SESSION_QUEUE: usize = 16;
+
+pub struct AgentSvc {
+    pub ctx: Arc<Ctx>,
+    pub objects: Objects,
+    pub cache: Informer,
+}
+
+#[tonic::async_trait]
+impl agent_server::Agent for AgentSvc {
+    type SessionStream = ReceiverStream<Result<pb::ServerMessage, Status>>;
+
+    async fn session(
+        &self,
+        req: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        crate::auth::check(
+            &req,
+            &self.ctx.join_token,
+            "an agent session (use the join token)",
+        )?;
+        let mut inbound = req.into_inner();
+        let first = inbound.message().await?.ok_or_else(|| {
+            Reason::BadRequest.status("the agent closed the stream before saying hello")
+        })?;
+        let Some(agent_message::Msg::Hello(hello)) = first.msg else {
+            return Err(
+                Reason::BadRequest.status("the first message of an agent session must be hello")
+            );
+        };
+        let node = session::hello_node(&hello).map_err(status)?;
+        let node = session::register(&self.objects, node)
+            .await
+            .map_err(status)?;
+        self.ctx.heartbeats.beat(&node);
+        tracing::info!(node = %node, agent = %hello.agent_version, "agent connected");
+
+        let (tx, rx) = tokio::sync::mpsc::channel(SESSION_QUEUE);
+        tx.send(Ok(session::welcome(&self.ctx, &node)))
+            .await
+            .map_err(|_| Status::cancelled("the agent went away"))?;
+        session::run(
+            self.ctx.clone(),
+            self.objects.clone(),
+            self.cache.clone(),
+            node,
+            tx,
+            inbound,
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,176 @@
+//! `Objects`: the object API for clients (`drover apply|get|delete|…`).
+//! Every call needs the admin token.
+
+use super::{admin, status};
+use crate::api::{decode, prefix, to_json, Objects};
+use crate::error::ApiError;
+use drover_api::selector::Selector;
+use drover_api::{Kind, Manifest};
+use drover_proto::v1::{self as pb, objects_server};
+use drover_store::EventType;
+use serde_json::Value;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// A kind as a client names it.
+fn parse_kind(s: &str) -> Result<Kind, ApiError> {
+    Kind::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+pub struct ObjectsSvc(pub Objects);
+
+#[tonic::async_trait]
+impl objects_server::Objects for ObjectsSvc {
+    async fn apply(
+        &self,
+        req: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyResponse>, Status> {
+        admin(self.0.ctx(), &req, "apply")?;
+        let r = req.into_inner();
+        let applied = self.0.apply(&r.manifests, r.dry_run).await?;
+        let mut results = Vec::with_capacity(applied.len());
+        for (a, warnings) in applied {
+            let m = a.object();
+            results.push(pb::ApplyResult {
+                reference: m.reference(),
+                namespace: m.namespace().to_string(),
+                action: a.action().into(),
+                warnings,
+                object: to_json(m)?,
+            });
+        }
+        Ok(Response::new(pb::ApplyResponse { results }))
+    }
+
+    async fn get(
+        &self,
+        req: Request<pb::ObjectRef>,
+    ) -> Result<Response<pb::ObjectResponse>, Status> {
+        admin(self.0.ctx(), &req, "get")?;
+        let r = req.into_inner();
+        let m = self
+            .0
+            .get(parse_kind(&r.kind)?, &r.namespace, &r.name)
+            .await?;
+        Ok(Response::new(pb::ObjectResponse {
+            object: to_json(&m)?,
+        }))
+    }
+
+    async fn list(
+        &self,
+        req: Request<pb::ListObjectsRequest>,
+    ) -> Result<Response<pb::ListObjectsResponse>, Status> {
+        admin(self.0.ctx(), &req, "list")?;
+        let r = req.into_inner();
+        let kind = parse_kind(&r.kind)?;
+        let selector = if r.label_selector.is_empty() {
+            None
+        } else {
+            Some(Selector::parse(&r.label_selector).map_err(|e| {
+                ApiError::BadRequest(format!("label selector {:?}: {e}", r.label_selector))
+            })?)
+        };
+        let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
+        let (items, rev) = self.0.list(kind, ns, selector.as_ref()).await?;
+        Ok(Response::new(pb::ListObjectsResponse {
+            items: items.iter().map(to_json).collect::<Result<_, _>>()?,
+            resource_version: rev.to_string(),
+        }))
+    }
+
+    async fn update(
+        &self,
+        req: Request<pb::UpdateObjectRequest>,
+    ) -> Result<Response<pb::ObjectResponse>, Status> {
+        admin(self.0.ctx(), &req, "update")?;
+        let r = req.into_inner();
+        let v: Value = serde_json::from_slice(&r.object)
+            .map_err(|e| ApiError::BadRequest(format!("object: not JSON: {e}")))?;
+        let m = Manifest::from_value(v).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let m = self.0.update(m).await?;
+        Ok(Response::new(pb::ObjectResponse {
+            object: to_json(&m)?,
+        }))
+    }
+
+    async fn delete(
+        &self,
+        req: Request<pb::ObjectRef>,
+    ) -> Result<Response<pb::ObjectResponse>, Status> {
+        admin(self.0.ctx(), &req, "delete")?;
+        let r = req.into_inner();
+        let m = self
+            .0
+            .delete(parse_kind(&r.kind)?, &r.namespace, &r.name)
+            .await?;
+        Ok(Response::new(pb::ObjectResponse {
+            object: to_json(&m)?,
+        }))
+    }
+
+    type WatchStream = ReceiverStream<Result<pb::ObjectEvent, Status>>;
+
+    async fn watch(
+        &self,
+        req: Request<pb::WatchObjectsRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        admin(self.0.ctx(), &req, "watch")?;
+        let r = req.into_inner();
+        let kind = parse_kind(&r.kind)?;
+        let from = if r.resource_version.is_empty() {
+            0
+        } else {
+            r.resource_version.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "resourceVersion {:?}: not a resourceVersion this server gave out",
+                    r.resource_version
+                ))
+            })?
+        };
+        let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
+        let mut w = self
+            .0
+            .ctx()
+            .store
+            .watch(&prefix(kind, ns), from)
+            .map_err(ApiError::from)?;
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    n = w.next() => n,
+                    _ = tx.closed() => return,
+                };
+                let batch = match next {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e.into()))).await;
+                        return;
+                    }
+                };
+                for e in batch.events {
+                    let Some(kv) = e.kv else { continue };
+                    let ty = if e.r#type == EventType::Delete as i32 {
+                        "DELETED"
+                    } else if kv.create_revision == kv.mod_revision {
+                        "ADDED"
+                    } else {
+                        "MODIFIED"
+                    };
+                    let item = decode(&kv)
+                        .and_then(|m| to_json(&m))
+                        .map(|object| pb::ObjectEvent {
+                            r#type: ty.into(),
+                            object,
+                        })
+                        .map_err(status);
+                    if tx.send(item).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

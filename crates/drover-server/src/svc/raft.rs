@@ -1,0 +1,51 @@
+//! `Raft`: the receiving side of the raft transport, and heartbeats
+//! relayed by followers. Members only (join token).
+
+use super::status;
+use crate::auth;
+use crate::ctx::Ctx;
+use drover_proto::reason::Reason;
+use drover_proto::v1::{self as pb, raft_server};
+use protobuf::Message as _;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+pub struct RaftSvc(pub Arc<Ctx>);
+
+#[tonic::async_trait]
+impl raft_server::Raft for RaftSvc {
+    async fn send(&self, req: Request<pb::RaftBatch>) -> Result<Response<pb::RaftAck>, Status> {
+        auth::check(&req, &self.0.join_token, "the raft transport")?;
+        let b = req.into_inner();
+        let store = &self.0.store;
+        let members = store.members();
+        match members.get(&b.from) {
+            Some(m) if m.removed => {
+                return Err(Reason::MemberRemoved
+                    .status(format!("member {:x} was removed from the cluster", b.from)))
+            }
+            None if !b.from_addr.is_empty() => store.learn_peer(b.from, b.from_addr.clone()),
+            _ => {}
+        }
+        for bytes in &b.msgs {
+            let msg = raft::eraftpb::Message::parse_from_bytes(bytes)
+                .map_err(|e| Reason::BadRequest.status(format!("malformed raft message: {e}")))?;
+            if msg.from != b.from {
+                return Err(
+                    Reason::BadRequest.status("raft message sender does not match the batch")
+                );
+            }
+            store.step(msg).map_err(|e| status(e.into()))?;
+        }
+        Ok(Response::new(pb::RaftAck {}))
+    }
+
+    async fn heartbeats(
+        &self,
+        req: Request<pb::HeartbeatBatch>,
+    ) -> Result<Response<pb::HeartbeatAck>, Status> {
+        auth::check(&req, &self.0.join_token, "relayed heartbeats")?;
+        self.0.heartbeats.beat_all(&req.into_inner().nodes);
+        Ok(Response::new(pb::HeartbeatAck {}))
+    }
+}
