@@ -11,7 +11,7 @@ use crate::storage::{prefixed, DEDUP, HIST, KV, MEMBER};
 use crate::{op, DedupRecord, Event, EventType, KeyValue, Member, Op, StoredValue};
 use drover_proto::v1::{Proposal, SnapshotData};
 use prost::Message as _;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The answer to one write.
 #[derive(Debug, Clone, PartialEq)]
@@ -418,14 +418,23 @@ pub(crate) fn prune(
     Ok(())
 }
 
-/// The history after `after`, grouped by revision, filtered by key prefix.
+/// The history after `after` up to and including `until`, grouped by
+/// revision, filtered by key prefix.
 pub(crate) fn read_history(
     tree: &sled::Tree,
     after: u64,
+    until: u64,
     prefix: &str,
 ) -> Result<Vec<RevisionEvents>> {
     let mut out: Vec<RevisionEvents> = Vec::new();
-    for item in tree.range(hist_key(after + 1, 0)..prefixed(HIST + 1, &[])) {
+    if until <= after {
+        return Ok(out);
+    }
+    let end = match until.checked_add(1) {
+        Some(next) => hist_key(next, 0),
+        None => prefixed(HIST + 1, &[]),
+    };
+    for item in tree.range(hist_key(after + 1, 0)..end) {
         let (k, v) = item?;
         let rev = u64::from_be_bytes(
             k.get(1..9)
@@ -464,7 +473,20 @@ pub(crate) fn get(tree: &sled::Tree, key: &str) -> Result<Option<KeyValue>> {
 }
 
 /// Reads every object whose key starts with `prefix`, in key order.
+#[cfg(test)]
 pub(crate) fn list(tree: &sled::Tree, prefix: &str) -> Result<Vec<KeyValue>> {
+    scan(tree, prefix, |_| {})
+}
+
+/// Reads every object whose key starts with `prefix`, in key order, calling
+/// `scanned(n)` after the n-th one (a seam for tests). Each object is read
+/// whole, but a scan that runs while rounds are applied is no picture of one
+/// revision: see [`roll_forward`].
+pub(crate) fn scan(
+    tree: &sled::Tree,
+    prefix: &str,
+    mut scanned: impl FnMut(usize),
+) -> Result<Vec<KeyValue>> {
     let mut out = Vec::new();
     for item in tree.scan_prefix(prefixed(KV, prefix.as_bytes())) {
         let (k, v) = item?;
@@ -475,8 +497,45 @@ pub(crate) fn list(tree: &sled::Tree, prefix: &str) -> Result<Vec<KeyValue>> {
             create_revision: s.create_revision,
             mod_revision: s.mod_revision,
         });
+        scanned(out.len() - 1);
     }
     Ok(out)
+}
+
+/// Brings a scan that started after revision `from` was applied and ended
+/// before revision `to` was, up to exactly revision `to`, given the history
+/// `(from, to]` of the same prefix.
+///
+/// A key that no round in `(from, to]` touched had one value (or absence)
+/// during the whole scan, so the scan read it right. Every key that a round
+/// touched has an event in that history, and its last event is its state at
+/// `to`: a put carries the whole object, a delete means absent. So the
+/// result is the state at `to`, whatever rounds the scan overlapped.
+pub(crate) fn roll_forward(scanned: Vec<KeyValue>, history: Vec<RevisionEvents>) -> Vec<KeyValue> {
+    let mut last: BTreeMap<String, Option<KeyValue>> = BTreeMap::new();
+    for ev in history.into_iter().flat_map(|r| r.events) {
+        let deleted = ev.r#type == EventType::Delete as i32;
+        if let Some(kv) = ev.kv {
+            last.insert(kv.key.clone(), (!deleted).then_some(kv));
+        }
+    }
+    if last.is_empty() {
+        return scanned;
+    }
+    // Both are in key order (sled orders the bytes, `String` too): merge.
+    let mut out = Vec::with_capacity(scanned.len() + last.len());
+    let mut changed = last.into_iter().peekable();
+    for kv in scanned {
+        while let Some((_, now)) = changed.next_if(|(k, _)| *k < kv.key) {
+            out.extend(now);
+        }
+        match changed.next_if(|(k, _)| *k == kv.key) {
+            Some((_, now)) => out.extend(now),
+            None => out.push(kv),
+        }
+    }
+    out.extend(changed.filter_map(|(_, now)| now));
+    out
 }
 
 #[cfg(test)]
@@ -590,7 +649,7 @@ mod tests {
         assert!(matches!(r[1], Err(Error::AlreadyExists { .. })));
         assert!(r[2].is_ok());
         assert_eq!(get(&t, "/k").unwrap().unwrap().value, b"3");
-        let h = read_history(&t, 0, "/").unwrap();
+        let h = read_history(&t, 0, u64::MAX, "/").unwrap();
         assert_eq!(h.len(), 1);
         assert_eq!(h[0].events.len(), 2);
     }
@@ -606,7 +665,7 @@ mod tests {
         assert!(again[0].as_ref().unwrap().replayed);
         assert!(!first[0].as_ref().unwrap().replayed);
         assert_eq!(get(&t, "/x").unwrap().unwrap().mod_revision, 2);
-        assert_eq!(read_history(&t, 0, "").unwrap().len(), 1);
+        assert_eq!(read_history(&t, 0, u64::MAX, "").unwrap().len(), 1);
         // A refused write is answered with the same refusal.
         let first = apply(&t, 4, vec![req(3, 78, update("/x", "2", 1))]);
         apply(&t, 5, vec![req(4, 0, update("/x", "3", 0))]);
@@ -645,13 +704,13 @@ mod tests {
         apply(&t, 2, vec![req(1, 0, create("/a/1", "1"))]);
         apply(&t, 3, vec![req(2, 0, create("/b/1", "1"))]);
         apply(&t, 4, vec![req(3, 0, update("/a/1", "2", 0))]);
-        let h = read_history(&t, 0, "/a/").unwrap();
+        let h = read_history(&t, 0, u64::MAX, "/a/").unwrap();
         assert_eq!(h.iter().map(|r| r.revision).collect::<Vec<_>>(), vec![2, 4]);
-        assert_eq!(read_history(&t, 2, "/a/").unwrap().len(), 1);
+        assert_eq!(read_history(&t, 2, u64::MAX, "/a/").unwrap().len(), 1);
         let mut b = sled::Batch::default();
         prune(&t, &mut b, 3, 4000).unwrap();
         t.apply_batch(b).unwrap();
-        let h = read_history(&t, 0, "").unwrap();
+        let h = read_history(&t, 0, u64::MAX, "").unwrap();
         assert_eq!(h.iter().map(|r| r.revision).collect::<Vec<_>>(), vec![4]);
     }
 

@@ -81,13 +81,17 @@ pub(crate) struct Shared {
     /// sled's data file, for `fdatasync`.
     pub file: Option<std::fs::File>,
     pub tree: sled::Tree,
-    /// Held for writing while a batch is applied, for reading while a list
-    /// scans, so a list never sees half a raft round.
+    /// Held for writing while a batch is written (and `compacted` moved with
+    /// it), for reading by whoever needs the applied revision, the history
+    /// and `compacted` to agree: a reader never sees half a raft round. Never
+    /// held across a scan of the objects (see `Store::list`).
     pub apply_lock: RwLock<()>,
     pub applied: watch::Sender<u64>,
     pub leader: watch::Sender<LeaderState>,
     pub events: broadcast::Sender<Arc<RevisionEvents>>,
     /// History at or below this revision is gone (watch answers TooOld).
+    /// Changed only under the write lock of `apply_lock`, together with the
+    /// batch that drops that history.
     pub compacted: AtomicU64,
     pub members: RwLock<BTreeMap<u64, Member>>,
     /// Set once the thread stopped, with the reason.
@@ -635,7 +639,7 @@ impl Node {
             self.storage.set_hard_state(&mut app.batch, hs)?;
         }
         let events = std::mem::take(&mut app.events);
-        self.commit_batch(app.batch)?;
+        self.commit_batch(app.batch, None)?;
         if must_flush {
             self.shared.sync()?;
         }
@@ -664,7 +668,7 @@ impl Node {
             &mut member_outcomes,
         )?;
         let events = std::mem::take(&mut app.events);
-        self.commit_batch(app.batch)?;
+        self.commit_batch(app.batch, None)?;
         self.finish(events, outcomes, member_outcomes);
         self.raw.advance_apply();
         self.publish_leader();
@@ -672,13 +676,19 @@ impl Node {
         Ok(())
     }
 
-    fn commit_batch(&self, batch: sled::Batch) -> Result<()> {
+    /// Writes one batch under the apply lock; `compacted`, when the batch
+    /// drops history, moves under the same lock, so a reader holding the lock
+    /// never finds history missing that `compacted` says is there.
+    fn commit_batch(&self, batch: sled::Batch, compacted: Option<u64>) -> Result<()> {
         let _guard = self
             .shared
             .apply_lock
             .write()
             .unwrap_or_else(|e| e.into_inner());
         self.shared.tree.apply_batch(batch)?;
+        if let Some(c) = compacted {
+            self.shared.compacted.store(c, Ordering::SeqCst);
+        }
         Ok(())
     }
 
@@ -819,9 +829,9 @@ impl Node {
     fn install_snapshot(&mut self, snap: &Snapshot) -> Result<()> {
         let mut b = sled::Batch::default();
         self.storage.apply_snapshot(&mut b, snap)?;
-        self.commit_batch(b)?;
-        let data: SnapshotData = machine::decode_snapshot(snap.get_data())?;
         let index = snap.get_metadata().index;
+        self.commit_batch(b, Some(index))?;
+        let data: SnapshotData = machine::decode_snapshot(snap.get_data())?;
         {
             let mut members = self
                 .shared
@@ -830,7 +840,6 @@ impl Node {
                 .unwrap_or_else(|e| e.into_inner());
             *members = data.members.into_iter().map(|m| (m.id, m)).collect();
         }
-        self.shared.compacted.store(index, Ordering::SeqCst);
         // Watchers behind the snapshot cannot continue: tell them to relist.
         let _ = self.shared.events.send(Arc::new(RevisionEvents {
             revision: index,
@@ -855,8 +864,7 @@ impl Node {
         let mut b = sled::Batch::default();
         if self.storage.compact(&mut b, to)? {
             machine::prune(&self.shared.tree, &mut b, to, self.last_proposal_ms)?;
-            self.commit_batch(b)?;
-            self.shared.compacted.store(to, Ordering::SeqCst);
+            self.commit_batch(b, Some(to))?;
             tracing::debug!(member = %format!("{:x}", self.id), "compacted the log up to {to}");
         }
         Ok(())

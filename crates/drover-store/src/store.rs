@@ -343,13 +343,12 @@ impl Store {
     }
 
     /// Lists every object under `prefix` in key order, and the revision the
-    /// list is consistent at (watch from it to follow changes).
+    /// list is consistent at (watch from it to follow changes). The list is
+    /// the state at exactly that revision, never half a raft round, and the
+    /// scan does not hold up the raft thread (see `list_at_one_revision`).
     pub async fn list(&self, prefix: &str, c: Consistency) -> Result<(Vec<KeyValue>, u64)> {
         self.barrier(c).await?;
-        let s = &self.inner.shared;
-        let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
-        let rev = crate::storage_applied(&s.tree)?;
-        Ok((machine::list(&s.tree, prefix)?, rev))
+        list_at_one_revision(&self.inner.shared, prefix, |_| {})
     }
 
     /// Follows every change under `prefix` after `start_revision` (0: from
@@ -460,5 +459,227 @@ impl Store {
         if let Some(t) = t {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
+    }
+}
+
+/// How many times a list scans without the apply lock before it scans under
+/// it. A scan is retried only when the history it needs was compacted while
+/// it ran, which takes `keep_entries` (default 5,000) rounds during one scan.
+const LIST_ATTEMPTS: usize = 3;
+
+/// The applied revision and the compacted one, as one consistent pair.
+fn applied_and_compacted(s: &Shared) -> Result<(u64, u64)> {
+    let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
+    Ok((
+        crate::storage_applied(&s.tree)?,
+        s.compacted.load(Ordering::SeqCst),
+    ))
+}
+
+/// Lists `prefix` as of one applied revision, holding the apply lock only to
+/// read revisions, never during the scan. `scanned` is a seam for tests.
+///
+/// sled 0.34 has no snapshots, and a scan that overlaps a round's batch can
+/// see some of its writes and not others. So:
+///
+/// 1. read the applied revision `from` under the lock;
+/// 2. scan without the lock: the raft thread applies rounds meanwhile;
+/// 3. read the applied revision `to` under the lock. Every round whose batch
+///    overlapped the scan finished before the lock was granted (the raft
+///    thread writes each batch under the write lock), so every change the
+///    scan may have seen belongs to a round in `(from, to]`; objects change
+///    only in rounds that apply entries, and those move the applied revision
+///    in the same batch;
+/// 4. read the history `(from, to]` (written in the same batches as the
+///    objects) and replay it over the scan ([`machine::roll_forward`]): keys
+///    no round touched were read right, touched ones take their last event.
+///    The result is the state at `to`.
+/// 5. check under the lock that the history read in 4 was whole: history goes
+///    only with a batch that moves `compacted` under the same write lock, so
+///    `compacted <= from` now means nothing in `(from, to]` was dropped
+///    before or during the read. Otherwise (a compaction or a snapshot
+///    overtook the scan) start again; after [`LIST_ATTEMPTS`], scan under the
+///    lock as a last resort.
+pub(crate) fn list_at_one_revision(
+    s: &Shared,
+    prefix: &str,
+    mut scanned: impl FnMut(usize),
+) -> Result<(Vec<KeyValue>, u64)> {
+    for _ in 0..LIST_ATTEMPTS {
+        let (from, _) = applied_and_compacted(s)?;
+        let kvs = machine::scan(&s.tree, prefix, &mut scanned)?;
+        let (to, _) = applied_and_compacted(s)?;
+        if to == from {
+            return Ok((kvs, from));
+        }
+        let history = machine::read_history(&s.tree, from, to, prefix)?;
+        let (_, compacted) = applied_and_compacted(s)?;
+        if compacted <= from {
+            return Ok((machine::roll_forward(kvs, history), to));
+        }
+    }
+    let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
+    let rev = crate::storage_applied(&s.tree)?;
+    Ok((machine::scan(&s.tree, prefix, scanned)?, rev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{op, Create, Delete, Update};
+    use tokio::time::timeout;
+
+    struct NoPeers;
+    impl Transport for NoPeers {
+        fn send(&self, _to: u64, _addr: &str, _msg: RaftMessage, _r: &Reporter) {}
+    }
+
+    async fn open(dir: &std::path::Path, snapshot_every: u64, keep: u64) -> Store {
+        let mut cfg = StoreConfig::new(1, dir);
+        cfg.tick = Duration::from_millis(10);
+        cfg.snapshot_every = snapshot_every;
+        cfg.keep_entries = keep;
+        let me = Member {
+            id: 1,
+            addr: "127.0.0.1:1".into(),
+            ..Default::default()
+        };
+        let s = Store::open(cfg, Init::Bootstrap(me), Arc::new(NoPeers)).expect("open");
+        assert!(s.wait_leader(Duration::from_secs(5)).await.is_some());
+        s
+    }
+
+    fn create(k: &str, v: &str) -> Op {
+        Op {
+            op: Some(op::Op::Create(Create {
+                key: k.into(),
+                value: v.into(),
+            })),
+        }
+    }
+
+    fn put(k: &str, v: &str) -> Op {
+        Op {
+            op: Some(op::Op::Update(Update {
+                key: k.into(),
+                value: v.into(),
+                expected_revision: 0,
+                upsert: true,
+            })),
+        }
+    }
+
+    fn delete(k: &str) -> Op {
+        Op {
+            op: Some(op::Op::Delete(Delete {
+                key: k.into(),
+                expected_revision: 0,
+            })),
+        }
+    }
+
+    /// The state under `prefix` now, read under the lock the old way.
+    fn state_now(s: &Store, prefix: &str) -> (Vec<KeyValue>, u64) {
+        let sh = &s.inner.shared;
+        let _g = sh.apply_lock.read().unwrap();
+        let rev = crate::storage_applied(&sh.tree).unwrap();
+        (machine::list(&sh.tree, prefix).unwrap(), rev)
+    }
+
+    /// A list's answer and how many scans it began.
+    type Listed = (Result<(Vec<KeyValue>, u64)>, usize);
+
+    /// Starts a list on its own thread that stops after its `at`-th object
+    /// (once), says so, and waits until told to go on.
+    fn paused_list(
+        s: &Store,
+        at: usize,
+    ) -> (
+        oneshot::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<Listed>,
+    ) {
+        let shared = s.inner.shared.clone();
+        let (paused_tx, paused_rx) = oneshot::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let mut paused = Some(paused_tx);
+            let mut scans = 0;
+            let r = list_at_one_revision(&shared, "/p/", |n| {
+                if n == 0 {
+                    scans += 1;
+                }
+                if n == at {
+                    if let Some(tx) = paused.take() {
+                        tx.send(()).unwrap();
+                        go_rx.recv().unwrap();
+                    }
+                }
+            });
+            (r, scans)
+        });
+        (paused_rx, go_tx, t)
+    }
+
+    #[tokio::test]
+    async fn apply_goes_on_during_a_list_which_answers_one_revision() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path(), 10_000, 5_000).await;
+        for i in 0..10 {
+            s.write(create(&format!("/p/{i}"), "0"), 0).await.unwrap();
+        }
+        let (paused, go, lister) = paused_list(&s, 3);
+        paused.await.unwrap();
+        // The scan has read /p/0 to /p/3 and holds no lock: rounds apply now
+        // (under the old list, which scanned under the lock, they waited).
+        let t = Duration::from_secs(5);
+        let mut last = 0;
+        for op in [
+            put("/p/1", "1"),       // read already: the scan has the old value
+            put("/p/8", "1"),       // not read yet
+            delete("/p/2"),         // read already
+            delete("/p/7"),         // not read yet
+            create("/p/05", "new"), // between keys already read
+            create("/p/9a", "new"), // after the last key
+        ] {
+            let w = timeout(t, s.write(op, 0))
+                .await
+                .expect("a round waited for the list")
+                .unwrap();
+            last = w.revision;
+        }
+        go.send(()).unwrap();
+        let (r, scans) = lister.join().unwrap();
+        let (kvs, rev) = r.unwrap();
+        assert_eq!(scans, 1);
+        assert_eq!(rev, last);
+        assert_eq!((kvs, rev), state_now(&s, "/p/"));
+    }
+
+    #[tokio::test]
+    async fn a_list_overtaken_by_compaction_scans_again() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path(), 5, 1).await;
+        for i in 0..10 {
+            s.write(create(&format!("/p/{i}"), "0"), 0).await.unwrap();
+        }
+        let (paused, go, lister) = paused_list(&s, 3);
+        paused.await.unwrap();
+        let from = s.applied();
+        let mut last = 0;
+        for i in 0..12 {
+            last = s
+                .write(put("/p/1", &i.to_string()), 0)
+                .await
+                .unwrap()
+                .revision;
+        }
+        assert!(s.compacted() > from, "the history the list needs is gone");
+        go.send(()).unwrap();
+        let (r, scans) = lister.join().unwrap();
+        let (kvs, rev) = r.unwrap();
+        assert_eq!(scans, 2, "the first scan could not be brought forward");
+        assert_eq!(rev, last);
+        assert_eq!((kvs, rev), state_now(&s, "/p/"));
     }
 }

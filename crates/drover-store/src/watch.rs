@@ -76,7 +76,7 @@ impl WatchStream {
                 compacted,
             });
         }
-        self.backlog = read_history(&self.shared.tree, self.last, &self.prefix)?.into();
+        self.backlog = read_history(&self.shared.tree, self.last, u64::MAX, &self.prefix)?.into();
         Ok(())
     }
 

@@ -242,3 +242,133 @@ async fn idempotent_retry_is_applied_once() {
     assert_eq!(kv.unwrap().mod_revision, a.revision, "and changed nothing");
     s.shutdown().await;
 }
+
+/// Lists taken while rounds of hundreds of writes (puts, deletes, creates)
+/// are applied are each the state at exactly their revision, as the watch
+/// history rebuilds it: never part of a round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_list_is_the_state_at_its_revision_while_rounds_apply() {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path(), 100_000, 50_000);
+    ready(&s).await;
+    const KEYS: usize = 300;
+    const ROUNDS: usize = 15;
+    let key = |i: usize| format!("/p/{i:04}");
+    let put = |i: usize, v: &str| Op {
+        op: Some(op::Op::Update(Update {
+            key: key(i),
+            value: v.into(),
+            expected_revision: 0,
+            upsert: true,
+        })),
+    };
+    let delete = |i: usize| Op {
+        op: Some(op::Op::Delete(drover_store::Delete {
+            key: key(i),
+            expected_revision: 0,
+        })),
+    };
+    let run = |ops: Vec<Op>| {
+        let s = s.clone();
+        async move {
+            let mut set = tokio::task::JoinSet::new();
+            for op in ops {
+                let s = s.clone();
+                set.spawn(async move { s.write(op, 0).await });
+            }
+            let mut last = 0;
+            while let Some(r) = set.join_next().await {
+                last = last.max(r.unwrap().unwrap().revision);
+            }
+            last
+        }
+    };
+    run((0..KEYS).map(|i| put(i, "0")).collect()).await;
+    let (start, start_rev) = s.list("/p/", Consistency::Local).await.unwrap();
+    let mut watch = s.watch("/p/", start_rev).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let listers: Vec<_> = (0..2)
+        .map(|_| {
+            let (s, stop) = (s.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut lists = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    lists.push(s.list("/p/", Consistency::Local).await.unwrap());
+                    tokio::task::yield_now().await;
+                }
+                lists
+            })
+        })
+        .collect();
+    let mut exists = vec![true; KEYS];
+    let mut last = start_rev;
+    for round in 1..=ROUNDS {
+        let mut ops = Vec::new();
+        for (i, e) in exists.iter_mut().enumerate() {
+            if *e && (i + round) % 3 == 0 {
+                ops.push(delete(i));
+                *e = false;
+            } else {
+                ops.push(put(i, &round.to_string()));
+                *e = true;
+            }
+        }
+        last = run(ops).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let mut lists = Vec::new();
+    for l in listers {
+        lists.extend(l.await.unwrap());
+    }
+    lists.sort_by_key(|(_, rev)| *rev);
+
+    let mut batches = Vec::new();
+    while batches
+        .last()
+        .is_none_or(|b: &drover_store::WatchBatch| b.revision < last)
+    {
+        let b = tokio::time::timeout(Duration::from_secs(5), watch.next())
+            .await
+            .expect("the watch follows every round")
+            .unwrap();
+        batches.push(b);
+    }
+    let mut state: BTreeMap<String, drover_store::KeyValue> =
+        start.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
+    let mut lists = lists.into_iter().peekable();
+    let mut checked = 0;
+    let mut in_between = 0;
+    let mut check = |state: &BTreeMap<_, drover_store::KeyValue>, (kvs, rev): (Vec<_>, u64)| {
+        let want: Vec<_> = state.values().cloned().collect();
+        assert!(
+            kvs == want,
+            "the list at revision {rev} is not the state at {rev}"
+        );
+        checked += 1;
+        if rev > start_rev && rev < last {
+            in_between += 1;
+        }
+    };
+    for b in batches {
+        while let Some(l) = lists.next_if(|(_, rev)| *rev < b.revision) {
+            check(&state, l);
+        }
+        for e in b.events {
+            let kv = e.kv.unwrap();
+            if e.r#type == EventType::Delete as i32 {
+                state.remove(&kv.key);
+            } else {
+                state.insert(kv.key.clone(), kv);
+            }
+        }
+    }
+    for l in lists {
+        check(&state, l);
+    }
+    assert!(checked > 0);
+    assert!(in_between > 0, "no list was taken while rounds applied");
+    s.shutdown().await;
+}
