@@ -5,6 +5,17 @@
 //! - [`run_agent`] (`drover agent`) runs one node; [`run_sim`] and [`Sim`]
 //!   (`drover sim`) run many simulated nodes in one process, each through
 //!   the same sync loop.
+//! - The sync loop (`src/agent/`) is one task per node that owns all of the
+//!   node's state: `agent/mod.rs` is the owner and its loop; each concern
+//!   is a struct it owns, in its own file: `link.rs` (the session with a
+//!   server: connect, reconnect with backoff, heartbeats, sending),
+//!   `ops.rs` (runtime operations in flight, preStop hooks, stopping
+//!   everything on leave), `outbox.rs` (which statuses go, batched),
+//!   `probes.rs` (probe workers), `static_pods.rs` (the manifest dir's pods
+//!   and their report), `desired.rs` (the server's pod list, saved with
+//!   [`persist`]), `shared.rs` (what the nodes of one process share).
+//!   `link.rs` and `remote.rs` at the crate root are the wire underneath
+//!   (channels, opening a session; `drover logs`/`exec` streams).
 //! - [`Runtime`] is the seam between a pod and the machine; [`SimRuntime`]
 //!   keeps containers in memory (behaviour chosen by image name: `crash`,
 //!   `never-ready`, see [`sim_runtime`]); [`DockerRuntime`] runs real

@@ -20,6 +20,7 @@
 
 use crate::clock::Clock;
 use crate::runtime::{ContainerInfo, LogOptions, Runtime, RuntimeError};
+use drover_proto::stream::{CHUNK_MAX, STREAM_WINDOW};
 use drover_proto::v1::{self as pb, agent_message, server_message};
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -29,13 +30,6 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::AbortHandle;
 use tokio_stream::{Stream, StreamExt};
-
-/// Largest chunk of output in one message (the server's limit too).
-pub(crate) const CHUNK_MAX: usize = 32 * 1024;
-
-/// Chunks a request may send before it waits for credit (the server
-/// buffers exactly this many per stream).
-pub(crate) const STREAM_WINDOW: u32 = 8;
 
 /// Output messages queued for the session, behind everything else.
 pub(crate) const OUTPUT_QUEUE: usize = 2;

@@ -215,3 +215,23 @@ pub mod reason {
         }
     }
 }
+
+pub mod stream {
+    //! Protocol constants of `drover logs` and `drover exec` streaming
+    //! between an agent and a server.
+    //!
+    //! The output of a log or exec request travels up the agent's session
+    //! as `StreamChunk`s. Flow control is by credit: an agent sends at most
+    //! [`STREAM_WINDOW`] chunks of a stream before it waits for
+    //! `StreamCredit`, and the server buffers exactly that many per stream,
+    //! so the session's reader never waits for a slow client. Both sides
+    //! must agree on these values.
+
+    /// Largest chunk of output an agent sends in one message (the server's
+    /// limit too).
+    pub const CHUNK_MAX: usize = 32 * 1024;
+
+    /// Chunks an agent may send on one stream before it waits for credit
+    /// (the server buffers exactly this many per stream).
+    pub const STREAM_WINDOW: u32 = 8;
+}

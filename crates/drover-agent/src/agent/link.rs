@@ -1,0 +1,332 @@
+//! The node's link to the servers: one session at a time (down, opening,
+//! up), the choice of server and the jittered reconnect backoff, the
+//! heartbeats, and sending on the session. The wire underneath (channels,
+//! opening an `Agent.Session` stream) is [`crate::link`].
+
+use super::shared::{Identity, Shared};
+use crate::backoff::Reconnect;
+use crate::link::{self as wire, Session};
+use crate::node::{self, NodeFacts};
+use drover_proto::v1::{self as pb, agent_message};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::time::Instant;
+use tonic::Status;
+
+type Opening = Pin<Box<dyn Future<Output = Result<Session, Status>> + Send>>;
+
+enum State {
+    /// No session; the next attempt is at `retry_at`.
+    Down,
+    Opening(Opening),
+    Up(Box<Up>),
+}
+
+struct Up {
+    session: Session,
+    heartbeat_every: Duration,
+    next_heartbeat: Instant,
+    /// The server sent the pod list of this session.
+    got_pods: bool,
+}
+
+/// What the link brings to the sync loop.
+pub(super) enum LinkEvent {
+    /// A message of the server, the end of the stream, or its failure.
+    Inbound(Result<Option<pb::ServerMessage>, Status>),
+    /// An attempt to open a session ended.
+    Opened(Result<Box<Session>, Status>),
+}
+
+/// One node's session with a server, and how it gets the next one.
+pub(super) struct Link {
+    state: State,
+    /// Which of the shared connections to each server this node uses.
+    slot: usize,
+    /// The server of the session (or of the next attempt), an index in
+    /// `Shared::servers`.
+    server: usize,
+    retry_at: Instant,
+    reconnect: Reconnect,
+    /// Server choice, reconnect jitter, heartbeat phase.
+    rng: SmallRng,
+}
+
+/// The Node of this agent's hello.
+fn facts(shared: &Shared, name: &str, host_ip: &str) -> NodeFacts {
+    if shared.sim_facts {
+        node::sim_facts(name, host_ip, &shared.runtime_version)
+    } else {
+        node::machine_facts(name, host_ip, &shared.runtime_version)
+    }
+}
+
+fn hello(shared: &Shared, me: &Identity) -> pb::Hello {
+    let facts = facts(shared, &me.name, &me.host_ip);
+    let node = node::node_object(&me.name, &shared.labels, &shared.taints, &facts);
+    pb::Hello {
+        node: serde_json::to_vec(&node).unwrap_or_default(),
+        agent_version: crate::VERSION.to_string(),
+    }
+}
+
+impl Link {
+    /// Down, with a first attempt due at `now` on a server chosen by `seed`.
+    pub(super) fn new(shared: &Shared, slot: usize, seed: u64, now: Instant) -> Link {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let server = rng.random_range(0..shared.servers.len().max(1));
+        Link {
+            state: State::Down,
+            slot,
+            server,
+            retry_at: now,
+            reconnect: Reconnect::new(shared.tuning.reconnect_min, shared.tuning.reconnect_max),
+            rng,
+        }
+    }
+
+    /// When the link needs the loop next: the next attempt while down, the
+    /// next heartbeat while up, nothing while opening.
+    pub(super) fn due(&self) -> Option<Instant> {
+        match &self.state {
+            State::Down => Some(self.retry_at),
+            State::Opening(_) => None,
+            State::Up(up) => Some(up.next_heartbeat),
+        }
+    }
+
+    /// A session is up.
+    pub(super) fn is_up(&self) -> bool {
+        matches!(self.state, State::Up(_))
+    }
+
+    /// A session is up and its server sent the node's pod list: statuses
+    /// may go.
+    pub(super) fn got_pods(&self) -> bool {
+        matches!(&self.state, State::Up(up) if up.got_pods)
+    }
+
+    /// The server of the session sent the node's pod list.
+    pub(super) fn pods_received(&mut self) {
+        if let State::Up(up) = &mut self.state {
+            up.got_pods = true;
+        }
+    }
+
+    /// The session's queue of log and exec output, while up.
+    pub(super) fn output(&self) -> Option<&mpsc::Sender<pb::AgentMessage>> {
+        match &self.state {
+            State::Up(up) => Some(&up.session.output),
+            _ => None,
+        }
+    }
+
+    /// Opens a session if one is due; heartbeats if one is due.
+    pub(super) fn tick(&mut self, shared: &Shared, me: &Identity, now: Instant) {
+        if matches!(self.state, State::Down) && now >= self.retry_at {
+            self.open(shared, me);
+        }
+        if let State::Up(up) = &mut self.state {
+            if now >= up.next_heartbeat {
+                // Keep the phase; after a stall, start again from now.
+                up.next_heartbeat += up.heartbeat_every;
+                if up.next_heartbeat <= now {
+                    up.next_heartbeat = now + up.heartbeat_every;
+                }
+                let hb = pb::AgentMessage {
+                    msg: Some(agent_message::Msg::Heartbeat(pb::Heartbeat {})),
+                };
+                if let Err(TrySendError::Closed(_)) = up.session.tx.try_send(hb) {
+                    self.down(shared, &me.name, "the session's queue closed");
+                }
+            }
+        }
+    }
+
+    fn open(&mut self, shared: &Shared, me: &Identity) {
+        let channel = shared.channels.get(self.server, self.slot);
+        let fut = wire::open(
+            channel,
+            shared.token.clone(),
+            hello(shared, me),
+            shared.tuning.connect_timeout,
+            shared.gate.clone(),
+        );
+        self.state = State::Opening(Box::pin(fut));
+    }
+
+    fn server_addr<'a>(&self, shared: &'a Shared) -> &'a str {
+        shared
+            .servers
+            .get(self.server)
+            .map(String::as_str)
+            .unwrap_or("?")
+    }
+
+    /// An attempt to open a session ended; `true` when the session is up.
+    pub(super) fn opened(
+        &mut self,
+        r: Result<Box<Session>, Status>,
+        shared: &Shared,
+        name: &str,
+    ) -> bool {
+        match r {
+            Ok(session) => {
+                let now = shared.clock.now();
+                let every = shared.tuning.heartbeat.unwrap_or_else(|| {
+                    match session.welcome.heartbeat_interval_ms {
+                        0 => Duration::from_secs(1),
+                        ms => Duration::from_millis(u64::from(ms)),
+                    }
+                });
+                // A random phase spreads the heartbeats of many nodes.
+                let phase = every.mul_f64(self.rng.random_range(0.5..1.0));
+                note!(
+                    shared.loud,
+                    node = %name,
+                    server = %self.server_addr(shared),
+                    member = format_args!("{:016x}", session.welcome.member),
+                    "joined the cluster"
+                );
+                self.reconnect.reset();
+                shared.stats.connected.fetch_add(1, Ordering::Relaxed);
+                self.state = State::Up(Box::new(Up {
+                    session: *session,
+                    heartbeat_every: every,
+                    next_heartbeat: now + phase,
+                    got_pods: false,
+                }));
+                true
+            }
+            Err(s) => {
+                if wire::is_refusal(&s) {
+                    tracing::error!(node = %name, server = %self.server_addr(shared), "the server refused this agent: {}", s.message());
+                } else {
+                    note!(shared.loud, node = %name, server = %self.server_addr(shared), "the server is not reachable: {}", s.message());
+                }
+                self.state = State::Down;
+                self.retry_later(shared);
+                false
+            }
+        }
+    }
+
+    fn retry_later(&mut self, shared: &Shared) {
+        let wait = self.reconnect.next_delay(&mut self.rng);
+        self.retry_at = shared.clock.now() + wait;
+        if !shared.servers.is_empty() {
+            self.server = (self.server + 1) % shared.servers.len();
+        }
+    }
+
+    /// The session ended (`why`); the next server is tried after a backoff.
+    pub(super) fn down(&mut self, shared: &Shared, name: &str, why: &str) {
+        if matches!(self.state, State::Up(_)) {
+            shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
+            note!(shared.loud, node = %name, server = %self.server_addr(shared), "lost the session: {why}");
+        }
+        self.state = State::Down;
+        self.retry_later(shared);
+    }
+
+    /// Queues a message on the session; `false` when it cannot go now.
+    pub(super) fn send_now(&mut self, msg: pb::AgentMessage, shared: &Shared, name: &str) -> bool {
+        let now = shared.clock.now();
+        let State::Up(up) = &mut self.state else {
+            return false;
+        };
+        match up.session.tx.try_send(msg) {
+            Ok(()) => {
+                // The server counts a report as a heartbeat.
+                up.next_heartbeat = now + up.heartbeat_every;
+                true
+            }
+            Err(TrySendError::Full(_)) => false,
+            Err(TrySendError::Closed(_)) => {
+                self.down(shared, name, "the session's queue closed");
+                false
+            }
+        }
+    }
+
+    /// The next thing the session (or the attempt to open one) brings;
+    /// pending while down.
+    pub(super) async fn event(&mut self) -> LinkEvent {
+        match &mut self.state {
+            State::Up(up) => LinkEvent::Inbound(up.session.inbound.message().await),
+            State::Opening(f) => LinkEvent::Opened(f.as_mut().await.map(Box::new)),
+            State::Down => std::future::pending().await,
+        }
+    }
+
+    /// Sends Leave, on the session if one is up, else on the first server
+    /// that answers within one round, and waits for the server to close the
+    /// stream (it deleted the Node). `true` when a server took the Leave.
+    pub(super) async fn leave(&mut self, shared: &Shared, me: &Identity) -> bool {
+        let state = std::mem::replace(&mut self.state, State::Down);
+        let session = match state {
+            State::Up(up) => {
+                shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
+                Some(up.session)
+            }
+            _ => {
+                // Not connected: one round over the servers.
+                let deadline = shared.clock.now() + shared.tuning.leave_timeout;
+                let mut found = None;
+                for _ in 0..shared.servers.len() {
+                    let left = deadline.saturating_duration_since(shared.clock.now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    let channel = shared.channels.get(self.server, self.slot);
+                    let r = wire::open(
+                        channel,
+                        shared.token.clone(),
+                        hello(shared, me),
+                        left.min(shared.tuning.connect_timeout),
+                        None,
+                    )
+                    .await;
+                    match r {
+                        Ok(s) => {
+                            found = Some(s);
+                            break;
+                        }
+                        Err(_) => self.server = (self.server + 1) % shared.servers.len(),
+                    }
+                }
+                found
+            }
+        };
+        match session {
+            Some(s) => say_leave(s, shared.tuning.leave_timeout).await,
+            None => false,
+        }
+    }
+}
+
+/// Sends Leave on a session and waits for the server to close it.
+async fn say_leave(mut session: Session, timeout: Duration) -> bool {
+    let leave = pb::AgentMessage {
+        msg: Some(agent_message::Msg::Leave(pb::Leave {})),
+    };
+    let work = async {
+        if session.tx.send(leave).await.is_err() {
+            return false;
+        }
+        loop {
+            match session.inbound.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    };
+    tokio::time::timeout(timeout, work).await.unwrap_or(false)
+}

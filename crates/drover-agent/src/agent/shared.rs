@@ -1,0 +1,86 @@
+//! What the agents of one process share (servers, token, tuning, clock,
+//! connections) and the counters they keep; nothing in it changes once the
+//! agents run, except the counters.
+
+use crate::backoff::RestartPolicy;
+use crate::clock::Clock;
+use crate::link::Channels;
+use crate::Tuning;
+use drover_api::Taint;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tonic::metadata::{Ascii, MetadataValue};
+
+/// A status the server has not shown back after this many status
+/// intervals is sent again.
+const CONFIRM_AFTER: u32 = 10;
+
+/// Counters shared by the agents of one process.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Sessions open now.
+    pub connected: AtomicUsize,
+    /// Nodes whose Leave the server took.
+    pub left: AtomicUsize,
+}
+
+/// What the agents of one process share.
+pub(crate) struct Shared {
+    pub(crate) servers: Vec<String>,
+    pub(crate) token: MetadataValue<Ascii>,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) taints: Vec<Taint>,
+    pub(crate) tuning: Tuning,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) channels: Channels,
+    pub(crate) gate: Option<Arc<Semaphore>>,
+    /// Lone agent (info logs, the machine's facts) or sim node (debug logs,
+    /// fixed facts).
+    pub(crate) loud: bool,
+    pub(crate) sim_facts: bool,
+    pub(crate) runtime_version: String,
+    pub(crate) stats: Arc<Stats>,
+}
+
+impl Shared {
+    pub(super) fn restart_policy(&self) -> RestartPolicy {
+        RestartPolicy {
+            base: self.tuning.restart_backoff,
+            max: self.tuning.restart_backoff_max,
+        }
+    }
+
+    /// How long a sent status (or static pods report) may go without the
+    /// server's pod list showing it back before it is sent again.
+    pub(super) fn confirm_after(&self) -> Duration {
+        self.tuning.status_interval * CONFIRM_AFTER
+    }
+
+    /// `sim` of `sim://0.1.0`: the prefix of container ids in statuses.
+    pub(super) fn scheme(&self) -> &str {
+        self.runtime_version
+            .split_once("://")
+            .map_or("runtime", |(s, _)| s)
+    }
+}
+
+/// A task that is aborted when dropped (probe workers, the static pod
+/// watcher).
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Who a node's agent is.
+pub(super) struct Identity {
+    /// The node's name.
+    pub(super) name: String,
+    /// The node's address (the pods' `hostIP`).
+    pub(super) host_ip: String,
+}
