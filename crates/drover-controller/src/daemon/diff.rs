@@ -293,3 +293,171 @@ pub(crate) fn stray_pods<'a>(by_node: HashMap<&'a str, Vec<&'a Pod>>) -> Vec<Sto
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_api::LabelSelector;
+
+    fn ds() -> DaemonSet {
+        let mut ds = DaemonSet::default();
+        ds.metadata.name = "agent".into();
+        ds.metadata.uid = "ds-uid".into();
+        let labels: drover_api::Labels = [("app".to_string(), "agent".to_string())].into();
+        ds.spec.selector = Some(LabelSelector {
+            match_labels: labels.clone(),
+            ..Default::default()
+        });
+        ds.spec.template.metadata.labels = labels;
+        ds
+    }
+
+    fn node(name: &str, taint: Option<&str>) -> Node {
+        let mut node = Node::default();
+        node.metadata.name = name.into();
+        node.spec.taints = taint.into_iter().map(|t| t.parse().unwrap()).collect();
+        node
+    }
+
+    fn pod(name: &str, node: &str, phase: PodPhase) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = name.into();
+        pod.metadata.labels = [("app".to_string(), "agent".to_string())].into();
+        pod.metadata.owner_references = vec![pods::controller_ref(&ds())];
+        pod.spec.node_name = node.into();
+        pod.status.phase = Some(phase);
+        pod
+    }
+
+    fn at() -> Timestamp {
+        Timestamp::from_unix_seconds(1_700_000_000)
+    }
+
+    fn diff<'a>(node: &'a Node, pods: &'a [Pod]) -> NodeDiff<'a> {
+        let ds = ds();
+        let verdict = Eligibility::new(&ds).evaluate(node);
+        diff_node(&ds, node, verdict, pods.iter().collect(), None, at())
+    }
+
+    fn names<'a>(pods: &[&'a Pod]) -> Vec<&'a str> {
+        pods.iter().map(|p| p.metadata.name.as_str()).collect()
+    }
+
+    fn stops<'a, 'd>(diff: &'d NodeDiff<'a>) -> Vec<(&'a str, &'d DeletionReason)> {
+        diff.stop
+            .iter()
+            .map(|s| (s.pod.metadata.name.as_str(), &s.reason))
+            .collect()
+    }
+
+    #[test]
+    fn an_empty_eligible_node_is_placed() {
+        let n = node("n1", None);
+        let d = diff(&n, &[]);
+        assert!(d.place && d.keep.is_empty() && d.stop.is_empty());
+        assert!(!d.misscheduled());
+        assert!(d.slot().is_some_and(|s| s.should_run && s.pods.is_empty()));
+    }
+
+    #[test]
+    fn finished_pods_and_duplicates_are_stopped_in_order() {
+        let n = node("n1", None);
+        let mut leaving = pod("e", "n1", PodPhase::Running);
+        leaving.metadata.deletion_timestamp = Some(at().to_rfc3339());
+        let pods = [
+            pod("d", "n1", PodPhase::Running),
+            pod("a", "n1", PodPhase::Failed),
+            pod("c", "n1", PodPhase::Running),
+            pod("b", "n1", PodPhase::Succeeded),
+            leaving,
+        ];
+        let d = diff(&n, &pods);
+        assert!(!d.place);
+        assert_eq!(names(&d.pods), ["a", "b", "c", "d", "e"]);
+        assert_eq!(d.first().map(|p| p.metadata.name.as_str()), Some("a"));
+        assert_eq!(names(&d.keep), ["c"]);
+        assert_eq!(names(&d.terminating), ["e"]);
+        let kept = DeletionReason::Duplicate { kept: "c".into() };
+        assert_eq!(
+            stops(&d),
+            [
+                ("a", &DeletionReason::Failed),
+                ("b", &DeletionReason::Succeeded),
+                ("d", &kept)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_blocks_placement() {
+        let n = node("n1", None);
+        let mut leaving = pod("a", "n1", PodPhase::Running);
+        leaving.metadata.deletion_timestamp = Some(at().to_rfc3339());
+        let d = diff(&n, std::slice::from_ref(&leaving));
+        assert!(!d.place && d.stop.is_empty() && d.keep.is_empty());
+    }
+
+    #[test]
+    fn ineligible_nodes_keep_or_stop_their_pods() {
+        let pods = [pod("a", "n1", PodPhase::Running)];
+        // NoSchedule: no new pod, the existing one stays (misscheduled).
+        let n = node("n1", Some("x:NoSchedule"));
+        let d = diff(&n, &pods);
+        assert!(d.stop.is_empty() && d.misscheduled());
+        assert_eq!(names(&d.keep), ["a"]);
+        // NoExecute: it goes.
+        let n = node("n1", Some("x:NoExecute"));
+        let d = diff(&n, &pods);
+        assert!(d.keep.is_empty() && d.misscheduled());
+        assert!(matches!(d.stop[0].reason, DeletionReason::NotEligible(_)));
+        // Nothing there: not even a rollout slot.
+        assert!(diff(&n, &[]).slot().is_none());
+    }
+
+    #[test]
+    fn claims_and_strays() {
+        let ds = ds();
+        let selector = Selector::from_label_selector(ds.spec.selector.as_ref().unwrap()).unwrap();
+        let mut orphan = pod("o", "n1", PodPhase::Running);
+        orphan.metadata.owner_references.clear();
+        let mut unmatched = pod("u", "n1", PodPhase::Running);
+        unmatched.metadata.labels.clear();
+        let mut other_ns = pod("x", "n1", PodPhase::Running);
+        other_ns.metadata.namespace = "other".into();
+        let all = [
+            pod("a", "n1", PodPhase::Running),
+            pod("g", "gone", PodPhase::Running),
+            pod("z", "", PodPhase::Running),
+            orphan,
+            unmatched,
+            other_ns,
+        ];
+        let refs: Vec<&Pod> = all.iter().collect();
+        let mut claimed = claim_pods(&ds, &selector, &refs);
+        assert_eq!(names(&claimed.adopt), ["o"]);
+        assert_eq!(names(&claimed.release), ["u"]);
+        assert_eq!(claimed.taken_names.len(), 5);
+        assert_eq!(claimed.pods().count(), 4);
+        let n1 = node("n1", None);
+        let diffs = diff_nodes(
+            &ds,
+            &Eligibility::new(&ds),
+            &[&n1, &n1],
+            &mut claimed.by_node,
+            None,
+            at(),
+        );
+        assert_eq!(diffs.len(), 1, "each node once");
+        let strays: Vec<(&str, DeletionReason)> = stray_pods(claimed.by_node)
+            .into_iter()
+            .map(|s| (s.pod.metadata.name.as_str(), s.reason))
+            .collect();
+        assert_eq!(
+            strays,
+            [
+                ("z", DeletionReason::Unbound),
+                ("g", DeletionReason::NodeGone)
+            ]
+        );
+    }
+}

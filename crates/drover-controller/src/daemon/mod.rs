@@ -38,9 +38,10 @@
 //! - should not continue running (labels, affinity or an untolerated
 //!   `NoExecute` taint): every pod not already being deleted is deleted.
 //!
-//! Pods bound to a node that does not exist, or to no node, are deleted:
-//! Kubernetes leaves bound ones to its pod garbage collector, which drover
-//! does not have.
+//! Pods of the DaemonSet bound to a node that does not exist, or to no
+//! node, are deleted at once. (Kubernetes leaves bound ones to its pod
+//! garbage collector; drover's, [`crate::pod_gc`], waits a grace period
+//! before it deletes the *other* pods of a missing node.)
 //!
 //! # Status (`updateDaemonSetStatus`)
 //!
@@ -59,15 +60,40 @@
 //! as updated; with one, new pods get the `controller-revision-hash` label
 //! and only pods carrying that hash count.
 //!
-//! # Describe
+//! # How `plan` goes about it
 //!
-//! [`DaemonSetPlan::ineligible_nodes`] lists every node that should not get
-//! a pod, with the reasons (the selector term, the taint) for
-//! `describe ds`.
+//! As Nomad's system scheduler (`diffSystemAllocsForNode`, then the
+//! placements and the rolling update over its buckets), in small steps:
+//!
+//! 1. the claim: the DaemonSet's pods by node, the orphans to adopt and the
+//!    pods to release (`diff::claim_pods`);
+//! 2. the per-node diff: each node's pods sorted into buckets — place,
+//!    keep, stop (with a [`DeletionReason`]), being deleted — from the
+//!    node's [`NodeEligibility`] (`diff::diff_node`), and the pods of
+//!    missing nodes or none (`diff::stray_pods`);
+//! 3. the status, counted from the buckets (`status::count`);
+//! 4. the writes of each node's buckets, where the failed-pod backoff
+//!    decides whether a failed pod goes now, then those of the strays;
+//! 5. one rolling-update step over the buckets ([`rollout`]), when steps
+//!    2–4 write no pod.
+//!
+//! Steps 1–3 draw nothing from the RNG; steps 4 and 5 draw in node order.
+//!
+//! # Describe and `rollout status`
+//!
+//! [`explain()`] runs the same claim and diff for people: the pods the
+//! DaemonSet owns, every node without a pod and why
+//! ([`NoPod`]: the [`Ineligibility`] reasons, or not created yet), and the
+//! nodes a rollout waits on, each with a [`WaitReason`].
+//! [`DaemonSetPlan::ineligible_nodes`] and
+//! [`DaemonSetPlan::rollout_waiting`] are the planner's own view of the
+//! same (every node that should not get a pod; the nodes that are not
+//! Ready and run an old pod).
 
 pub mod backoff;
 mod diff;
 pub mod eligibility;
+pub mod explain;
 pub mod pods;
 pub mod rollout;
 mod status;
@@ -81,6 +107,10 @@ use rand::RngCore;
 
 pub use backoff::FailedPodBackoff;
 pub use eligibility::{node_should_run_daemon_pod, Eligibility, Ineligibility, NodeEligibility};
+pub use explain::{
+    explain, Explanation, Idle, NoPod, NodeWait, NodeWithoutPod, PodPhases, RolloutProgress,
+    WaitReason,
+};
 
 use crate::events::{self, namespace_of, reason};
 use crate::time::Timestamp;

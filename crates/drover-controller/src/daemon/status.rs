@@ -91,3 +91,85 @@ pub(crate) fn status(ds: &DaemonSet, counts: &StatusCounts) -> DaemonSetStatus {
     status.observed_generation = ds.metadata.generation.or(status.observed_generation);
     status
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::diff::diff_node;
+    use crate::daemon::Eligibility;
+    use drover_api::{ConditionStatus, Node, Pod, PodCondition, PodPhase};
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_unix_seconds(1_700_000_000 + seconds)
+    }
+
+    fn pod(name: &str, hash: &str, ready_since: Option<i64>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = name.into();
+        pod.metadata
+            .labels
+            .insert(pods::CONTROLLER_REVISION_HASH_LABEL.into(), hash.into());
+        pod.spec.node_name = name.into();
+        pod.status.phase = Some(PodPhase::Running);
+        if let Some(since) = ready_since {
+            pod.status.conditions.push(PodCondition {
+                r#type: "Ready".into(),
+                status: Some(ConditionStatus::True),
+                last_transition_time: Some(at(since).to_rfc3339()),
+                ..Default::default()
+            });
+        }
+        pod
+    }
+
+    #[test]
+    fn counts_come_from_the_buckets() {
+        let mut ds = DaemonSet::default();
+        ds.spec.template.spec.node_selector = [("a".to_string(), "b".to_string())].into();
+        ds.metadata.generation = Some(3);
+        let eligibility = Eligibility::new(&ds);
+        let mut nodes: Vec<Node> = ["p1", "p2", "p3", "p4", "m"]
+            .iter()
+            .map(|n| {
+                let mut node = Node::default();
+                node.metadata.name = (*n).into();
+                node.metadata.labels.insert("a".into(), "b".into());
+                node
+            })
+            .collect();
+        nodes[4].metadata.labels.clear();
+        let pods = [
+            pod("p1", "new", Some(0)),
+            pod("p2", "old", Some(8)),
+            pod("p3", "new", None),
+            pod("m", "new", Some(0)),
+        ];
+        let diffs: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                let on: Vec<&Pod> = pods
+                    .iter()
+                    .filter(|p| p.spec.node_name == n.metadata.name)
+                    .collect();
+                diff_node(&ds, n, eligibility.evaluate(n), on, None, at(10))
+            })
+            .collect();
+        let counts = count(&diffs, Some("new"), Duration::from_secs(5), at(10));
+        assert_eq!(
+            counts,
+            StatusCounts {
+                desired: 4,
+                current: 3,
+                misscheduled: 1,
+                ready: 2,
+                available: 1,
+                updated: 2,
+                next_available: Some(at(13) + AVAILABILITY_SLACK),
+            }
+        );
+        let status = status(&ds, &counts);
+        assert_eq!(status.number_unavailable, 3);
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(count(&diffs, None, Duration::ZERO, at(10)).updated, 3);
+    }
+}
