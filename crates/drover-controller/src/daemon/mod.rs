@@ -655,6 +655,4 @@ pub fn delete_daemon_set_pods<'a, R: RngCore + ?Sized>(
 }
 
 #[cfg(test)]
-mod old_plan;
-#[cfg(test)]
 mod tests;
