@@ -8,10 +8,14 @@
 //! - [`daemon`]: one pod of a DaemonSet on every eligible node, as
 //!   Kubernetes' daemon controller decides it — eligibility and its
 //!   reasons ([`daemon::eligibility`]), creations, deletions, adoption,
-//!   failed-pod backoff ([`daemon::backoff`]), status and events.
+//!   failed-pod backoff ([`daemon::backoff`]), status and events; and
+//!   [`daemon::explain()`], what the controller makes of a DaemonSet, for
+//!   `describe ds` and `rollout status`.
 //! - [`node`]: node readiness from in-memory heartbeats, the taints that
 //!   follow from it and from cordon, and garbage collection of nodes gone
 //!   for good.
+//! - [`pod_gc`]: which pods go because their DaemonSet or their node is
+//!   gone (a missing node's pods after a grace period).
 //! - [`events`]: the events both record, with Kubernetes' reasons.
 //! - [`time`]: the [`Timestamp`] planners take as `now`, and RFC 3339.
 //!
@@ -47,6 +51,7 @@
 pub mod daemon;
 pub mod events;
 pub mod node;
+pub mod pod_gc;
 pub mod time;
 
 pub use time::Timestamp;

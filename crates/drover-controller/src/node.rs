@@ -23,8 +23,8 @@
 //!   for `gc_after` (default 1 h, counted from the condition's
 //!   `lastTransitionTime`, which survives leader changes) is deleted
 //!   (event `DeletingNode`). Its daemon pods then go too
-//!   ([`crate::daemon`] deletes pods of nodes that do not exist;
-//!   [`pods_on_missing_nodes`] finds the others).
+//!   ([`crate::daemon`] deletes pods of nodes that do not exist at once),
+//!   and its other pods after a grace period ([`crate::pod_gc`]).
 //!
 //! # Taints (Kubernetes' `TaintNodesByCondition` and taint-based eviction)
 //!
@@ -475,8 +475,9 @@ pub fn set_unschedulable(node: &mut Node, unschedulable: bool, now: Timestamp) -
 }
 
 /// Pods bound to nodes that do not exist and not yet being deleted (what
-/// Kubernetes' pod garbage collector removes): the bare pods of a node that
-/// left. The DaemonSet planner deletes daemon pods of missing nodes itself.
+/// Kubernetes' pod garbage collector removes, after a grace period: see
+/// [`crate::pod_gc::PodGc`]), daemon pods included (the DaemonSet planner
+/// deletes those itself, at once).
 pub fn pods_on_missing_nodes<'a, 'n>(
     nodes: impl IntoIterator<Item = &'n Node>,
     pods: impl IntoIterator<Item = &'a Pod>,

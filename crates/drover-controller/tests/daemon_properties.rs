@@ -561,6 +561,43 @@ proptest! {
         prop_assert_eq!(&plan, &again);
     }
 
+    /// `explain` tells what `plan` does: the nodes it creates on are those
+    /// explained as "not created yet" (no failed-pod backoff here), the
+    /// nodes without a pod that should not get one are among the plan's
+    /// ineligible nodes with the same verdict, and the adoptions and
+    /// releases are the plan's.
+    #[test]
+    fn explain_agrees_with_plan(
+        ds in daemon_set_strategy(),
+        nodes in nodes_strategy(),
+        pods in pods_strategy(),
+        seed in any::<u64>(),
+    ) {
+        let now = at(100);
+        let plan = plan_with(&ds, &nodes, &pods, &FailedPodBackoff::new(), now, seed);
+        let explained = daemon::explain(&ds, &nodes, &pods, None, now);
+        let mut created: Vec<&str> = plan.create.iter().map(|c| c.pod.spec.node_name.as_str()).collect();
+        created.sort();
+        let not_created: Vec<&str> = explained
+            .nodes_without_pod
+            .iter()
+            .filter(|n| n.why == daemon::NoPod::NotCreatedYet)
+            .map(|n| n.node.as_str())
+            .collect();
+        // A node whose only pod is being deleted waits for it to go.
+        prop_assert!(created.iter().all(|n| not_created.contains(n)));
+        for n in &explained.nodes_without_pod {
+            if let daemon::NoPod::Ineligible(verdict) = &n.why {
+                let planned = plan.ineligible_nodes.iter().find(|i| i.node == n.node);
+                prop_assert_eq!(planned.map(|i| &i.eligibility), Some(verdict));
+            }
+        }
+        let uids = |pods: &[&Pod]| pods.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>();
+        prop_assert_eq!(uids(&explained.adopting), plan.adopt.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>());
+        prop_assert_eq!(uids(&explained.releasing), plan.release.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>());
+        prop_assert!(explained.adopting.iter().all(|a| explained.pods.iter().any(|p| std::ptr::eq(*p, *a))));
+    }
+
     /// plan → apply → plan … converges to exactly one pod on every eligible
     /// node, none where pods may not continue, never two anywhere.
     #[test]

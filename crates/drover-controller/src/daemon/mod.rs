@@ -38,9 +38,10 @@
 //! - should not continue running (labels, affinity or an untolerated
 //!   `NoExecute` taint): every pod not already being deleted is deleted.
 //!
-//! Pods bound to a node that does not exist, or to no node, are deleted:
-//! Kubernetes leaves bound ones to its pod garbage collector, which drover
-//! does not have.
+//! Pods of the DaemonSet bound to a node that does not exist, or to no
+//! node, are deleted at once. (Kubernetes leaves bound ones to its pod
+//! garbage collector; drover's, [`crate::pod_gc`], waits a grace period
+//! before it deletes the *other* pods of a missing node.)
 //!
 //! # Status (`updateDaemonSetStatus`)
 //!
@@ -59,35 +60,65 @@
 //! as updated; with one, new pods get the `controller-revision-hash` label
 //! and only pods carrying that hash count.
 //!
-//! # Describe
+//! # How `plan` goes about it
 //!
-//! [`DaemonSetPlan::ineligible_nodes`] lists every node that should not get
-//! a pod, with the reasons (the selector term, the taint) for
-//! `describe ds`.
+//! As Nomad's system scheduler (`diffSystemAllocsForNode`, then the
+//! placements and the rolling update over its buckets), in small steps:
+//!
+//! 1. the claim: the DaemonSet's pods by node, the orphans to adopt and the
+//!    pods to release (`diff::claim_pods`);
+//! 2. the per-node diff: each node's pods sorted into buckets — place,
+//!    keep, stop (with a [`DeletionReason`]), being deleted — from the
+//!    node's [`NodeEligibility`] (`diff::diff_node`), and the pods of
+//!    missing nodes or none (`diff::stray_pods`);
+//! 3. the status, counted from the buckets (`status::count`);
+//! 4. the writes of each node's buckets, where the failed-pod backoff
+//!    decides whether a failed pod goes now, then those of the strays;
+//! 5. one rolling-update step over the buckets ([`rollout`]), when steps
+//!    2–4 write no pod.
+//!
+//! Steps 1–3 draw nothing from the RNG; steps 4 and 5 draw in node order.
+//!
+//! # Describe and `rollout status`
+//!
+//! [`explain()`] runs the same claim and diff for people: the pods the
+//! DaemonSet owns, every node without a pod and why
+//! ([`NoPod`]: the [`Ineligibility`] reasons, or not created yet), and the
+//! nodes a rollout waits on, each with a [`WaitReason`].
+//! [`DaemonSetPlan::ineligible_nodes`] and
+//! [`DaemonSetPlan::rollout_waiting`] are the planner's own view of the
+//! same (every node that should not get a pod; the nodes that are not
+//! Ready and run an old pod).
 
 pub mod backoff;
+mod diff;
 pub mod eligibility;
+pub mod explain;
 pub mod pods;
 pub mod rollout;
+mod status;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
-use std::time::Duration;
 
 use drover_api::selector::Selector;
-use drover_api::{event_type, DaemonSet, DaemonSetStatus, Event, Node, Pod, PodPhase};
+use drover_api::{event_type, DaemonSet, DaemonSetStatus, Event, Node, Pod, PodSpec};
 use rand::RngCore;
 
 pub use backoff::FailedPodBackoff;
 pub use eligibility::{node_should_run_daemon_pod, Eligibility, Ineligibility, NodeEligibility};
+pub use explain::{
+    explain, Explanation, Idle, NoPod, NodeWait, NodeWithoutPod, PodPhases, RolloutProgress,
+    WaitReason,
+};
 
 use crate::events::{self, namespace_of, reason};
 use crate::time::Timestamp;
-use pods::{is_terminating, oldest_first, Claim};
-
-/// How far past the `minReadySeconds` mark [`DaemonSetPlan::requeue_at`]
-/// lands, since availability needs strictly more than `minReadySeconds`.
-const AVAILABILITY_SLACK: Duration = Duration::from_millis(1);
+use diff::NodeDiff;
+// The unit tests (`tests.rs`) take these from here with `use super::*`.
+use pods::is_terminating;
+#[cfg(test)]
+use {drover_api::PodPhase, std::time::Duration};
 
 /// Attempts at a name not already taken before giving up (the store then
 /// refuses the duplicate and the next plan tries again).
@@ -314,10 +345,6 @@ impl DaemonSetPlan {
     }
 }
 
-fn count(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
 fn deletion<R: RngCore + ?Sized>(
     ds: &DaemonSet,
     pod: &Pod,
@@ -377,10 +404,50 @@ fn fresh_name<R: RngCore + ?Sized>(
     name
 }
 
+/// Builds the plan's new pods, each with a name no pod of the namespace
+/// has and no other new pod got.
+struct NewPods<'a> {
+    ds: &'a DaemonSet,
+    spec: &'a PodSpec,
+    prefix: String,
+    taken: HashSet<&'a str>,
+    new_names: HashSet<String>,
+}
+
+impl<'a> NewPods<'a> {
+    fn new(ds: &'a DaemonSet, eligibility: &'a Eligibility, taken: HashSet<&'a str>) -> Self {
+        NewPods {
+            ds,
+            spec: eligibility.pod_spec(),
+            prefix: pods::generate_name_prefix(ds),
+            taken,
+            new_names: HashSet::new(),
+        }
+    }
+
+    fn create<R: RngCore + ?Sized>(
+        &mut self,
+        node_name: &str,
+        revision_hash: Option<&str>,
+        now: Timestamp,
+        rng: &mut R,
+    ) -> PodCreation {
+        let name = fresh_name(&self.prefix, &self.taken, &mut self.new_names, rng);
+        let pod = pods::new_daemon_pod(self.ds, self.spec, node_name, name, revision_hash);
+        let event = events::created(self.ds, &pod.metadata.name, now, rng);
+        PodCreation { pod, event }
+    }
+}
+
 /// Plans one DaemonSet: see the module documentation for the rules.
 ///
 /// The RNG names new pods (`<ds>-<5 characters>`) and events; with the same
 /// input and the same RNG state the plan is the same.
+///
+/// The steps: the claim and the per-node diff into buckets
+/// ([`diff`]), the status from the buckets ([`status`]), the writes of each
+/// node's buckets (with the failed-pod backoff), the pods of missing nodes,
+/// then one rolling-update step over the buckets.
 pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSetPlan {
     let ds = input.daemon_set;
     let now = input.now;
@@ -389,7 +456,6 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         backoff: input.backoff.clone(),
         ..DaemonSetPlan::default()
     };
-
     if ds.metadata.deletion_timestamp.is_some() {
         plan.delete = delete_daemon_set_pods(ds, input.pods.iter().copied(), now, rng);
         return plan;
@@ -397,238 +463,173 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
     let selector = match selector_of(ds) {
         Ok(selector) => selector,
         Err((why, message)) => {
-            plan.events.push(events::daemon_set_event(
-                ds,
-                event_type::WARNING,
-                why,
-                message,
-                now,
-                rng,
-            ));
+            let event = events::daemon_set_event(ds, event_type::WARNING, why, message, now, rng);
+            plan.events.push(event);
             return plan;
         }
     };
 
-    // Claim: the DaemonSet's pods by node name, adopting and releasing.
-    let namespace = namespace_of(&ds.metadata);
-    let matches = |pod: &Pod| selector.matches(&pod.metadata.labels);
-    let mut taken_names: HashSet<&str> = HashSet::new();
-    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    for &pod in &input.pods {
-        if namespace_of(&pod.metadata) != namespace {
-            continue;
-        }
-        taken_names.insert(pod.metadata.name.as_str());
-        match pods::claim(ds, matches, pod) {
-            Claim::Owned => {}
-            Claim::Adopt => plan.adopt.push(pods::adopted(ds, pod)),
-            Claim::Release => {
-                plan.release.push(pods::released(ds, pod));
-                continue;
-            }
-            Claim::Ignore => continue,
-        }
-        by_node
-            .entry(pod.spec.node_name.as_str())
-            .or_default()
-            .push(pod);
-    }
-    let mut new_names: HashSet<String> = HashSet::new();
-
+    let mut claimed = diff::claim_pods(ds, &selector, &input.pods);
+    plan.adopt = claimed.adopt.iter().map(|p| pods::adopted(ds, p)).collect();
+    plan.release = claimed
+        .release
+        .iter()
+        .map(|p| pods::released(ds, p))
+        .collect();
     let eligibility = Eligibility::new(ds);
-    let generation = ds.metadata.generation;
-    let min_ready =
-        Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0));
-    let prefix = pods::generate_name_prefix(ds);
-    let mut seen_nodes: HashSet<&str> = HashSet::new();
-    let (mut desired, mut current, mut misscheduled) = (0, 0, 0);
-    let (mut ready, mut available, mut updated) = (0, 0, 0);
-    let mut slots: Vec<rollout::NodeSlot<'_>> = Vec::new();
     let surge = input.revision_hash.filter(|_| rollout::allows_surge(ds));
+    let diffs = diff::diff_nodes(
+        ds,
+        &eligibility,
+        &input.nodes,
+        &mut claimed.by_node,
+        surge,
+        now,
+    );
+    let strays = diff::stray_pods(std::mem::take(&mut claimed.by_node));
 
-    for &node in &input.nodes {
-        let node_name = node.metadata.name.as_str();
-        if !seen_nodes.insert(node_name) {
-            continue;
-        }
-        let verdict = eligibility.evaluate(node);
-        let mut on_node = by_node.remove(node_name).unwrap_or_default();
-        on_node.sort_by(|a, b| oldest_first(a, b));
-        if verdict.should_run || !on_node.is_empty() {
-            slots.push(rollout::NodeSlot {
-                node: node_name,
-                should_run: verdict.should_run,
-                ready: node.is_ready(),
-                pods: on_node.clone(),
-            });
-        }
-
-        // Status, from the pods as they are.
-        if verdict.should_run {
-            desired += 1;
-            if let Some(first) = on_node.first() {
-                current += 1;
-                if let Some(since) = pods::ready_since(first) {
-                    ready += 1;
-                    if pods::is_available(first, min_ready, now) {
-                        available += 1;
-                    } else if let Some(since) = since {
-                        plan.requeue(since + min_ready + AVAILABILITY_SLACK);
-                    }
-                }
-                let is_updated = input.revision_hash.is_none_or(|hash| {
-                    first
-                        .metadata
-                        .labels
-                        .get(pods::CONTROLLER_REVISION_HASH_LABEL)
-                        .is_some_and(|h| h == hash)
-                });
-                if is_updated {
-                    updated += 1;
-                }
-            }
-        } else if !on_node.is_empty() {
-            misscheduled += 1;
-        }
-
-        // Placement.
-        if verdict.should_run && on_node.is_empty() {
-            let name = fresh_name(&prefix, &taken_names, &mut new_names, rng);
-            let pod = pods::new_daemon_pod(
-                ds,
-                eligibility.pod_spec(),
-                node_name,
-                name,
-                input.revision_hash,
-            );
-            let event = events::created(ds, &pod.metadata.name, now, rng);
-            plan.create.push(PodCreation { pod, event });
-        } else if verdict.should_continue_running {
-            let mut running: Vec<&Pod> = Vec::new();
-            for pod in on_node.iter().copied().filter(|p| !is_terminating(p)) {
-                if pods::phase_is(pod, &PodPhase::Failed) {
-                    if let Some(until) = plan.backoff.in_backoff(node_name, generation, now) {
-                        plan.requeue(until);
-                        continue;
-                    }
-                    plan.backoff.next(node_name, generation, now);
-                    plan.events.push(events::daemon_set_event(
-                        ds,
-                        event_type::WARNING,
-                        reason::FAILED_DAEMON_POD,
-                        format!(
-                            "Found failed daemon pod {namespace}/{} on node {node_name}, will try to kill it",
-                            pod.metadata.name
-                        ),
-                        now,
-                        rng,
-                    ));
-                    plan.delete
-                        .push(deletion(ds, pod, DeletionReason::Failed, now, rng));
-                } else if pods::phase_is(pod, &PodPhase::Succeeded) {
-                    plan.events.push(events::daemon_set_event(
-                        ds,
-                        event_type::NORMAL,
-                        reason::SUCCEEDED_DAEMON_POD,
-                        format!(
-                            "Found succeeded daemon pod {namespace}/{} on node {node_name}, will try to delete it",
-                            pod.metadata.name
-                        ),
-                        now,
-                        rng,
-                    ));
-                    plan.delete
-                        .push(deletion(ds, pod, DeletionReason::Succeeded, now, rng));
-                } else {
-                    running.push(pod);
-                }
-            }
-            if let Some(hash) = surge.filter(|_| running.len() > 1) {
-                for pod in rollout::surge_extra_pods(ds, &running, hash, now) {
-                    plan.delete
-                        .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));
-                }
-            } else if let Some((kept, extra)) = running.split_first() {
-                for pod in extra {
-                    let reason = DeletionReason::Duplicate {
-                        kept: kept.metadata.name.clone(),
-                    };
-                    plan.delete.push(deletion(ds, pod, reason, now, rng));
-                }
-            }
-        } else {
-            for pod in on_node.iter().filter(|p| !is_terminating(p)) {
-                let reason = DeletionReason::NotEligible(verdict.reasons.clone());
-                plan.delete.push(deletion(ds, pod, reason, now, rng));
-            }
-        }
-
-        if !verdict.should_run {
-            plan.ineligible_nodes.push(IneligibleNode {
-                node: node_name.to_owned(),
-                eligibility: verdict,
-            });
-        }
+    let counts = status::count(&diffs, input.revision_hash, pods::min_ready(ds), now);
+    if let Some(at) = counts.next_available {
+        plan.requeue(at);
     }
 
-    // Pods on nodes that do not exist, or on none.
-    let mut leftover: Vec<&Pod> = by_node.into_values().flatten().collect();
-    leftover.sort_by(|a, b| {
-        a.spec
-            .node_name
-            .cmp(&b.spec.node_name)
-            .then_with(|| oldest_first(a, b))
-    });
-    for pod in leftover.into_iter().filter(|p| !is_terminating(p)) {
-        let reason = if pod.spec.node_name.is_empty() {
-            DeletionReason::Unbound
-        } else {
-            DeletionReason::NodeGone
-        };
-        plan.delete.push(deletion(ds, pod, reason, now, rng));
+    let mut new_pods = NewPods::new(ds, &eligibility, claimed.taken_names);
+    for diff in &diffs {
+        write_node(
+            &mut plan,
+            ds,
+            diff,
+            &mut new_pods,
+            input.revision_hash,
+            now,
+            rng,
+        );
     }
-
-    // A rolling update step, once placement has nothing to do (Kubernetes
-    // runs `rollingUpdate` only when the manage loop's expectations are
-    // met).
+    for stop in strays {
+        plan.delete
+            .push(deletion(ds, stop.pod, stop.reason, now, rng));
+    }
     if let Some(hash) = input.revision_hash {
-        let step = rollout::rolling_update(ds, &slots, hash, now);
-        plan.rollout_waiting = step.waiting.iter().map(|n| (*n).to_owned()).collect();
-        match rollout::auto_rollback_due(ds, &slots, hash, now) {
-            Ok(due) => plan.rollback = Some(due),
-            Err(Some(at)) => plan.requeue(at),
-            Err(None) => {}
-        }
-        if plan.create.is_empty() && plan.delete.is_empty() {
-            for pod in step.delete {
-                plan.delete
-                    .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));
-            }
-            for node_name in step.create_on {
-                let name = fresh_name(&prefix, &taken_names, &mut new_names, rng);
-                let pod =
-                    pods::new_daemon_pod(ds, eligibility.pod_spec(), node_name, name, Some(hash));
-                let event = events::created(ds, &pod.metadata.name, now, rng);
-                plan.create.push(PodCreation { pod, event });
-            }
-        }
+        roll_out(&mut plan, ds, &diffs, hash, &mut new_pods, now, rng);
     }
 
+    let seen: HashSet<&str> = diffs.iter().map(|d| d.node).collect();
     plan.backoff
-        .gc(generation, now, |node| seen_nodes.contains(node));
-
-    let mut status = ds.status.clone();
-    status.desired_number_scheduled = count(desired);
-    status.current_number_scheduled = count(current);
-    status.number_misscheduled = count(misscheduled);
-    status.number_ready = count(ready);
-    status.updated_number_scheduled = count(updated);
-    status.number_available = count(available);
-    status.number_unavailable = count(desired.saturating_sub(available));
-    status.observed_generation = generation.or(status.observed_generation);
-    plan.status_changed = status != ds.status;
-    plan.status = status;
+        .gc(ds.metadata.generation, now, |node| seen.contains(node));
+    plan.status = status::status(ds, &counts);
+    plan.status_changed = plan.status != ds.status;
     plan
+}
+
+/// The writes of one node's buckets: its new pod, or its deletions with
+/// their events. A failed pod is deleted only outside the node's failed-pod
+/// backoff, which the deletion then extends; inside, the plan asks to be
+/// run again when the backoff ends.
+fn write_node<R: RngCore + ?Sized>(
+    plan: &mut DaemonSetPlan,
+    ds: &DaemonSet,
+    diff: &NodeDiff<'_>,
+    new_pods: &mut NewPods<'_>,
+    revision_hash: Option<&str>,
+    now: Timestamp,
+    rng: &mut R,
+) {
+    let generation = ds.metadata.generation;
+    if diff.place {
+        plan.create
+            .push(new_pods.create(diff.node, revision_hash, now, rng));
+    }
+    for stop in &diff.stop {
+        match stop.reason {
+            DeletionReason::Failed => {
+                if let Some(until) = plan.backoff.in_backoff(diff.node, generation, now) {
+                    plan.requeue(until);
+                    continue;
+                }
+                plan.backoff.next(diff.node, generation, now);
+                plan.events
+                    .push(finished_pod_event(ds, stop.pod, true, now, rng));
+            }
+            DeletionReason::Succeeded => {
+                plan.events
+                    .push(finished_pod_event(ds, stop.pod, false, now, rng));
+            }
+            _ => {}
+        }
+        plan.delete
+            .push(deletion(ds, stop.pod, stop.reason.clone(), now, rng));
+    }
+    if !diff.eligibility.should_run {
+        plan.ineligible_nodes.push(IneligibleNode {
+            node: diff.node.to_owned(),
+            eligibility: diff.eligibility.clone(),
+        });
+    }
+}
+
+/// `FailedDaemonPod` (a warning) or `SucceededDaemonPod`, about a pod that
+/// is deleted to be replaced.
+fn finished_pod_event<R: RngCore + ?Sized>(
+    ds: &DaemonSet,
+    pod: &Pod,
+    failed: bool,
+    now: Timestamp,
+    rng: &mut R,
+) -> Event {
+    let namespace = namespace_of(&ds.metadata);
+    let (name, node) = (&pod.metadata.name, &pod.spec.node_name);
+    let (kind, why, message) = if failed {
+        (
+            event_type::WARNING,
+            reason::FAILED_DAEMON_POD,
+            format!(
+                "Found failed daemon pod {namespace}/{name} on node {node}, will try to kill it"
+            ),
+        )
+    } else {
+        (
+            event_type::NORMAL,
+            reason::SUCCEEDED_DAEMON_POD,
+            format!(
+                "Found succeeded daemon pod {namespace}/{name} on node {node}, will try to delete it"
+            ),
+        )
+    };
+    events::daemon_set_event(ds, kind, why, message, now, rng)
+}
+
+/// One rolling-update step over the buckets, once placement has nothing
+/// to do (Kubernetes runs `rollingUpdate` only when the manage loop's
+/// expectations are met); the nodes it waits for and the automatic
+/// rollback are reported whatever placement does.
+fn roll_out<R: RngCore + ?Sized>(
+    plan: &mut DaemonSetPlan,
+    ds: &DaemonSet,
+    diffs: &[NodeDiff<'_>],
+    hash: &str,
+    new_pods: &mut NewPods<'_>,
+    now: Timestamp,
+    rng: &mut R,
+) {
+    let slots: Vec<rollout::NodeSlot<'_>> = diffs.iter().filter_map(NodeDiff::slot).collect();
+    let step = rollout::rolling_update(ds, &slots, hash, now);
+    plan.rollout_waiting = step.waiting.iter().map(|n| (*n).to_owned()).collect();
+    match rollout::auto_rollback_due(ds, &slots, hash, now) {
+        Ok(due) => plan.rollback = Some(due),
+        Err(Some(at)) => plan.requeue(at),
+        Err(None) => {}
+    }
+    if !(plan.create.is_empty() && plan.delete.is_empty()) {
+        return;
+    }
+    for pod in step.delete {
+        plan.delete
+            .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));
+    }
+    for node_name in step.create_on {
+        plan.create
+            .push(new_pods.create(node_name, Some(hash), now, rng));
+    }
 }
 
 /// The deletions that follow a DaemonSet's deletion: every pod it controls
@@ -642,17 +643,9 @@ pub fn delete_daemon_set_pods<'a, R: RngCore + ?Sized>(
     now: Timestamp,
     rng: &mut R,
 ) -> Vec<PodDeletion> {
-    let namespace = namespace_of(&ds.metadata);
     let mut owned: Vec<&Pod> = pods
         .into_iter()
-        .filter(|pod| {
-            namespace_of(&pod.metadata) == namespace
-                && !is_terminating(pod)
-                && pod
-                    .metadata
-                    .controller_ref()
-                    .is_some_and(|owner| owner.uid == ds.metadata.uid)
-        })
+        .filter(|pod| diff::controlled_by(ds, pod) && !is_terminating(pod))
         .collect();
     owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     owned

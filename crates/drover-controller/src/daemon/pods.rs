@@ -138,6 +138,11 @@ pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
     ))
 }
 
+/// The DaemonSet's `minReadySeconds` (0 when unset or negative).
+pub fn min_ready(ds: &DaemonSet) -> Duration {
+    Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0))
+}
+
 /// Kubernetes' `IsPodAvailable`: ready, and ready for longer than
 /// `min_ready` (strictly) — with `min_ready` zero, ready is enough. A ready
 /// pod without a transition time is not available when `min_ready` is set.

@@ -12,6 +12,8 @@
 //! holds a rollout; its pod is replaced once it is Ready again.
 
 use std::collections::HashSet;
+// The unit tests (`rollout_tests.rs`) take it from here with `use super::*`.
+#[cfg(test)]
 use std::time::Duration;
 
 use drover_api::annotations::{auto_rollback, AutoRollback, ROLLED_BACK_FROM};
@@ -383,8 +385,7 @@ pub fn rolling_update<'a>(
     let (max_surge, max_unavailable) = update_counts(ds, desired);
     step.max_surge = max_surge;
     step.max_unavailable = max_unavailable;
-    let min_ready =
-        Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0));
+    let min_ready = pods::min_ready(ds);
     let available = |p: &Pod| pods::is_available(p, min_ready, now);
 
     if max_surge == 0 {
@@ -495,8 +496,7 @@ pub fn surge_extra_pods<'a>(
     hash: &str,
     now: Timestamp,
 ) -> Vec<&'a Pod> {
-    let min_ready =
-        Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0));
+    let min_ready = pods::min_ready(ds);
     let (mut oldest_new, mut oldest_old) = (None, None);
     let mut delete = Vec::new();
     for &pod in running {
@@ -545,8 +545,7 @@ pub fn auto_rollback_due(
     let Ok(Some(policy)) = auto_rollback(&ds.metadata) else {
         return Err(None);
     };
-    let min_ready =
-        Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0));
+    let min_ready = pods::min_ready(ds);
     let mut failed = Vec::new();
     let mut next: Option<Timestamp> = None;
     for slot in slots.iter().filter(|s| s.ready && s.should_run) {

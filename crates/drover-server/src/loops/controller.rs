@@ -18,6 +18,7 @@ use crate::ctx::Ctx;
 use drover_api::{DaemonSet, Kind, Manifest, Node, Pod};
 use drover_controller::daemon::{self, FailedPodBackoff, PlanInput};
 use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
+use drover_controller::pod_gc::PodGc;
 use drover_controller::Timestamp;
 use futures_util::StreamExt;
 use rand::rngs::StdRng;
@@ -95,9 +96,9 @@ struct Leading {
     informer: Informer,
     nodes: NodeLifecycle,
     backoff: HashMap<String, FailedPodBackoff>,
-    /// Bare pods whose node is missing, and since when (by pod uid).
-    orphans: HashMap<String, Instant>,
-    orphan_grace: Duration,
+    /// Pods whose DaemonSet or node is gone (see
+    /// [`drover_controller::pod_gc`]): since when pods' nodes are missing.
+    pod_gc: PodGc,
     rng: StdRng,
     /// ControllerRevisions of the DaemonSets (see [`revisions`]).
     revisions: Revisions,
@@ -125,8 +126,7 @@ impl Leading {
             // A new leader gives every node a fresh grace period.
             nodes: NodeLifecycle::new(config, now()),
             backoff: HashMap::new(),
-            orphans: HashMap::new(),
-            orphan_grace: cfg.orphan_pod_grace,
+            pod_gc: PodGc::new(cfg.orphan_pod_grace),
             rng: StdRng::from_rng(&mut rand::rng()),
             revisions: Revisions::default(),
             rollback_skipped: std::collections::HashSet::new(),
@@ -268,40 +268,18 @@ impl Leading {
         written = written.max(self.revisions.retain(&self.objects, &live).await);
 
         // Pods of DaemonSets that are gone, and bare pods of nodes that left.
-        let mut doomed: Vec<&Pod> = view
-            .pod_owners()
-            .filter(|uid| !live.contains(*uid))
-            .flat_map(|uid| view.pods_of(uid))
-            .map(|p| &**p)
-            .filter(|p| {
-                p.metadata
-                    .controller_ref()
-                    .is_some_and(|o| o.kind == "DaemonSet")
-            })
-            .collect();
+        let gc = self.pod_gc.plan(
+            nodes.iter().copied(),
+            pods.iter().copied(),
+            |uid| live.contains(uid),
+            now,
+        );
+        soonest(gc.next_check);
+        let mut doomed = gc.delete;
         doomed.extend(mirror::orphaned(
             nodes.iter().copied(),
             pods.iter().copied(),
         ));
-        let missing = drover_controller::node::pods_on_missing_nodes(
-            nodes.iter().copied(),
-            pods.iter().copied(),
-        );
-        let seen: std::collections::HashSet<&str> =
-            missing.iter().map(|p| p.metadata.uid.as_str()).collect();
-        self.orphans.retain(|uid, _| seen.contains(uid.as_str()));
-        for p in missing {
-            let since = *self
-                .orphans
-                .entry(p.metadata.uid.clone())
-                .or_insert_with(Instant::now);
-            if since.elapsed() >= self.orphan_grace {
-                doomed.push(p);
-            } else {
-                let left = self.orphan_grace - since.elapsed();
-                soonest(Some(now.saturating_add(left)));
-            }
-        }
         for p in doomed {
             match self.objects.delete_read(Kind::Pod, &p.metadata).await {
                 Ok(w) => written = written.max(w),

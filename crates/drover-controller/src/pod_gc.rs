@@ -1,0 +1,250 @@
+//! Garbage collection of pods, decided from values with `now` passed in:
+//! what Kubernetes' garbage collector (dependents of a deleted owner) and
+//! pod garbage collector (`pkg/controller/podgc`, `gcOrphaned`) delete.
+//!
+//! - A pod whose controller is a DaemonSet that no longer exists is deleted
+//!   at once (the garbage collector's background propagation; a DaemonSet
+//!   that is still being deleted has its pods deleted by
+//!   [`crate::daemon::plan`]).
+//! - A pod bound to a node that does not exist (a bare pod of a node that
+//!   left, or one bound by hand to a node that has not joined yet) is
+//!   deleted once it has been so for the grace period (default 40 s,
+//!   Kubernetes' quarantine), so that a pod applied just before its node is
+//!   not lost. The time is counted from the first decision that saw the pod
+//!   so: [`PodGc`] keeps it, the leader keeps the [`PodGc`], and a new
+//!   leader starts counting again.
+//!
+//! Daemon pods of a missing node go sooner: the DaemonSet planner deletes
+//! them at once ([`crate::daemon`], `DeletionReason::NodeGone`).
+//!
+//! ```
+//! use std::time::Duration;
+//! use drover_api::Pod;
+//! use drover_controller::pod_gc::PodGc;
+//! use drover_controller::Timestamp;
+//!
+//! let mut pod = Pod::default();
+//! pod.metadata.uid = "u1".into();
+//! pod.spec.node_name = "gone".into();
+//! let mut gc = PodGc::new(Duration::from_secs(40));
+//! let t0 = Timestamp::from_unix_seconds(1_700_000_000);
+//! let first = gc.plan([], [&pod], |_| true, t0);
+//! assert!(first.delete.is_empty());
+//! assert_eq!(first.next_check, Some(t0 + Duration::from_secs(40)));
+//! let later = gc.plan([], [&pod], |_| true, t0 + Duration::from_secs(40));
+//! assert_eq!(later.delete.len(), 1);
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use drover_api::{DaemonSet, Node, Pod, Resource};
+
+use crate::node::pods_on_missing_nodes;
+use crate::time::Timestamp;
+
+/// How long a pod may stay bound to a node that does not exist
+/// (Kubernetes' pod garbage collector's quarantine).
+pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(40);
+
+/// The pod garbage collector's state: the grace period, and since when
+/// each pod bound to a missing node has been seen so (by pod UID).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGc {
+    /// How long a pod may stay bound to a node that does not exist.
+    pub grace: Duration,
+    missing_since: HashMap<String, Timestamp>,
+}
+
+impl Default for PodGc {
+    fn default() -> Self {
+        PodGc::new(DEFAULT_ORPHAN_GRACE)
+    }
+}
+
+/// What to delete now.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodGcPlan<'a> {
+    /// Pods to delete (each once): those whose DaemonSet is gone, then
+    /// those whose node has been missing for the grace period, in the
+    /// order given.
+    pub delete: Vec<&'a Pod>,
+    /// When a pod bound to a missing node reaches the end of its grace
+    /// period: decide again then.
+    pub next_check: Option<Timestamp>,
+}
+
+impl PodGc {
+    /// A collector with nothing seen yet.
+    pub fn new(grace: Duration) -> Self {
+        PodGc {
+            grace,
+            missing_since: HashMap::new(),
+        }
+    }
+
+    /// Since when the pod (by UID) has been seen bound to a missing node.
+    pub fn missing_since(&self, uid: &str) -> Option<Timestamp> {
+        self.missing_since.get(uid).copied()
+    }
+
+    /// Decides which pods to delete now, and remembers since when pods'
+    /// nodes are missing (pods no longer so are forgotten).
+    /// `daemon_set_exists` answers whether a DaemonSet of this UID exists.
+    pub fn plan<'a, 'n>(
+        &mut self,
+        nodes: impl IntoIterator<Item = &'n Node>,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        daemon_set_exists: impl Fn(&str) -> bool,
+        now: Timestamp,
+    ) -> PodGcPlan<'a> {
+        let pods: Vec<&'a Pod> = pods.into_iter().collect();
+        let mut plan = PodGcPlan {
+            delete: pods
+                .iter()
+                .copied()
+                .filter(|p| daemon_set_gone(p, &daemon_set_exists))
+                .collect(),
+            next_check: None,
+        };
+        let mut doomed: HashSet<*const Pod> =
+            plan.delete.iter().map(|p| *p as *const Pod).collect();
+
+        let missing = pods_on_missing_nodes(nodes, pods.iter().copied());
+        let seen: HashSet<&str> = missing.iter().map(|p| p.metadata.uid.as_str()).collect();
+        self.missing_since
+            .retain(|uid, _| seen.contains(uid.as_str()));
+        for pod in missing {
+            let since = *self
+                .missing_since
+                .entry(pod.metadata.uid.clone())
+                .or_insert(now);
+            let deadline = since.saturating_add(self.grace);
+            if now >= deadline {
+                if doomed.insert(pod as *const Pod) {
+                    plan.delete.push(pod);
+                }
+            } else {
+                plan.next_check = Some(plan.next_check.map_or(deadline, |t| t.min(deadline)));
+            }
+        }
+        plan
+    }
+}
+
+/// Whether the pod's controller is a DaemonSet that does not exist.
+fn daemon_set_gone(pod: &Pod, daemon_set_exists: impl Fn(&str) -> bool) -> bool {
+    pod.metadata.owner_references.iter().any(|o| {
+        o.controller == Some(true) && o.kind == DaemonSet::KIND && !daemon_set_exists(&o.uid)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_api::OwnerReference;
+
+    fn at(seconds: u64) -> Timestamp {
+        Timestamp::from_unix_seconds(1_700_000_000) + Duration::from_secs(seconds)
+    }
+
+    fn node(name: &str) -> Node {
+        let mut node = Node::default();
+        node.metadata.name = name.into();
+        node
+    }
+
+    fn pod(uid: &str, node: &str) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = format!("pod-{uid}");
+        pod.metadata.uid = uid.into();
+        pod.spec.node_name = node.into();
+        pod
+    }
+
+    fn owned(mut pod: Pod, kind: &str, uid: &str, controller: bool) -> Pod {
+        pod.metadata.owner_references.push(OwnerReference {
+            kind: kind.into(),
+            uid: uid.into(),
+            controller: Some(controller),
+            ..OwnerReference::default()
+        });
+        pod
+    }
+
+    fn uids<'a>(plan: &PodGcPlan<'a>) -> Vec<&'a str> {
+        plan.delete
+            .iter()
+            .map(|p| p.metadata.uid.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn pods_of_missing_nodes_go_after_the_grace_period() {
+        let nodes = [node("n1")];
+        let pods = [pod("a", "n1"), pod("b", "gone"), pod("c", "")];
+        let mut gc = PodGc::new(Duration::from_secs(40));
+        let plan = gc.plan(&nodes, &pods, |_| true, at(0));
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.next_check, Some(at(40)));
+        assert_eq!(gc.missing_since("b"), Some(at(0)));
+        // Counted from when it was first seen, not from each decision.
+        let plan = gc.plan(&nodes, &pods, |_| true, at(39));
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.next_check, Some(at(40)));
+        let plan = gc.plan(&nodes, &pods, |_| true, at(40));
+        assert_eq!(uids(&plan), ["b"]);
+        assert_eq!(plan.next_check, None);
+    }
+
+    #[test]
+    fn a_node_that_joins_in_time_saves_its_pods() {
+        let pods = [pod("b", "late")];
+        let mut gc = PodGc::new(Duration::from_secs(40));
+        assert!(gc.plan(&[], &pods, |_| true, at(0)).delete.is_empty());
+        let plan = gc.plan(&[node("late")], &pods, |_| true, at(30));
+        assert!(plan.delete.is_empty() && plan.next_check.is_none());
+        assert_eq!(gc.missing_since("b"), None, "forgotten");
+        // Gone again: a fresh grace period.
+        let plan = gc.plan(&[], &pods, |_| true, at(60));
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.next_check, Some(at(100)));
+    }
+
+    #[test]
+    fn pods_being_deleted_are_left_alone() {
+        let mut leaving = pod("b", "gone");
+        leaving.metadata.deletion_timestamp = Some(at(0).to_rfc3339());
+        let mut gc = PodGc::new(Duration::ZERO);
+        let plan = gc.plan(&[], [&leaving], |_| true, at(0));
+        assert!(plan.delete.is_empty() && plan.next_check.is_none());
+    }
+
+    #[test]
+    fn pods_of_deleted_daemon_sets_go_at_once() {
+        let nodes = [node("n1")];
+        let pods = [
+            owned(pod("a", "n1"), "DaemonSet", "ds-live", true),
+            owned(pod("b", "n1"), "DaemonSet", "ds-gone", true),
+            owned(pod("c", "n1"), "DaemonSet", "ds-gone", false),
+            owned(pod("d", "n1"), "ReplicaSet", "rs-gone", true),
+            // Both reasons: deleted once.
+            owned(pod("e", "away"), "DaemonSet", "ds-gone", true),
+        ];
+        let mut gc = PodGc::new(Duration::ZERO);
+        let plan = gc.plan(&nodes, &pods, |uid| uid == "ds-live", at(0));
+        assert_eq!(uids(&plan), ["b", "e"]);
+    }
+
+    #[test]
+    fn the_soonest_deadline_is_reported() {
+        let mut gc = PodGc::new(Duration::from_secs(40));
+        gc.plan(&[], [&pod("a", "gone")], |_| true, at(0));
+        let pods = [pod("a", "gone"), pod("b", "gone")];
+        let plan = gc.plan(&[], &pods, |_| true, at(10));
+        assert_eq!(plan.next_check, Some(at(40)));
+        let plan = gc.plan(&[], &pods, |_| true, at(40));
+        assert_eq!(uids(&plan), ["a"]);
+        assert_eq!(plan.next_check, Some(at(50)));
+    }
+}
