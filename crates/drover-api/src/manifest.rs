@@ -14,6 +14,9 @@
 //! Every problem of every document is reported, with the document's
 //! position, so that a multi-document apply can be refused whole before
 //! anything is written.
+//!
+//! [`validate_manifest`] validates a manifest by its kind's rules (those of
+//! [`crate::validation`], which re-exports it).
 
 use std::fmt;
 
@@ -25,7 +28,14 @@ use crate::apps_v1::{ControllerRevision, DaemonSet};
 use crate::core_v1::{Event, Node, Pod};
 use crate::meta::ObjectMeta;
 use crate::unknown::{unknown_fields, UnknownField};
-use crate::validation::{self, Invalid};
+use crate::validation::daemon_set::{
+    daemon_set_warnings, validate_daemon_set, validate_daemon_set_update,
+};
+use crate::validation::errors::Invalid;
+use crate::validation::other_kinds::{
+    validate_controller_revision, validate_event, validate_node, validate_node_update,
+};
+use crate::validation::pod::{validate_pod, validate_pod_update};
 use crate::{Resource, DEFAULT_NAMESPACE};
 
 /// One object of a manifest file.
@@ -505,14 +515,14 @@ impl Manifest {
             .map(|u| u.to_string())
             .collect();
         if let Manifest::DaemonSet(ds) = self {
-            out.extend(validation::daemon_set_warnings(ds));
+            out.extend(daemon_set_warnings(ds));
         }
         out
     }
 
     /// Validates the object (see [`crate::validation`]).
     pub fn validate(&self) -> Result<(), Invalid> {
-        validation::validate_manifest(self)
+        validate_manifest(self)
     }
 
     /// Reads one object from a JSON value, dispatching on `apiVersion` and
@@ -554,6 +564,31 @@ impl Manifest {
                 reason: "expected exactly one object".into(),
             }),
         }
+    }
+}
+
+/// Validates any manifest, by its kind's rules (see [`crate::validation`],
+/// which re-exports this function).
+pub fn validate_manifest(manifest: &Manifest) -> Result<(), Invalid> {
+    match manifest {
+        Manifest::DaemonSet(ds) => validate_daemon_set(ds),
+        Manifest::Pod(pod) => validate_pod(pod),
+        Manifest::Node(node) => validate_node(node),
+        Manifest::ControllerRevision(revision) => validate_controller_revision(revision),
+        Manifest::Event(event) => validate_event(event),
+    }
+}
+
+/// Validates the update of an object to a new manifest of the same kind
+/// (two different kinds are validated as a creation of `new`).
+pub fn validate_manifest_update(new: &Manifest, old: &Manifest) -> Result<(), Invalid> {
+    match (new, old) {
+        (Manifest::DaemonSet(new), Manifest::DaemonSet(old)) => {
+            validate_daemon_set_update(new, old)
+        }
+        (Manifest::Pod(new), Manifest::Pod(old)) => validate_pod_update(new, old),
+        (Manifest::Node(new), Manifest::Node(old)) => validate_node_update(new, old),
+        (new, _) => validate_manifest(new),
     }
 }
 

@@ -33,7 +33,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::meta::{LabelSelector, LabelSelectorOperator, Labels};
-use crate::validation::{is_qualified_name, is_valid_label_value};
+use crate::validation::names::{is_qualified_name, is_valid_label_value};
 
 /// Why a selector is not valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

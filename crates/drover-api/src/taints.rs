@@ -20,7 +20,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::core_v1::{PodSpec, Taint, TaintEffect, Toleration, TolerationOperator};
-use crate::validation::{is_qualified_name, is_valid_label_value};
+use crate::validation::names::{is_qualified_name, is_valid_label_value};
 
 /// The node is not ready (its agent reports a problem).
 pub const TAINT_NODE_NOT_READY: &str = "node.kubernetes.io/not-ready";
