@@ -7,6 +7,7 @@
 //! most once.
 
 use drover_api::Manifest;
+use drover_proto::reason::Reason;
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::objects_client::ObjectsClient;
 use drover_proto::v1::pods_client::PodsClient;
@@ -36,8 +37,15 @@ pub struct ClientConfig {
 pub enum ClientError {
     #[error("{0}")]
     Config(String),
+    /// A server's answer (or a status the transport made up): its gRPC
+    /// code, the drover reason it carries (none from a transport error or
+    /// an older server) and its message.
     #[error("{message}")]
-    Server { code: Code, message: String },
+    Server {
+        code: Code,
+        reason: Option<Reason>,
+        message: String,
+    },
     #[error("no server answered within {:.1} s (tried {servers}): {last}", waited.as_secs_f64())]
     Unreachable {
         waited: Duration,
@@ -57,6 +65,14 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// The reason a server gave, if it was a server's answer with one.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            ClientError::Server { reason, .. } => *reason,
+            _ => None,
+        }
+    }
 }
 
 impl From<Status> for ClientError {
@@ -69,6 +85,7 @@ impl From<Status> for ClientError {
         };
         ClientError::Server {
             code: s.code(),
+            reason: Reason::of(&s),
             message,
         }
     }
@@ -233,13 +250,7 @@ impl Client {
             let i = self.current.load(Ordering::Relaxed) % self.channels.len();
             match f(self.channels[i].clone()).await {
                 Ok(v) => return Ok(v),
-                Err(s)
-                    if matches!(
-                        s.code(),
-                        Code::Unavailable | Code::Unknown | Code::Cancelled
-                    ) || (s.code() == Code::DeadlineExceeded
-                        && s.message().contains("Timeout expired")) =>
-                {
+                Err(s) if try_next_server(&s) => {
                     let last = format!("{}: {}", self.servers[i], s.message());
                     // Next server; after a full round, pause a little.
                     self.current.store(i + 1, Ordering::Relaxed);
@@ -611,6 +622,20 @@ impl Client {
     }
 }
 
+/// Whether a failed call goes to the next server: this one is down, not
+/// reachable or not serving (UNAVAILABLE, a broken or cancelled
+/// connection), or the call ran out of time before a server's handler
+/// answered. A DEADLINE_EXCEEDED that carries no drover reason is the
+/// client's own or the transport's timeout; one with [`Reason::Timeout`]
+/// is a server's answer (it gave up waiting on raft) and is returned.
+fn try_next_server(s: &Status) -> bool {
+    match s.code() {
+        Code::Unavailable | Code::Unknown | Code::Cancelled => true,
+        Code::DeadlineExceeded => Reason::of(s).is_none(),
+        _ => false,
+    }
+}
+
 fn object_ref(kind: &str, namespace: &str, name: &str) -> pb::ObjectRef {
     pb::ObjectRef {
         kind: kind.to_string(),
@@ -674,5 +699,41 @@ impl ObjectWatch {
             })),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_go_to_the_next_server_only_when_no_server_answered() {
+        // tonic's own client-side timeout: no reason, try the next server.
+        assert!(try_next_server(&Status::deadline_exceeded(
+            "Timeout expired"
+        )));
+        assert!(try_next_server(&Status::cancelled("Timeout expired")));
+        assert!(try_next_server(&Status::unavailable("connection refused")));
+        // The server's handler gave up waiting: its answer, returned.
+        assert!(!try_next_server(
+            &Reason::Timeout.status("timed out waiting for the write to commit")
+        ));
+        // Whatever the text says.
+        assert!(!try_next_server(&Reason::Timeout.status("Timeout expired")));
+        assert!(try_next_server(&Reason::NotLeader.status("not the leader")));
+        assert!(!try_next_server(&Reason::NotFound.status("x not found")));
+        assert!(!try_next_server(&Status::invalid_argument("bad")));
+    }
+
+    #[test]
+    fn a_server_error_keeps_its_reason() {
+        let e = ClientError::from(Reason::Invalid.status("DaemonSet.apps \"x\" is invalid"));
+        assert_eq!(e.code(), Some(Code::InvalidArgument));
+        assert_eq!(e.reason(), Some(Reason::Invalid));
+        let e = ClientError::from(Status::invalid_argument("x is invalid"));
+        assert_eq!(e.reason(), None);
+        let e = ClientError::from(Reason::Forbidden.status("no"));
+        assert_eq!(e.reason(), Some(Reason::Forbidden));
+        assert_eq!(e.to_string(), "the server refused the credentials: no");
     }
 }

@@ -10,15 +10,15 @@
 use crate::client::{Client, ClientError, ObjectWatch};
 use crate::describe;
 use crate::edit;
-use crate::errors::{kube, server_line, Reported};
-use crate::kinds::Kind;
+use crate::errors::{kube, refusal, server_line, Reported};
 use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};
 use drover_api::selector::Selector;
 use drover_api::{
-    parse_manifests, parse_manifests_in, Event, Manifest, Node, Pod, DEFAULT_NAMESPACE,
+    parse_manifests, parse_manifests_in, Event, Kind, Manifest, Node, Pod, DEFAULT_NAMESPACE,
 };
+use drover_proto::reason::Reason;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -315,6 +315,7 @@ pub async fn get(
                     Some(m) => items.push(m.clone()),
                     None => errors.push(server_line(
                         Code::NotFound,
+                        Some(Reason::NotFound),
                         &format!("{} {n:?} not found", kind.resource()),
                     )),
                 }
@@ -329,9 +330,7 @@ pub async fn get(
         for n in &o.names {
             match c.get_object(kind.plural(), get_ns, n).await {
                 Ok(m) => items.push(m),
-                Err(ClientError::Server { code, message }) if code == Code::NotFound => {
-                    errors.push(server_line(code, &message))
-                }
+                Err(e) if e.code() == Some(Code::NotFound) => errors.extend(refusal(&e)),
                 Err(e) => return Err(kube(e)),
             }
         }
@@ -670,9 +669,7 @@ pub async fn describe(
     for n in names {
         match c.get_object(kind.plural(), ns, n).await {
             Ok(m) => objects.push(m),
-            Err(ClientError::Server { code, message }) if code == Code::NotFound => {
-                errors.push(server_line(code, &message))
-            }
+            Err(e) if e.code() == Some(Code::NotFound) => errors.extend(refusal(&e)),
             Err(e) => return Err(kube(e)),
         }
     }
@@ -756,7 +753,7 @@ pub async fn delete(c: &Client, o: &DeleteOptions, out: &mut impl Write) -> Resu
     for (kind, ns, name) in targets {
         match c.delete_object(kind.plural(), &ns, &name).await {
             Ok(_) => writeln!(out, "{} {name:?} deleted", kind.singular())?,
-            Err(ClientError::Server { code, message }) => errors.push(server_line(code, &message)),
+            Err(e @ ClientError::Server { .. }) => errors.extend(refusal(&e)),
             Err(e) => return Err(kube(e)),
         }
     }

@@ -8,7 +8,6 @@ pub mod commands;
 pub mod describe;
 pub mod edit;
 pub mod errors;
-pub mod kinds;
 pub mod kubectl;
 pub mod logs;
 pub mod printers;

@@ -17,7 +17,7 @@
 use crate::client::{Client, ClientError};
 use crate::errors::kube;
 use anyhow::{bail, Result};
-use drover_api::{Manifest, Pod, DEFAULT_NAMESPACE};
+use drover_api::{Kind, Manifest, Pod, DEFAULT_NAMESPACE};
 use drover_proto::v1 as pb;
 use std::future::Future;
 use std::io::Write;
@@ -83,9 +83,9 @@ pub async fn resolve_pod(
     if name.is_empty() {
         bail!("{target:?}: expected TYPE/NAME, e.g. pod/web or ds/fluentd");
     }
-    match crate::kinds::Kind::parse(kind)? {
-        crate::kinds::Kind::Pod => Ok(name.to_string()),
-        crate::kinds::Kind::DaemonSet => {
+    match Kind::parse(kind)? {
+        Kind::Pod => Ok(name.to_string()),
+        Kind::DaemonSet => {
             let ds = match c.get_object("daemonsets", ns, name).await.map_err(kube)? {
                 Manifest::DaemonSet(d) => d,
                 _ => bail!("daemonset {name:?} is not a DaemonSet"),

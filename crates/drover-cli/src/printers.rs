@@ -3,12 +3,12 @@
 //!
 //! Everything here is pure: objects and "now" in, text out.
 
-use crate::kinds::Kind;
 use crate::table;
 use crate::timefmt::age;
 use drover_api::selector::Selector;
 use drover_api::{
-    ContainerStatus, ControllerRevision, DaemonSet, Event, Labels, Manifest, Node, Pod, PodPhase,
+    ContainerStatus, ControllerRevision, DaemonSet, Event, Kind, Labels, Manifest, Node, Pod,
+    PodPhase,
 };
 use serde_json::{json, Value};
 use std::time::SystemTime;

@@ -5,10 +5,9 @@
 use crate::client::Client;
 use crate::describe::{describe_pod_template, IN_TURN, NODE_NOT_READY};
 use crate::errors::{kube, Reported};
-use crate::kinds::Kind;
 use anyhow::{bail, Result};
 use drover_api::{
-    ControllerRevision, DaemonSet, DaemonSetUpdateStrategyType, Manifest, Node, Pod,
+    ControllerRevision, DaemonSet, DaemonSetUpdateStrategyType, Kind, Manifest, Node, Pod,
     PodTemplateSpec,
 };
 use drover_controller::daemon::pods::CONTROLLER_REVISION_HASH_LABEL;

@@ -1,0 +1,31 @@
+//! `describe` in kubectl's layout (the same keys, order and alignment as
+//! `kubectl describe`), plus what kubectl does not say: for a DaemonSet,
+//! every node that has no pod of it and why ("Nodes without a pod:").
+//!
+//! Pure: the objects and "now" in, text out. Text is written with tabs and
+//! aligned at the end by [`crate::tabwriter`], as kubectl does.
+//!
+//! One file per kind: `daemon_set.rs`, `pod.rs`, `node.rs`.
+//! `pod_template.rs` holds the containers and volumes a pod and a
+//! DaemonSet's template both show, `layout.rs` the writer and the sections
+//! every kind shares (labels, annotations, tolerations, events), and
+//! `explain.rs` what `describe ds` and `rollout status` recompute about a
+//! DaemonSet (the pods it owns, why a node has none, what a rollout waits
+//! for).
+
+mod daemon_set;
+mod explain;
+mod layout;
+mod node;
+mod pod;
+mod pod_template;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use daemon_set::describe_daemon_set;
+pub use explain::{nodes_without_pod, owned_by, rollout_waiting, why_not, IN_TURN, NODE_NOT_READY};
+pub use layout::{events_for, format_toleration};
+pub use node::describe_node;
+pub use pod::{describe_pod, qos_class};
+pub use pod_template::{describe_pod_template, format_probe};
