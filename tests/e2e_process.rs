@@ -15,8 +15,6 @@
 //! when the test ends (panics included), and the tail of every log is
 //! printed on failure. `DROVER_TEST_KEEP=1` keeps the temp dir.
 
-mod common;
-
 use drover_api::{ConditionStatus, Manifest, Node, Pod, PodPhase, TaintEffect};
 use drover_cli::{Client, ClientConfig};
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,10 +41,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    common::wait_for(what, timeout, POLL, f).await
+    drover_testkit::wait_for(what, timeout, POLL, f).await
 }
 
-use common::free_ports;
+use drover_testkit::free_ports;
 
 /// The test's processes, by name, and their logs. Dropping it SIGKILLs and
 /// reaps every child (before the temp dir goes), printing the logs' tails

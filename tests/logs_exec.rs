@@ -6,12 +6,11 @@
 //! Every child is SIGKILLed and reaped when the test ends, panics included;
 //! every wait polls with a deadline.
 
-#[allow(dead_code)]
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use drover_testkit::{free_ports, wait_until_blocking};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 
@@ -41,13 +40,8 @@ fn spawn(args: &[&str], log: &Path) -> Child {
         .expect("spawn drover")
 }
 
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+/// How often the waits poll.
+const POLL: Duration = Duration::from_millis(50);
 
 struct Cli {
     config: PathBuf,
@@ -74,7 +68,7 @@ fn text(b: &[u8]) -> String {
 fn logs_and_exec_with_the_real_binary() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let ports = common::free_ports(2);
+    let ports = free_ports(2);
     let (grpc, http) = (
         format!("127.0.0.1:{}", ports[0]),
         format!("127.0.0.1:{}", ports[1]),
@@ -94,9 +88,12 @@ fn logs_and_exec_with_the_real_binary() {
         &dir.join("server.log"),
     ));
     let show = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-    wait_for("the server's client files", Duration::from_secs(20), || {
-        data.join("client.yaml").exists() && data.join("join-token").exists()
-    });
+    wait_until_blocking(
+        "the server's client files",
+        Duration::from_secs(20),
+        POLL,
+        || data.join("client.yaml").exists() && data.join("join-token").exists(),
+    );
     let join = std::fs::read_to_string(data.join("join-token")).expect("join-token");
     procs.0.push(spawn(
         &[
@@ -121,13 +118,13 @@ fn logs_and_exec_with_the_real_binary() {
         "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  nodeName: n1\n  containers: [{name: c, image: busybox}]\n",
     )
     .expect("write the manifest");
-    wait_for("node n1", Duration::from_secs(20), || {
+    wait_until_blocking("node n1", Duration::from_secs(20), POLL, || {
         text(&cli.run(&["get", "nodes"]).stdout).contains("n1")
     });
     let o = cli.run(&["apply", "-f", pod.to_str().expect("utf-8")]);
     assert!(o.status.success(), "apply: {}", text(&o.stderr));
 
-    wait_for("web's log", Duration::from_secs(20), || {
+    wait_until_blocking("web's log", Duration::from_secs(20), POLL, || {
         let o = cli.run(&["logs", "web"]);
         o.status.success() && text(&o.stdout).starts_with("sim: c started (attempt 0)\n")
     });
@@ -168,7 +165,7 @@ fn logs_and_exec_with_the_real_binary() {
         .expect("logs -f");
     let lines = || show("follow.out").lines().count();
     let r = std::panic::catch_unwind(|| {
-        wait_for("two followed lines", Duration::from_secs(15), || {
+        wait_until_blocking("two followed lines", Duration::from_secs(15), POLL, || {
             lines() >= 2
         })
     });

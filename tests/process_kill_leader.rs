@@ -24,8 +24,6 @@
 //! tail of each server's log is printed and the temp dir (data dirs, logs) is
 //! kept; `DROVER_TEST_KEEP=1` keeps it on success too.
 
-mod common;
-
 use drover_cli::{Client, ClientConfig, ClientError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
@@ -66,10 +64,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    common::wait_for(what, timeout, POLL, f).await
+    drover_testkit::wait_for(what, timeout, POLL, f).await
 }
 
-use common::free_ports;
+use drover_testkit::free_ports;
 
 /// The HTTP status code of `GET path` on `addr`, or None when it does not
 /// answer (a minimal HTTP/1.1 client: the root package has no HTTP client).

@@ -11,15 +11,15 @@
 //! `drover up` stops. The Docker test is skipped with a notice when no
 //! engine answers, and fails under `CI=true`.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use drover_testkit::docker::docker_ps;
+use drover_testkit::{free_port, wait_until_blocking};
+
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
-/// The container label that names a container's node.
-const LABEL_NODE: &str = "io.drover.node";
 
 /// A running `drover up`: killed when dropped, and, for a Docker node, every
 /// container of that node removed, whatever happened.
@@ -34,7 +34,7 @@ impl Drop for Up {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some(node) = &self.docker_node {
-            let ids = docker_ps(node);
+            let ids = docker_ps(node, &[]);
             if !ids.is_empty() {
                 let _ = Command::new("docker")
                     .args(["rm", "-f", "-v"])
@@ -97,13 +97,6 @@ impl Up {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 fn drover(home: &Path, args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
@@ -115,13 +108,8 @@ fn drover(home: &Path, args: &[&str]) -> Output {
         .expect("run drover")
 }
 
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+/// How often the waits poll.
+const POLL: Duration = Duration::from_millis(50);
 
 fn ready_nodes(home: &Path) -> usize {
     let o = drover(home, &["get", "nodes"]);
@@ -171,7 +159,7 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
     );
 
     // The client config lands at the default path; 4 nodes turn Ready.
-    wait_for("4 Ready nodes", Duration::from_secs(30), || {
+    wait_until_blocking("4 Ready nodes", Duration::from_secs(30), POLL, || {
         ready_nodes(home) == 4
     });
     let log = up.log();
@@ -181,9 +169,10 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
     );
     apply_hello(home);
 
-    wait_for(
+    wait_until_blocking(
         "4 Running pods, one per node",
         Duration::from_secs(30),
+        POLL,
         || {
             let items = pods(home);
             let mut nodes: Vec<String> = items
@@ -264,21 +253,6 @@ fn engine_ready() -> bool {
     }
 }
 
-/// The ids of the containers of `node`, stopped ones too.
-fn docker_ps(node: &str) -> Vec<String> {
-    Command::new("docker")
-        .args(["ps", "-a", "-q", "--no-trunc", "--filter"])
-        .arg(format!("label={LABEL_NODE}={node}"))
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn up_on_docker_runs_the_example_in_a_real_container_and_removes_it() {
     if !engine_ready() {
@@ -293,7 +267,7 @@ fn up_on_docker_runs_the_example_in_a_real_container_and_removes_it() {
         &["--runtime", "docker", "--name", &node, "--sim-nodes", "1"],
         Some(node.clone()),
     );
-    wait_for("2 Ready nodes", Duration::from_secs(30), || {
+    wait_until_blocking("2 Ready nodes", Duration::from_secs(30), POLL, || {
         ready_nodes(home) == 2
     });
     let log = up.log();
@@ -305,9 +279,10 @@ fn up_on_docker_runs_the_example_in_a_real_container_and_removes_it() {
 
     // The local node's pod runs in a real container; the simulated one's too.
     let mut container_id = String::new();
-    wait_for(
+    wait_until_blocking(
         "the hello pods Running and ready, a real container on the Docker node",
         Duration::from_secs(30),
+        POLL,
         || {
             let items = pods(home);
             let running = |p: &serde_json::Value| {
@@ -352,6 +327,6 @@ fn up_on_docker_runs_the_example_in_a_real_container_and_removes_it() {
         "drover up exited with {status}:\n{}",
         up.log()
     );
-    let left = docker_ps(&node);
+    let left = docker_ps(&node, &[]);
     assert!(left.is_empty(), "containers left behind: {left:?}");
 }

@@ -3,12 +3,13 @@
 //! leaves gracefully, and keeps its pods through an agent restart while the
 //! server is down. Every wait has a deadline.
 
-mod common;
-
-use common::{is_running_and_ready, pod_yaml, start_sim_agent, wait_until, TestAgent, TestServer};
 use drover_agent::{AgentOptions, RunState, SimConfig, SimRuntime, TokioClock, Tuning};
 use drover_api::ConditionStatus;
 use drover_api::Kind;
+use drover_testkit::{
+    is_running_and_ready, pod_yaml, quick_tuning, start_sim_agent, wait_until, TestAgent,
+    TestServer,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,14 +19,9 @@ const STOP: Duration = Duration::from_secs(10);
 
 fn fast_tuning() -> Tuning {
     Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
         connect_timeout: Duration::from_secs(2),
         leave_timeout: Duration::from_secs(3),
-        restart_backoff: Duration::from_millis(100),
-        restart_backoff_max: Duration::from_millis(400),
-        seed: Some(1),
-        ..Tuning::default()
+        ..quick_tuning(1)
     }
 }
 

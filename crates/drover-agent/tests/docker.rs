@@ -15,16 +15,14 @@
 //! even when it fails ([`Cleanup`]). Without an engine the tests are
 //! skipped with a notice, and fail under `CI=true`.
 
-mod common;
-
-use common::docker::{engine_ready, node_name, tuning, Cleanup, IMAGE};
-use common::{is_running_and_ready, wait_until, TestAgent, TestServer};
 use drover_agent::docker::LABEL_NODE;
 use drover_agent::{
     AgentOptions, ContainerInfo, DockerOptions, DockerRuntime, LogOptions, RunState, Runtime,
     StartContainer, TokioClock,
 };
 use drover_api::{Manifest, Pod};
+use drover_testkit::docker::{engine_ready, node_name, tuning, Cleanup, IMAGE};
+use drover_testkit::{is_running_and_ready, wait_until, TestAgent, TestServer};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;

@@ -28,12 +28,10 @@
 //! removes containers and tags whatever happens. Without an engine the tests
 //! are skipped with a notice, and fail under `CI=true`.
 
-mod common;
-
-use common::docker::{docker_ps, engine_ready, tuning, Cleanup, IMAGE};
-use common::{is_running_and_ready, wait_until, TestAgent, TestServer};
 use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock, Tuning};
 use drover_api::{ContainerStatus, Pod, PodPhase};
+use drover_testkit::docker::{docker_ps, engine_ready, tuning, Cleanup, IMAGE};
+use drover_testkit::{is_running_and_ready, wait_until, TestAgent, TestServer};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

@@ -30,14 +30,12 @@
 //! condition with a deadline. Without an engine the tests are skipped with
 //! a notice, and fail under `CI=true`.
 
-mod common;
-
-use common::docker::{docker_ps, engine_ready, node_name, tuning, Cleanup, IMAGE};
-use common::{wait_until, TestAgent, TestServer};
 use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock};
 use drover_api::Kind;
 use drover_api::{ConditionStatus, ContainerStatus, DaemonSet, Manifest, Pod, PodPhase};
 use drover_cli::{error_text, rollout, Client, ClientConfig};
+use drover_testkit::docker::{docker_ps, engine_ready, node_name, tuning, Cleanup, IMAGE};
+use drover_testkit::{wait_until, TestAgent, TestServer};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};

@@ -7,13 +7,14 @@
 //! (`cat /tmp/ready`, see `drover_agent::sim_runtime`). Every wait has a
 //! deadline; nothing relies on a fixed sleep.
 
-mod common;
-
-use common::{is_running_and_ready, start_sim_agent, wait_until, TestAgent, TestServer};
 use drover_agent::sim_runtime::ANY_POD;
-use drover_agent::{AgentOptions, Sim, SimConfig, SimOptions, SimRuntime, Tuning};
-use drover_api::Kind;
+use drover_agent::{AgentOptions, Sim, SimConfig, SimRuntime};
 use drover_api::{ConditionStatus, DaemonSet, Manifest, Pod};
+use drover_api::Kind;
+use drover_testkit::{
+    is_running_and_ready, quick_tuning, sim_options, start_sim_agent, wait_until, TestAgent,
+    TestServer,
+};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,14 +29,7 @@ const STOP: Duration = Duration::from_secs(10);
 /// An agent named `name` over a simulated runtime, joined to `s`.
 fn start_agent(s: &TestServer, name: &str) -> TestAgent<SimRuntime> {
     let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), name);
-    o.tuning = Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
-        restart_backoff: Duration::from_millis(100),
-        restart_backoff_max: Duration::from_millis(400),
-        seed: Some(1),
-        ..Tuning::default()
-    };
+    o.tuning = quick_tuning(1);
     start_sim_agent(o, SimConfig::default())
 }
 
@@ -70,10 +64,7 @@ fn cmd(words: &[&str]) -> Vec<String> {
 async fn a_readiness_exec_probe_gates_ready_and_the_daemon_sets_number_ready() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let mut o = SimOptions::new(vec![s.addr.clone()], s.join_token.clone(), 2);
-    o.prefix = "probe-".into();
-    o.tuning.reconnect_min = Duration::from_millis(50);
-    o.tuning.reconnect_max = Duration::from_millis(500);
+    let o = sim_options(vec![s.addr.clone()], &s.join_token, "probe-", 2);
     let sim = Sim::start(o).expect("sim starts");
     for n in sim.names() {
         node_up(&s, n).await;

@@ -1,10 +1,8 @@
 //! `drover sim` in-process: 200 simulated nodes against a real one-member
 //! server register, run a pod, and all leave on shutdown.
 
-mod common;
-
-use common::{is_running_and_ready, pod_yaml, wait_until, TestServer};
 use drover_agent::{Sim, SimOptions};
+use drover_testkit::{is_running_and_ready, pod_yaml, wait_until, TestServer};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

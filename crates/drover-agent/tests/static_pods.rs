@@ -6,12 +6,12 @@
 //! `../shared/manifests/08-static-pod.yaml` (copied in drover-api's test
 //! data). Every wait has a deadline.
 
-mod common;
-
-use common::{is_running_and_ready, start_sim_agent, wait_until, TestAgent, TestServer};
 use drover_agent::{AgentOptions, ContainerInfo, SimConfig, SimRuntime, Tuning};
 use drover_api::Kind;
 use drover_api::{pod_annotation, Manifest, Pod};
+use drover_testkit::{
+    is_running_and_ready, quick_reconnect, start_sim_agent, wait_until, TestAgent, TestServer,
+};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,9 @@ fn start_agent(server: &str, token: &str, name: &str, manifests: &Path) -> TestA
     let mut o = AgentOptions::new(vec![server.to_string()], token, name);
     o.manifest_dir = Some(manifests.to_path_buf());
     o.tuning = Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
         connect_timeout: Duration::from_secs(2),
         static_poll: Duration::from_millis(100),
-        seed: Some(1),
-        ..Tuning::default()
+        ..quick_reconnect(1)
     };
     start_sim_agent(o, SimConfig::default())
 }

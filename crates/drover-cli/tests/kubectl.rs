@@ -11,12 +11,20 @@
 
 use drover_cli::kubectl::{self, DeleteOptions, DryRun, GetOptions, Source};
 use drover_cli::printers::Output;
-use drover_cli::{error_text, Client, ClientConfig};
-use drover_server::{Server, ServerOptions};
+use drover_cli::{error_text, Client};
+use drover_server::Server;
+use drover_testkit::{client_of, fast_options, wait_until_every, Ran, SharedBuf};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Waits of the test.
+const WAIT: Duration = Duration::from_secs(15);
+/// How often those waits poll.
+const POLL: Duration = Duration::from_millis(50);
+/// The waits on a command's output (`watch`, `events -w`).
+const OUTPUT_WAIT: Duration = Duration::from_secs(10);
+const OUTPUT_POLL: Duration = Duration::from_millis(20);
 
 struct Cluster {
     _tmp: tempfile::TempDir,
@@ -26,57 +34,15 @@ struct Cluster {
 
 async fn start() -> Cluster {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let mut o = ServerOptions::new(tmp.path().join("m0"));
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
-    o.tick = Duration::from_millis(20);
-    o.election_ticks = 10;
+    let mut o = fast_options(tmp.path().join("m0"));
     // No agent heartbeats here: keep the nodes as applied.
     o.controller.node_timeout = Duration::from_secs(3600);
     let server = Server::start(o).await.expect("server starts");
-    let client = Client::new(&ClientConfig {
-        servers: vec![server.grpc_addr.to_string()],
-        token: server.identity.admin_token.clone(),
-    })
-    .expect("client");
+    let client = client_of(&server);
     Cluster {
         _tmp: tmp,
         server,
         client,
-    }
-}
-
-/// What a command printed, and how it ended (as `drover` would print it).
-#[derive(Debug)]
-struct Ran {
-    out: String,
-    err: String,
-    error: Option<String>,
-}
-
-impl Ran {
-    fn new(out: Vec<u8>, err: Vec<u8>, r: anyhow::Result<()>) -> Ran {
-        Ran {
-            out: String::from_utf8(out).expect("utf-8"),
-            err: String::from_utf8(err).expect("utf-8"),
-            error: r.err().map(|e| error_text(&e)),
-        }
-    }
-
-    #[track_caller]
-    fn ok(self) -> Ran {
-        assert!(self.error.is_none(), "the command failed: {self:?}");
-        self
-    }
-
-    #[track_caller]
-    fn failed(self) -> Ran {
-        assert!(self.error.is_some(), "the command succeeded: {self:?}");
-        self
-    }
-
-    fn error(&self) -> &str {
-        self.error.as_deref().unwrap_or("")
     }
 }
 
@@ -179,31 +145,12 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-#[derive(Clone, Default)]
-struct SharedBuf(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for SharedBuf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl SharedBuf {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
-
-async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Waits until the output `buf` holds (`f` on its text).
+async fn wait_for_output(what: &str, buf: &SharedBuf, f: impl Fn(&str) -> bool) {
+    wait_until_every(what, OUTPUT_WAIT, OUTPUT_POLL, || {
+        std::future::ready(f(&buf.text()))
+    })
+    .await;
 }
 
 /// A pod placed by hand (`spec.nodeName`) in its own namespace, where no
@@ -243,18 +190,6 @@ async fn daemon_pods(c: &Client, app: &str) -> std::collections::BTreeMap<String
             )
         })
         .collect()
-}
-
-async fn wait_until<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +303,7 @@ spec:
 
     // The controller gives every eligible node a pod: not n3 (tainted).
     let eligible = strings(&["ip-10-0-1-101.ec2.internal", "n1", "n2"]);
-    wait_until("example-daemonset's pods", || async {
+    wait_until_every("example-daemonset's pods", WAIT, POLL, || async {
         daemon_pods(c, "example-app")
             .await
             .keys()
@@ -591,7 +526,7 @@ spec:
             r.out
         );
     }
-    wait_until("master-agent's pod on n2", || async {
+    wait_until_every("master-agent's pod on n2", WAIT, POLL, || async {
         daemon_pods(c, "master-agent").await.contains_key("n2")
     })
     .await;
@@ -761,7 +696,7 @@ spec:
         "{n2}"
     );
     // The NoExecute taint evicts master-agent's pod from n2; describe says why.
-    wait_until("master-agent's pod to leave n2", || async {
+    wait_until_every("master-agent's pod to leave n2", WAIT, POLL, || async {
         !daemon_pods(c, "master-agent").await.contains_key("n2")
     })
     .await;
@@ -906,7 +841,7 @@ lastTimestamp: "2024-05-01T12:00:00Z"
             kubectl::get(&c, &o, &mut buf, &mut err).await
         })
     };
-    wait_for("the initial table", || watched.text().contains("web ")).await;
+    wait_for_output("the initial table", &watched, |t| t.contains("web ")).await;
     apply(
         c,
         &inline(&BARE_POD.replace("name: web\n", "name: web2\n")),
@@ -914,7 +849,7 @@ lastTimestamp: "2024-05-01T12:00:00Z"
     )
     .await
     .ok();
-    wait_for("a row for the new pod", || watched.text().contains("web2")).await;
+    wait_for_output("a row for the new pod", &watched, |t| t.contains("web2")).await;
     let t = cells(&watched.text());
     assert_eq!(t[0][0], "NAME");
     assert_eq!(t[1][0], "web");
@@ -1086,11 +1021,11 @@ async fn several_kinds_namespaces_on_apply_and_following_events() {
             kubectl::events(&c, Some("team-a"), false, true, &mut out, &mut err).await
         })
     };
-    wait_for("the listed event", || shared.text().contains("into team-a")).await;
+    wait_for_output("the listed event", &shared, |t| t.contains("into team-a")).await;
     apply(c, &inline(&event_yaml("e3", "team-a", "a new one")), None)
         .await
         .ok();
-    wait_for("the followed event", || shared.text().contains("a new one")).await;
+    wait_for_output("the followed event", &shared, |t| t.contains("a new one")).await;
     assert!(!follow.is_finished(), "events -w keeps following");
     follow.abort();
 

@@ -17,97 +17,35 @@
 //! Every wait polls with a deadline.
 
 use drover_agent::{
-    run_agent_with, AgentOptions, Clock, ContainerInfo, LogOptions, LogStream, Runtime,
-    RuntimeError, SimConfig, SimRuntime, StartContainer, TokioClock, Tuning,
+    AgentOptions, Clock, ContainerInfo, LogOptions, LogStream, Runtime, RuntimeError, SimConfig,
+    SimRuntime, StartContainer, TokioClock,
 };
 use drover_api::{Manifest, Pod, PodPhase};
 use drover_cli::logs::{self, ExecOptions, LogsOptions};
-use drover_cli::{error_text, Client, ClientConfig};
+use drover_cli::Client;
 use drover_proto::v1 as pb;
-use drover_server::{Server, ServerOptions};
-use std::io::Write;
-use std::path::Path;
+use drover_server::Server;
+use drover_testkit::{
+    client_of, quick_tuning, start_servers, wait_until_every, Ran, SharedBuf, TestAgent,
+};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut f: F)
+/// How often the waits poll.
+const POLL: Duration = Duration::from_millis(20);
+/// How long an agent may take to stop.
+const STOP: Duration = Duration::from_secs(10);
+
+async fn wait_until<F, Fut>(what: &str, timeout: Duration, f: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f().await {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn server_options(dir: &Path) -> ServerOptions {
-    let mut o = ServerOptions::new(dir);
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
-    o.tick = Duration::from_millis(20);
-    o.election_ticks = 10;
-    o
-}
-
-/// `n` members: the first bootstraps, the others join it.
-async fn start_servers(dir: &Path, n: usize) -> Vec<Server> {
-    let first = Server::start(server_options(&dir.join("m0")))
-        .await
-        .expect("bootstrap");
-    let (via, join) = (
-        first.grpc_addr.to_string(),
-        first.identity.join_token.clone(),
-    );
-    let mut all = vec![first];
-    for i in 1..n {
-        let mut o = server_options(&dir.join(format!("m{i}")));
-        o.join = Some(via.clone());
-        o.token = Some(join.clone());
-        all.push(Server::start(o).await.expect("join"));
-    }
-    all
-}
-
-fn client_of(s: &Server) -> Client {
-    Client::new(&ClientConfig {
-        servers: vec![s.grpc_addr.to_string()],
-        token: s.identity.admin_token.clone(),
-    })
-    .expect("client")
-}
-
-struct TestAgent<R> {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<anyhow::Result<()>>,
-    rt: Arc<R>,
-}
-
-impl<R> TestAgent<R> {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
-    }
-
-    /// As with SIGKILL: the session is cut, nothing is said.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
+    wait_until_every(what, timeout, POLL, f).await;
 }
 
 fn sim_runtime(clock: &Arc<dyn Clock>) -> SimRuntime {
@@ -131,27 +69,8 @@ fn start_agent<R: Runtime>(
         server.identity.join_token.clone(),
         name,
     );
-    o.tuning = Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
-        restart_backoff: Duration::from_millis(100),
-        restart_backoff_max: Duration::from_millis(400),
-        seed: Some(7),
-        ..Tuning::default()
-    };
-    let (tx, rx) = oneshot::channel::<()>();
-    let r = rt.clone();
-    let task = tokio::spawn(async move {
-        run_agent_with(o, r, clock, async move {
-            let _ = rx.await;
-        })
-        .await
-    });
-    TestAgent {
-        stop: Some(tx),
-        task,
-        rt,
-    }
+    o.tuning = quick_tuning(7);
+    TestAgent::spawn(o, rt, clock)
 }
 
 /// An agent `name` over the simulated runtime, joined to `s`; returns once
@@ -198,44 +117,10 @@ fn pod_yaml(name: &str, node: &str, containers: &[&str]) -> String {
     )
 }
 
-/// What a command printed, and its error as `drover` prints it.
-#[derive(Debug)]
-struct Ran {
-    out: String,
-    err: String,
-    error: Option<String>,
-}
-
-impl Ran {
-    #[track_caller]
-    fn ok(self) -> Ran {
-        assert!(self.error.is_none(), "the command failed: {self:?}");
-        self
-    }
-
-    #[track_caller]
-    fn failed_with(self, text: &str) -> Ran {
-        let e = self.error.as_deref().unwrap_or_default();
-        assert!(
-            e.contains(text),
-            "expected an error with {text:?}: {self:?}"
-        );
-        self
-    }
-
-    fn lines(&self) -> Vec<&str> {
-        self.out.lines().collect()
-    }
-}
-
 async fn run_logs(c: &Client, o: LogsOptions) -> Ran {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let r = logs::logs(c, &o, &mut out, &mut err, std::future::pending()).await;
-    Ran {
-        out: String::from_utf8(out).expect("utf-8"),
-        err: String::from_utf8(err).expect("utf-8"),
-        error: r.err().map(|e| error_text(&e)),
-    }
+    Ran::new(out, err, r)
 }
 
 fn lo(target: &str) -> LogsOptions {
@@ -278,32 +163,7 @@ async fn run_exec(
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let r = logs::exec(c, &o, &mut out, &mut err).await;
     let code = r.as_ref().ok().copied();
-    let ran = Ran {
-        out: String::from_utf8(out).expect("utf-8"),
-        err: String::from_utf8(err).expect("utf-8"),
-        error: r.err().map(|e| error_text(&e)),
-    };
-    (ran, code)
-}
-
-/// A `Write` the test reads while the command still runs.
-#[derive(Clone, Default)]
-struct SharedBuf(Arc<Mutex<Vec<u8>>>);
-
-impl SharedBuf {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl Write for SharedBuf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    (Ran::new(out, err, r), code)
 }
 
 /// The highest `tick N` in a log.
@@ -429,7 +289,7 @@ async fn logs_and_exec_on_one_server() {
     ran.failed_with("node ghost has no session to any server");
 
     // A restart: -p shows the previous instance, to its exit.
-    assert!(agent.rt.kill(&web.metadata.uid, "c", 1));
+    assert!(agent.runtime.kill(&web.metadata.uid, "c", 1));
     wait_until("web restarted", WAIT, || async {
         pod(&c, "web").await.is_some_and(|p| {
             p.status.phase == Some(PodPhase::Running)
@@ -477,7 +337,7 @@ async fn logs_and_exec_on_one_server() {
         .await
         .failed_with("daemonsets.apps \"nope\" not found");
 
-    agent.stop().await;
+    agent.stop_unchecked(STOP).await;
     servers.remove(0).shutdown().await;
 }
 
@@ -505,7 +365,11 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
             last_tick(&buf.text()) >= first + 2
         })
         .await;
-        assert_eq!(agent.rt.open_log_streams(), 1, "the agent reads the log");
+        assert_eq!(
+            agent.runtime.open_log_streams(),
+            1,
+            "the agent reads the log"
+        );
         assert_eq!(s.ctx.sessions.open_streams(), 1);
         // Ctrl-C.
         let _ = stop_tx.send(());
@@ -513,7 +377,7 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
     let (r, ()) = tokio::join!(command, watcher);
     r.expect("logs -f ends cleanly on Ctrl-C");
     wait_until("the agent stopped reading", WAIT, || async {
-        agent.rt.open_log_streams() == 0 && s.ctx.sessions.open_streams() == 0
+        agent.runtime.open_log_streams() == 0 && s.ctx.sessions.open_streams() == 0
     })
     .await;
     let lines: Vec<String> = buf.text().lines().map(str::to_string).collect();
@@ -530,10 +394,10 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
     let command = follow(&c, "web", &buf, std::future::pending());
     let killer = async {
         wait_until("the stream open", WAIT, || async {
-            agent.rt.open_log_streams() == 1
+            agent.runtime.open_log_streams() == 1
         })
         .await;
-        assert!(agent.rt.kill(&web.metadata.uid, "c", 2));
+        assert!(agent.runtime.kill(&web.metadata.uid, "c", 2));
     };
     let (r, ()) = tokio::join!(command, killer);
     r.expect("the log ends");
@@ -543,7 +407,7 @@ async fn follow_gets_new_lines_and_ctrl_c_stops_the_agent_reading() {
         buf.text()
     );
 
-    agent.stop().await;
+    agent.stop_unchecked(STOP).await;
     servers.remove(0).shutdown().await;
 }
 
@@ -590,13 +454,13 @@ async fn a_follower_relays_to_the_member_that_holds_the_session() {
             buf.text().lines().count() >= 2
         })
         .await;
-        assert_eq!(agent.rt.open_log_streams(), 1);
+        assert_eq!(agent.runtime.open_log_streams(), 1);
         let _ = stop_tx.send(());
     };
     let (r, ()) = tokio::join!(command, watcher);
     r.expect("ends cleanly");
     wait_until("the agent stopped reading", WAIT, || async {
-        agent.rt.open_log_streams() == 0 && servers[leader].ctx.sessions.open_streams() == 0
+        agent.runtime.open_log_streams() == 0 && servers[leader].ctx.sessions.open_streams() == 0
     })
     .await;
 
@@ -720,6 +584,6 @@ async fn a_fast_log_read_by_nobody_is_bounded_and_heartbeats_go_on() {
         rt.open.load(Ordering::SeqCst) == 0
     })
     .await;
-    agent.stop().await;
+    agent.stop_unchecked(STOP).await;
     servers.remove(0).shutdown().await;
 }

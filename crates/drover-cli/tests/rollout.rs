@@ -17,32 +17,15 @@
 use drover_agent::{Sim, SimOptions};
 use drover_api::Kind;
 use drover_api::{ControllerRevision, DaemonSet, Manifest, Pod};
-use drover_cli::{error_text, rollout, Client, ClientConfig};
+use drover_cli::{error_text, rollout, Client};
 use drover_server::api::Objects;
-use drover_server::{Server, ServerOptions};
+use drover_server::Server;
+use drover_testkit::{client_of, fast_options, wait_until, TestServer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
 const NODES: usize = 3;
-
-async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f().await {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 struct Env {
     server: Server,
@@ -55,15 +38,13 @@ struct Env {
 }
 
 fn sim_options(server: &Server, prefix: &str, nodes: usize) -> SimOptions {
-    let mut so = SimOptions::new(
+    let mut so = drover_testkit::sim_options(
         vec![server.grpc_addr.to_string()],
-        server.identity.join_token.clone(),
+        &server.identity.join_token,
+        prefix,
         nodes,
     );
-    so.prefix = prefix.into();
     so.sim.ready_delay = Duration::from_millis(200);
-    so.tuning.reconnect_min = Duration::from_millis(50);
-    so.tuning.reconnect_max = Duration::from_millis(500);
     so
 }
 
@@ -77,25 +58,15 @@ impl Env {
     /// `(prefix, nodes)`.
     async fn start_groups(groups: &[(&str, usize)], node_timeout: Option<Duration>) -> Env {
         let tmp = tempfile::tempdir().unwrap();
-        let mut o = ServerOptions::new(tmp.path().join("server"));
-        o.listen = Some("127.0.0.1:0".into());
-        o.http = Some("127.0.0.1:0".into());
-        o.tick = Duration::from_millis(20);
-        o.election_ticks = 10;
+        let mut o = fast_options(tmp.path().join("server"));
         if let Some(t) = node_timeout {
             o.controller.node_timeout = t;
         }
-        let server = Server::start(o).await.expect("server starts");
-        let objects = Objects::new(server.ctx.clone());
-        let client = Client::new(&ClientConfig {
-            servers: vec![server.grpc_addr.to_string()],
-            token: server.identity.admin_token.clone(),
-        })
-        .expect("client");
-        wait_until("a leader", WAIT, || async {
-            server.store.leader().is_leader
-        })
-        .await;
+        // Returns once the member leads.
+        let TestServer {
+            server, objects, ..
+        } = TestServer::with_options(o, WAIT).await;
+        let client = client_of(&server);
         let sims = groups
             .iter()
             .map(|(prefix, n)| {

@@ -22,11 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tonic::Status;
 
-/// Largest chunk of output an agent sends in one message.
-pub const CHUNK_MAX: usize = 32 * 1024;
-
-/// Chunks an agent may send on one stream before it waits for credit.
-pub const STREAM_WINDOW: u32 = 8;
+pub use drover_proto::stream::{CHUNK_MAX, STREAM_WINDOW};
 
 /// Credit is given back in batches of this many chunks.
 const CREDIT_BATCH: u32 = STREAM_WINDOW / 2;

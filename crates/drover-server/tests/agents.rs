@@ -6,17 +6,11 @@
 use drover_proto::v1::agent_client::AgentClient;
 use drover_proto::v1::objects_client::ObjectsClient;
 use drover_proto::v1::{self as pb, agent_message, server_message};
-use drover_server::{Server, ServerOptions};
+use drover_server::Server;
+use drover_testkit::{authed, grpc_channel, loopback_options};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tonic::{Code, Request};
-
-fn authed<T>(body: T, token: &str) -> Request<T> {
-    let mut r = Request::new(body);
-    r.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    r
-}
+use tonic::Code;
 
 fn msg(m: agent_message::Msg) -> pb::AgentMessage {
     pb::AgentMessage { msg: Some(m) }
@@ -42,17 +36,12 @@ async fn next_pods(s: &mut tonic::Streaming<pb::ServerMessage>) -> Vec<Value> {
 #[tokio::test]
 async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut o = ServerOptions::new(tmp.path().join("s"));
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
-    let server = Server::start(o).await.unwrap();
-    let admin = server.identity.admin_token.clone();
-    let join = server.identity.join_token.clone();
-    let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr))
-        .unwrap()
-        .connect()
+    let server = Server::start(loopback_options(tmp.path().join("s")))
         .await
         .unwrap();
+    let admin = server.identity.admin_token.clone();
+    let join = server.identity.join_token.clone();
+    let ch = grpc_channel(server.grpc_addr).await;
     let mut objects = ObjectsClient::new(ch.clone());
     let mut agent = AgentClient::new(ch);
 

@@ -4,16 +4,18 @@
 //! Raft runs with a 20 ms tick and a 200 ms election timeout here, so a
 //! failover takes well under a second; every wait has a deadline.
 
-use drover_cli::{Client, ClientConfig};
+use drover_cli::Client;
 use drover_proto::v1 as pb;
 use drover_server::{Server, ServerOptions};
+use drover_testkit::server::{ELECTION_TICKS, TICK};
+use drover_testkit::{client, fast_options, grpc_channel, restart_options, wait_for, wait_until};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tonic::Code;
 
-const TICK: Duration = Duration::from_millis(20);
-const ELECTION_TICKS: usize = 10;
+/// How often [`Cluster::leader`] looks for a leader.
+const LEADER_POLL: Duration = Duration::from_millis(5);
 
 fn election_timeout() -> Duration {
     TICK * ELECTION_TICKS as u32
@@ -35,32 +37,10 @@ struct Cluster {
 }
 
 fn opts(dir: PathBuf, snapshot_every: u64, keep_entries: u64) -> ServerOptions {
-    let mut o = ServerOptions::new(dir);
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
-    o.tick = TICK;
-    o.election_ticks = ELECTION_TICKS;
+    let mut o = fast_options(dir);
     o.snapshot_every = snapshot_every;
     o.keep_entries = keep_entries;
     o
-}
-
-async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f().await {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 impl Cluster {
@@ -122,12 +102,7 @@ impl Cluster {
     }
 
     fn client(&self) -> Client {
-        let servers = self.live().map(|m| m.addr.clone()).collect();
-        Client::new(&ClientConfig {
-            servers,
-            token: self.token.clone(),
-        })
-        .expect("client")
+        client(self.live().map(|m| m.addr.clone()).collect(), &self.token)
     }
 
     fn client_of(&self, i: usize) -> Client {
@@ -140,18 +115,19 @@ impl Cluster {
 
     /// The index of the member that currently leads, waiting for one.
     async fn leader(&self) -> usize {
-        let deadline = Instant::now() + election_timeout() * 20;
-        loop {
-            for (i, m) in self.members.iter().enumerate() {
-                if let Some(s) = &m.server {
-                    if s.store.leader().is_leader {
-                        return i;
-                    }
-                }
-            }
-            assert!(Instant::now() < deadline, "no leader elected");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_for(
+            "a leader elected",
+            election_timeout() * 20,
+            LEADER_POLL,
+            || async {
+                self.members.iter().position(|m| {
+                    m.server
+                        .as_ref()
+                        .is_some_and(|s| s.store.leader().is_leader)
+                })
+            },
+        )
+        .await
     }
 
     async fn stop(&mut self, i: usize) {
@@ -163,9 +139,7 @@ impl Cluster {
     async fn restart(&mut self, i: usize) {
         assert!(self.members[i].server.is_none());
         // Only the data dir: the member resumes its identity and addresses.
-        let mut o = ServerOptions::new(self.members[i].dir.clone());
-        o.tick = TICK;
-        o.election_ticks = ELECTION_TICKS;
+        let mut o = restart_options(self.members[i].dir.clone());
         o.snapshot_every = self.snapshot_every;
         o.keep_entries = self.keep_entries;
         let s = Server::start(o).await.expect("restart from the data dir");
@@ -467,11 +441,7 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     let members_before = good.status().await.expect("status").members.len();
 
     // Wrong admin token: refused, nothing written.
-    let wrong = Client::new(&ClientConfig {
-        servers: vec![c.members[0].addr.clone()],
-        token: "not-the-token".into(),
-    })
-    .expect("client");
+    let wrong = client(vec![c.members[0].addr.clone()], "not-the-token");
     let e = wrong
         .create("/b/evil", b"x".to_vec())
         .await
@@ -491,11 +461,7 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     );
 
     // No token at all.
-    let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", c.members[1].addr))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect");
+    let ch = grpc_channel(&c.members[1].addr).await;
     let mut raw = pb::store_client::StoreClient::new(ch.clone());
     let e = raw
         .get(pb::GetRequest {

@@ -6,8 +6,9 @@
 use drover_api::Kind;
 use drover_api::Manifest;
 use drover_server::api::Objects;
-use drover_server::{Server, ServerOptions};
-use std::time::{Duration, Instant};
+use drover_server::Server;
+use drover_testkit::{loopback_options, wait_until_every};
+use std::time::Duration;
 
 const DS: &str = r#"
 apiVersion: apps/v1
@@ -30,12 +31,10 @@ fn node(name: &str, role: &str) -> String {
 
 async fn start(node_timeout: Duration) -> (tempfile::TempDir, Server, Objects) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut o = ServerOptions::new(tmp.path().join("s"));
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
+    let mut o = loopback_options(tmp.path().join("s"));
     o.controller.node_timeout = node_timeout;
     let server = Server::start(o).await.unwrap();
-    let objects = Objects::new(server.ctx.clone());
+    let objects = server.objects();
     (tmp, server, objects)
 }
 
@@ -58,16 +57,13 @@ async fn placement(objects: &Objects) -> Vec<String> {
     nodes
 }
 
-async fn eventually<F, Fut>(what: &str, mut f: F)
+/// Waits up to 15 s for `f`, polling every 20 ms.
+async fn eventually<F, Fut>(what: &str, f: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_every(what, Duration::from_secs(15), Duration::from_millis(20), f).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,12 +227,10 @@ async fn a_hand_placed_pod_waits_for_its_node_then_is_collected() {
 
     // A short grace: a pod whose node never comes is collected.
     let tmp = tempfile::tempdir().unwrap();
-    let mut o = ServerOptions::new(tmp.path().join("s"));
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
+    let mut o = loopback_options(tmp.path().join("s"));
     o.controller.orphan_pod_grace = Duration::from_millis(300);
     let mut server = Server::start(o).await.unwrap();
-    let objects = Objects::new(server.ctx.clone());
+    let objects = server.objects();
     objects
         .apply(&pod("lost", "no-such-node"), false)
         .await
@@ -251,12 +245,10 @@ async fn a_hand_placed_pod_waits_for_its_node_then_is_collected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_expire_after_the_event_ttl() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut o = ServerOptions::new(tmp.path().join("s"));
-    o.listen = Some("127.0.0.1:0".into());
-    o.http = Some("127.0.0.1:0".into());
+    let mut o = loopback_options(tmp.path().join("s"));
     o.controller.event_ttl = Duration::from_secs(2);
     let mut server = Server::start(o).await.unwrap();
-    let objects = Objects::new(server.ctx.clone());
+    let objects = server.objects();
     let event = |name: &str, last: &str| {
         format!(
             "apiVersion: v1\nkind: Event\nmetadata: {{name: {name}, namespace: default}}\n\

@@ -3,7 +3,8 @@
 
 use drover_proto::v1::objects_client::ObjectsClient;
 use drover_proto::v1::{self as pb};
-use drover_server::{Server, ServerOptions};
+use drover_server::Server;
+use drover_testkit::{authed, grpc_channel, loopback_options};
 use serde_json::Value;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
@@ -35,15 +36,10 @@ struct Api {
 impl Api {
     async fn start() -> Api {
         let tmp = tempfile::tempdir().unwrap();
-        let mut o = ServerOptions::new(tmp.path().join("s"));
-        o.listen = Some("127.0.0.1:0".into());
-        o.http = Some("127.0.0.1:0".into());
-        let server = Server::start(o).await.unwrap();
-        let ch = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr))
-            .unwrap()
-            .connect()
+        let server = Server::start(loopback_options(tmp.path().join("s")))
             .await
             .unwrap();
+        let ch = grpc_channel(server.grpc_addr).await;
         Api {
             token: server.identity.admin_token.clone(),
             _tmp: tmp,
@@ -53,12 +49,7 @@ impl Api {
     }
 
     fn req<T>(&self, body: T) -> Request<T> {
-        let mut r = Request::new(body);
-        r.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.token).parse().unwrap(),
-        );
-        r
+        authed(body, &self.token)
     }
 
     async fn apply(&mut self, text: &str) -> Result<Vec<pb::ApplyResult>, tonic::Status> {

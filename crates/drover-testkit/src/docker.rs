@@ -1,6 +1,8 @@
 //! Fixtures of the tests against the real Docker engine: the test image,
-//! unique node names, and a guard that removes what a node made.
+//! unique node names, a guard that removes what a node made, and the
+//! agent's timings on a Docker node.
 
+use crate::agent::quick_reconnect;
 use drover_agent::docker::LABEL_NODE;
 use drover_agent::Tuning;
 use std::path::Path;
@@ -106,14 +108,11 @@ pub fn docker_ps(node: &str, filters: &[&str]) -> Vec<String> {
 /// resyncs, with the back-off jitter seeded by `seed`.
 pub fn tuning(seed: u64) -> Tuning {
     Tuning {
-        reconnect_min: Duration::from_millis(50),
-        reconnect_max: Duration::from_millis(300),
         connect_timeout: Duration::from_secs(2),
         leave_timeout: Duration::from_secs(3),
         restart_backoff: Duration::from_millis(200),
         restart_backoff_max: Duration::from_millis(800),
         resync: Duration::from_millis(300),
-        seed: Some(seed),
-        ..Tuning::default()
+        ..quick_reconnect(seed)
     }
 }

@@ -1,0 +1,42 @@
+//! The scaffolding that drover's tests share, in one dev-only crate (every
+//! crate that uses it lists it under `[dev-dependencies]`, none under
+//! `[dependencies]`; `publish = false`).
+//!
+//! | helper | for |
+//! | --- | --- |
+//! | [`wait_until`], [`wait_until_every`] | polls an async condition until it holds; panics with what it waited for after a deadline; returns how long it took |
+//! | [`wait_for`] | the same for a condition that yields a value (`Option<T>`) |
+//! | [`wait_until_blocking`] | the same without a runtime (tests that drive child processes) |
+//! | [`free_port`], [`free_ports`] | free loopback ports for child processes that must be told a port |
+//! | [`loopback_options`], [`fast_options`], [`restart_options`] | a member's options with its data dir, on `127.0.0.1:0` (gRPC and HTTP), with raft at its defaults or fast (20 ms tick, 200 ms election); a member restarting from its data dir |
+//! | [`TestServer`] | a one-member cluster in the test's process: start (leading), restart from its dir, the internal object API, a few reads (nodes, pods), a client |
+//! | [`start_servers`] | a cluster of `n` members in the test's process: the first bootstraps, the others join |
+//! | [`client`], [`client_of`] | a connected [`drover_cli::Client`] with the admin token |
+//! | [`grpc_channel`], [`authed`] | a raw gRPC channel to a member, and a request with a bearer token |
+//! | [`TestAgent`], [`start_sim_agent`] | an agent in a task of the test over any runtime (the simulated one: `start_sim_agent`), stopped as with SIGTERM or killed as with SIGKILL |
+//! | [`quick_reconnect`], [`quick_tuning`], [`sim_options`] | the quick agent and sim timings the tests use |
+//! | [`pod_yaml`], [`is_running_and_ready`] | a pod bound to a node; the state tests wait for |
+//! | [`Ran`], [`SharedBuf`] | a client command's output and outcome; a writer read while the command runs |
+//! | [`docker`] | fixtures of the tests against the real Docker engine (the test image, unique node names, cleanup) |
+//!
+//! Every wait has a deadline and says what it waited for; servers bind
+//! ephemeral ports and keep their data in a dir the test owns (usually a
+//! `tempfile::TempDir`), so tests run in parallel.
+
+pub mod agent;
+pub mod cli;
+pub mod docker;
+pub mod net;
+pub mod pods;
+pub mod server;
+pub mod wait;
+
+pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, TestAgent};
+pub use cli::{Ran, SharedBuf};
+pub use net::{free_port, free_ports};
+pub use pods::{is_running_and_ready, pod_yaml};
+pub use server::{
+    authed, client, client_of, fast_options, grpc_channel, loopback_options, restart_options,
+    start_servers, TestServer,
+};
+pub use wait::{wait_for, wait_until, wait_until_blocking, wait_until_every};

@@ -1,0 +1,213 @@
+//! Servers in the test's process: one member ([`TestServer`]) or several
+//! ([`start_servers`]), each on ephemeral loopback ports (port 0) with its
+//! data in a dir of the test, and the ways a test talks to them (a
+//! [`Client`], a raw gRPC channel, [`Objects`]).
+
+use crate::wait::wait_until;
+use drover_api::{Manifest, Node, Pod};
+use drover_cli::{Client, ClientConfig};
+use drover_api::Kind;
+use drover_server::api::Objects;
+use drover_server::{Server, ServerOptions};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tonic::transport::Channel;
+use tonic::Request;
+
+/// The raft tick of [`fast_options`].
+pub const TICK: Duration = Duration::from_millis(20);
+/// The election timeout of [`fast_options`], in ticks (200 ms).
+pub const ELECTION_TICKS: usize = 10;
+/// How long [`TestServer::start`] waits for its member to lead.
+pub const LEADER_WAIT: Duration = Duration::from_secs(10);
+
+/// A member with its data in `dir`, its gRPC and HTTP ports chosen by the
+/// kernel (`127.0.0.1:0`); raft and the controllers at their defaults.
+pub fn loopback_options(dir: impl Into<PathBuf>) -> ServerOptions {
+    let mut o = ServerOptions::new(dir);
+    o.listen = Some("127.0.0.1:0".into());
+    o.http = Some("127.0.0.1:0".into());
+    o
+}
+
+/// [`loopback_options`] with raft on a [`TICK`] of 20 ms and a 200 ms
+/// election timeout, so that elections and failovers take well under a
+/// second.
+pub fn fast_options(dir: impl Into<PathBuf>) -> ServerOptions {
+    fast(loopback_options(dir))
+}
+
+/// A member that restarts from its data dir `dir` (its identity and
+/// addresses as recorded there), with raft as in [`fast_options`].
+pub fn restart_options(dir: impl Into<PathBuf>) -> ServerOptions {
+    fast(ServerOptions::new(dir))
+}
+
+fn fast(mut o: ServerOptions) -> ServerOptions {
+    o.tick = TICK;
+    o.election_ticks = ELECTION_TICKS;
+    o
+}
+
+/// `n` members with [`fast_options`] in `dir/m0` … `dir/m{n-1}`: the first
+/// bootstraps, the others join it with its join token.
+pub async fn start_servers(dir: &Path, n: usize) -> Vec<Server> {
+    let first = Server::start(fast_options(dir.join("m0")))
+        .await
+        .expect("bootstrap");
+    let (via, join) = (
+        first.grpc_addr.to_string(),
+        first.identity.join_token.clone(),
+    );
+    let mut all = vec![first];
+    for i in 1..n {
+        let mut o = fast_options(dir.join(format!("m{i}")));
+        o.join = Some(via.clone());
+        o.token = Some(join.clone());
+        all.push(Server::start(o).await.expect("join"));
+    }
+    all
+}
+
+/// A client of `servers` (with failover between them) with `token`.
+pub fn client(servers: Vec<String>, token: &str) -> Client {
+    Client::new(&ClientConfig {
+        servers,
+        token: token.to_string(),
+    })
+    .expect("client")
+}
+
+/// A client of `s` alone, with its admin token.
+pub fn client_of(s: &Server) -> Client {
+    client(vec![s.grpc_addr.to_string()], &s.identity.admin_token)
+}
+
+/// A raw gRPC channel to the member at `addr` (`host:port`), connected.
+pub async fn grpc_channel(addr: impl std::fmt::Display) -> Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// A gRPC request carrying `token` as its bearer token.
+pub fn authed<T>(body: T, token: &str) -> Request<T> {
+    let mut r = Request::new(body);
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header value"),
+    );
+    r
+}
+
+/// A one-member cluster in the test's process, leading, with the internal
+/// object API ([`Objects`]) at hand.
+pub struct TestServer {
+    pub server: Server,
+    pub dir: PathBuf,
+    pub objects: Objects,
+    /// The gRPC address (`host:port`).
+    pub addr: String,
+    pub join_token: String,
+}
+
+impl TestServer {
+    /// A new one-member cluster in `dir` ([`fast_options`]).
+    pub async fn start(dir: &Path) -> TestServer {
+        Self::start_tuned(dir, |_| {}).await
+    }
+
+    /// A new one-member cluster in `dir`, with the options `tune` changes
+    /// (e.g. `o.controller.node_timeout`).
+    pub async fn start_tuned(dir: &Path, tune: impl FnOnce(&mut ServerOptions)) -> TestServer {
+        let mut o = fast_options(dir);
+        tune(&mut o);
+        Self::with_options(o, LEADER_WAIT).await
+    }
+
+    /// The member of `dir` again, on the same address.
+    pub async fn restart(dir: &Path) -> TestServer {
+        Self::with_options(restart_options(dir), LEADER_WAIT).await
+    }
+
+    /// A member with `o`; returns once it leads (a restarted member elects
+    /// itself), which it must within `leader_within`.
+    pub async fn with_options(o: ServerOptions, leader_within: Duration) -> TestServer {
+        // RUST_LOG=drover_agent=debug shows what the agents do.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let dir = o.data_dir.clone();
+        let server = Server::start(o).await.expect("server starts");
+        let objects = server.objects();
+        let addr = server.grpc_addr.to_string();
+        let join_token = server.identity.join_token.clone();
+        let s = TestServer {
+            server,
+            dir,
+            objects,
+            addr,
+            join_token,
+        };
+        wait_until("a leader", leader_within, || async {
+            s.server.store.leader().is_leader
+        })
+        .await;
+        s
+    }
+
+    pub async fn shutdown(mut self) {
+        self.server.shutdown().await;
+    }
+
+    /// A client of this member with the admin token.
+    pub fn client(&self) -> Client {
+        client_of(&self.server)
+    }
+
+    pub async fn apply(&self, yaml: &str) {
+        self.objects.apply(yaml, false).await.expect("apply");
+    }
+
+    pub async fn node(&self, name: &str) -> Option<Node> {
+        match self.objects.get(Kind::Node, "", name).await {
+            Ok(Manifest::Node(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub async fn pod(&self, name: &str) -> Option<Pod> {
+        match self.objects.get(Kind::Pod, "default", name).await {
+            Ok(Manifest::Pod(p)) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// The pods of `namespace` (of every namespace with `None`); none when
+    /// the list fails.
+    pub async fn pods(&self, namespace: Option<&str>) -> Vec<Pod> {
+        let (list, _) = self
+            .objects
+            .list(Kind::Pod, namespace, None)
+            .await
+            .unwrap_or_default();
+        list.into_iter()
+            .filter_map(|m| match m {
+                Manifest::Pod(p) => Some(*p),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many Nodes there are (`usize::MAX` when the list fails).
+    pub async fn node_count(&self) -> usize {
+        self.objects
+            .list(Kind::Node, None, None)
+            .await
+            .map(|(l, _)| l.len())
+            .unwrap_or(usize::MAX)
+    }
+}

@@ -1,0 +1,78 @@
+//! Polling with a deadline: every wait of the tests names what it waits
+//! for, and panics with that name when the deadline passes.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How often [`wait_until`] polls.
+pub const POLL: Duration = Duration::from_millis(10);
+
+/// Polls `f` every [`POLL`] until it holds; panics with `what` after
+/// `timeout`. Returns how long it took.
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    wait_until_every(what, timeout, POLL, f).await
+}
+
+/// [`wait_until`], polling every `every`.
+pub async fn wait_until_every<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut f: F,
+) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    wait_for(what, timeout, every, || {
+        let holds = f();
+        async move { holds.await.then_some(()) }
+    })
+    .await;
+    start.elapsed()
+}
+
+/// Polls `f` every `every` until it yields a value, and returns it; panics
+/// with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, every: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// [`wait_until_every`] for tests without a runtime (they drive child
+/// processes): sleeps the thread between polls.
+pub fn wait_until_blocking(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut f: impl FnMut() -> bool,
+) -> Duration {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(every);
+    }
+    start.elapsed()
+}
