@@ -9,8 +9,8 @@
 
 use drover_agent::sim_runtime::ANY_POD;
 use drover_agent::{AgentOptions, Sim, SimConfig, SimRuntime};
-use drover_api::{ConditionStatus, DaemonSet, Manifest, Pod};
 use drover_api::Kind;
+use drover_api::{ConditionStatus, DaemonSet, Manifest, Pod};
 use drover_testkit::{
     is_running_and_ready, quick_tuning, sim_options, start_sim_agent, wait_until, TestAgent,
     TestServer,

@@ -4,9 +4,9 @@
 //! [`Client`], a raw gRPC channel, [`Objects`]).
 
 use crate::wait::wait_until;
+use drover_api::Kind;
 use drover_api::{Manifest, Node, Pod};
 use drover_cli::{Client, ClientConfig};
-use drover_api::Kind;
 use drover_server::api::Objects;
 use drover_server::{Server, ServerOptions};
 use std::path::{Path, PathBuf};
