@@ -140,8 +140,10 @@ mod tests {
 
     #[test]
     fn a_compare_and_swap_needs_a_real_revision() {
-        let mut m = drover_api::ObjectMeta::default();
-        m.name = "x".into();
+        let mut m = drover_api::ObjectMeta {
+            name: "x".into(),
+            ..Default::default()
+        };
         assert!(matches!(revision_of(&m), Err(ApiError::BadRequest(_))));
         m.resource_version = "x1".into();
         assert!(matches!(revision_of(&m), Err(ApiError::BadRequest(_))));

@@ -425,7 +425,6 @@ mod tests {
             value: codec::encode(&Manifest::Pod(Box::new(p))).unwrap(),
             create_revision: rev,
             mod_revision: rev,
-            ..Default::default()
         }
     }
 
