@@ -3,7 +3,7 @@
 //! `DaemonSetHistoryViewer`, `DaemonSetRollbacker`).
 
 use crate::client::Client;
-use crate::describe::{describe_pod_template, IN_TURN, NODE_NOT_READY};
+use crate::describe::describe_pod_template;
 use crate::errors::{kube, Reported};
 use anyhow::{bail, Result};
 use drover_api::{
@@ -14,6 +14,8 @@ use drover_controller::daemon::pods::CONTROLLER_REVISION_HASH_LABEL;
 use drover_controller::daemon::rollout::{
     revision_template, CHANGE_CAUSE_ANNOTATION, RESTARTED_AT_ANNOTATION,
 };
+use drover_controller::daemon::{explain, RolloutProgress};
+use drover_controller::Timestamp;
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 use tonic::Code;
@@ -102,23 +104,20 @@ pub fn status_line(ds: &DaemonSet) -> (String, bool) {
     )
 }
 
-/// Nodes the rollout waits for, and why (see
-/// [`crate::describe::rollout_waiting`]). Empty when nothing can be told.
-async fn waiting_nodes(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<(String, String)> {
-    let Ok(revs) = history(c, ds, ns).await else {
-        return Vec::new();
-    };
-    let Some(hash) = revs
+/// How far the rollout to the DaemonSet's current revision is, as the
+/// controller sees it ([`explain()`]): the nodes it waits on, each with a
+/// [`drover_controller::daemon::WaitReason`]. `None` when nothing can be
+/// told (no revision yet, or a read failed).
+async fn rollout_progress(c: &Client, ds: &DaemonSet, ns: &str) -> Option<RolloutProgress> {
+    let revs = history(c, ds, ns).await.ok()?;
+    let hash = revs
         .last()
-        .and_then(|r| r.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL))
-    else {
-        return Vec::new();
-    };
+        .and_then(|r| r.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL))?;
     let (Ok(pods), Ok(nodes)) = (
         c.list_objects("pods", ns, "").await,
         c.list_objects("nodes", "", "").await,
     ) else {
-        return Vec::new();
+        return None;
     };
     let nodes: Vec<Node> = nodes
         .items
@@ -136,7 +135,8 @@ async fn waiting_nodes(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<(String, Str
             _ => None,
         })
         .collect();
-    crate::describe::rollout_waiting(ds, hash, &pods, &nodes)
+    let now = Timestamp::from(SystemTime::now());
+    explain(ds, &nodes, &pods, Some(hash), now).rollout
 }
 
 /// At most this many nodes are named when a rollout times out.
@@ -147,15 +147,35 @@ const LIVE_EVERY: u64 = 4;
 /// Live mode lists at most this many nodes that hold the rollout.
 const LIVE_NODES: usize = 8;
 
-/// What holds a rollout: nodes away and new pods not ready, as
-/// `node: why` (old pods waiting for their turn are the consequence).
+/// What holds a rollout ([`RolloutProgress::holding`]: nodes away, new
+/// pods not ready or not available yet, `OnDelete` pods), as `node: why`;
+/// old pods waiting for their turn are the consequence.
 async fn holding(c: &Client, ds: &DaemonSet, ns: &str) -> Vec<String> {
-    waiting_nodes(c, ds, ns)
+    rollout_progress(c, ds, ns)
         .await
-        .into_iter()
-        .filter(|(_, why)| !why.ends_with(IN_TURN))
-        .map(|(node, why)| format!("{node}: {why}"))
+        .map(|progress| holding_lines(&progress))
+        .unwrap_or_default()
+}
+
+/// [`RolloutProgress::holding`] as `node: why`.
+fn holding_lines(progress: &RolloutProgress) -> Vec<String> {
+    progress
+        .holding()
+        .map(|w| format!("{}: {}", w.node, w.reason))
         .collect()
+}
+
+/// The line `rollout status` adds once done when nodes that are not Ready
+/// ([`RolloutProgress::nodes_away`]) still run an older revision.
+fn away_line(progress: &RolloutProgress) -> Option<String> {
+    let away: Vec<&str> = progress.nodes_away().collect();
+    (!away.is_empty()).then(|| {
+        format!(
+            "{} node(s) not Ready still run an older revision and are updated when they are back: {}",
+            away.len(),
+            away.join(", ")
+        )
+    })
 }
 
 /// The lines under the status line in live mode.
@@ -238,19 +258,9 @@ pub async fn status(
         if done {
             // Nodes that are not Ready don't hold a rollout: say which ones
             // still run an older revision.
-            let away: Vec<String> = waiting_nodes(c, &ds, namespace)
-                .await
-                .into_iter()
-                .filter(|(_, why)| why == NODE_NOT_READY)
-                .map(|(node, _)| node)
-                .collect();
-            if !away.is_empty() {
-                writeln!(
-                    out,
-                    "{} node(s) not Ready still run an older revision and are updated when they are back: {}",
-                    away.len(),
-                    away.join(", ")
-                )?;
+            let progress = rollout_progress(c, &ds, namespace).await;
+            if let Some(line) = progress.as_ref().and_then(away_line) {
+                writeln!(out, "{line}")?;
             }
             return Ok(());
         }
@@ -423,6 +433,48 @@ mod tests {
         assert_eq!(daemon_set_name("daemonset", Some("x")).unwrap(), "x");
         assert!(daemon_set_name("pod/x", None).is_err());
         assert!(daemon_set_name("ds", None).is_err());
+    }
+
+    #[test]
+    fn holding_and_away_are_decided_by_the_reason_not_its_text() {
+        use drover_controller::daemon::{NodeWait, WaitReason};
+        let wait = |node: &str, reason| NodeWait {
+            node: node.into(),
+            reason,
+        };
+        let progress = RolloutProgress {
+            hash: "new".into(),
+            waiting: vec![
+                wait("n1", WaitReason::OldPodWaitingItsTurn { pod: "a".into() }),
+                wait("n2", WaitReason::NodeNotReady),
+                wait(
+                    "n3",
+                    WaitReason::NewPodNotReady {
+                        pod: "c".into(),
+                        container_reason: Some("ImagePullBackOff".into()),
+                    },
+                ),
+                wait("n4", WaitReason::NodeNotReady),
+            ],
+        };
+        assert_eq!(
+            holding_lines(&progress),
+            [
+                "n2: node not Ready, updated when it is back",
+                "n3: new pod c not ready (ImagePullBackOff)",
+                "n4: node not Ready, updated when it is back",
+            ]
+        );
+        assert_eq!(
+            away_line(&progress).as_deref(),
+            Some("2 node(s) not Ready still run an older revision and are updated when they are back: n2, n4")
+        );
+        let done = RolloutProgress {
+            hash: "new".into(),
+            waiting: Vec::new(),
+        };
+        assert!(holding_lines(&done).is_empty());
+        assert_eq!(away_line(&done), None);
     }
 
     #[test]

@@ -543,17 +543,26 @@ proptest! {
         prop_assert_eq!(plan.status.updated_number_scheduled, plan.status.current_number_scheduled);
         prop_assert_eq!(plan.status.observed_generation, Some(3));
 
-        // Describe: a reason for every node that should get no pod.
-        let ineligible: Vec<&str> = plan.ineligible_nodes.iter().map(|n| n.node.as_str()).collect();
+        // Describe: a reason for every node that should get no pod (explain
+        // without pods: every node is without one, and says why).
+        let explained = daemon::explain(&ds, &nodes, std::iter::empty(), None, now);
+        let ineligible: Vec<(&str, &daemon::NodeEligibility)> = explained
+            .nodes_without_pod
+            .iter()
+            .filter_map(|n| match &n.why {
+                daemon::NoPod::Ineligible(verdict) => Some((n.node.as_str(), verdict)),
+                daemon::NoPod::NotCreatedYet => None,
+            })
+            .collect();
         let expected: Vec<&str> = nodes
             .iter()
             .map(|n| n.metadata.name.as_str())
             .filter(|n| !verdicts[n].0)
             .collect();
-        prop_assert_eq!(ineligible, expected);
-        for node in &plan.ineligible_nodes {
-            prop_assert!(!node.eligibility.reasons.is_empty());
-            prop_assert_eq!(node.eligibility.should_continue_running, verdicts[node.node.as_str()].1);
+        prop_assert_eq!(ineligible.iter().map(|(n, _)| *n).collect::<Vec<_>>(), expected);
+        for (node, verdict) in &ineligible {
+            prop_assert!(!verdict.reasons.is_empty());
+            prop_assert_eq!(verdict.should_continue_running, verdicts[node].1);
         }
 
         // Deterministic.
@@ -586,10 +595,16 @@ proptest! {
             .collect();
         // A node whose only pod is being deleted waits for it to go.
         prop_assert!(created.iter().all(|n| not_created.contains(n)));
+        let verdicts: HashMap<&str, (bool, bool)> =
+            nodes.iter().map(|n| (n.metadata.name.as_str(), oracle(&ds, n))).collect();
         for n in &explained.nodes_without_pod {
             if let daemon::NoPod::Ineligible(verdict) = &n.why {
-                let planned = plan.ineligible_nodes.iter().find(|i| i.node == n.node);
-                prop_assert_eq!(planned.map(|i| &i.eligibility), Some(verdict));
+                // The planner's verdict, and the oracle's.
+                let node = nodes.iter().find(|x| x.metadata.name == n.node).unwrap();
+                prop_assert_eq!(&daemon::node_should_run_daemon_pod(&ds, node), verdict);
+                prop_assert_eq!(verdicts[n.node.as_str()], (false, verdict.should_continue_running));
+            } else {
+                prop_assert!(verdicts[n.node.as_str()].0, "{} is eligible", n.node);
             }
         }
         let uids = |pods: &[&Pod]| pods.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>();

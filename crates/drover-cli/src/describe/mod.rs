@@ -8,13 +8,11 @@
 //! One file per kind: `daemon_set.rs`, `pod.rs`, `node.rs`.
 //! `pod_template.rs` holds the containers and volumes a pod and a
 //! DaemonSet's template both show, `layout.rs` the writer and the sections
-//! every kind shares (labels, annotations, tolerations, events), and
-//! `explain.rs` what `describe ds` and `rollout status` recompute about a
-//! DaemonSet (the pods it owns, why a node has none, what a rollout waits
-//! for).
+//! every kind shares (labels, annotations, tolerations, events). What
+//! `describe ds` says about a DaemonSet's pods, nodes and rollout is the
+//! controller's (`drover_controller::daemon::explain`), only laid out here.
 
 mod daemon_set;
-mod explain;
 mod layout;
 mod node;
 mod pod;
@@ -24,7 +22,6 @@ mod pod_template;
 mod fixtures;
 
 pub use daemon_set::describe_daemon_set;
-pub use explain::{nodes_without_pod, owned_by, rollout_waiting, why_not, IN_TURN, NODE_NOT_READY};
 pub use layout::{events_for, format_toleration};
 pub use node::describe_node;
 pub use pod::{describe_pod, qos_class};

@@ -1,7 +1,7 @@
 //! Unit tests of `explain`.
 
 use super::*;
-use crate::daemon::{plan, Ineligibility, PlanInput};
+use crate::daemon::{node_should_run_daemon_pod, plan, Ineligibility, PlanInput};
 use drover_api::{
     ConditionStatus, Container, ContainerState, ContainerStateWaiting, ContainerStatus,
     DaemonSetUpdateStrategyType, LabelSelector, NodeCondition, OwnerReference, PodCondition,
@@ -222,9 +222,11 @@ fn what_explain_calls_not_created_yet_is_what_plan_creates() {
         .map(|n| n.node.as_str())
         .collect();
     assert_eq!(ineligible, ["n3", "n5"]);
-    assert!(ineligible
-        .iter()
-        .all(|n| p.ineligible_nodes.iter().any(|i| i.node == *n)));
+    // The planner's verdict on those nodes: they should not run the pod.
+    assert!(ineligible.iter().all(|n| {
+        let node = nodes.iter().find(|x| x.metadata.name == *n).unwrap();
+        !node_should_run_daemon_pod(&ds, node).should_run
+    }));
 }
 
 #[test]

@@ -84,11 +84,8 @@
 //! [`explain()`] runs the same claim and diff for people: the pods the
 //! DaemonSet owns, every node without a pod and why
 //! ([`NoPod`]: the [`Ineligibility`] reasons, or not created yet), and the
-//! nodes a rollout waits on, each with a [`WaitReason`].
-//! [`DaemonSetPlan::ineligible_nodes`] and
-//! [`DaemonSetPlan::rollout_waiting`] are the planner's own view of the
-//! same (every node that should not get a pod; the nodes that are not
-//! Ready and run an old pod).
+//! nodes a rollout waits on, each with a [`WaitReason`]. The plan itself
+//! carries only what to write.
 
 pub mod backoff;
 mod diff;
@@ -266,15 +263,6 @@ impl fmt::Display for DeletionReason {
     }
 }
 
-/// A node that should not get a daemon pod, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IneligibleNode {
-    /// The node's name.
-    pub node: String,
-    /// The verdict, with every reason.
-    pub eligibility: NodeEligibility,
-}
-
 /// What to do for one DaemonSet.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DaemonSetPlan {
@@ -295,16 +283,11 @@ pub struct DaemonSetPlan {
     /// `SelectingAll`), to record now. Creations and deletions carry their
     /// own.
     pub events: Vec<Event>,
-    /// Every node that should not get a pod, with the reasons.
-    pub ineligible_nodes: Vec<IneligibleNode>,
     /// The failed-pod backoff to pass to the next plan.
     pub backoff: FailedPodBackoff,
     /// When to plan again even if nothing changes: a node's backoff ends, or
     /// a ready pod becomes available (`minReadySeconds`).
     pub requeue_at: Option<Timestamp>,
-    /// Nodes that are not Ready and still run a pod of an old revision: a
-    /// rolling update leaves them alone until they are back.
-    pub rollout_waiting: Vec<String>,
     /// The DaemonSet's automatic rollback policy was met: the server writes
     /// the previous revision's template back (see
     /// [`rollout::rollback_target`]).
@@ -559,12 +542,6 @@ fn write_node<R: RngCore + ?Sized>(
         plan.delete
             .push(deletion(ds, stop.pod, stop.reason.clone(), now, rng));
     }
-    if !diff.eligibility.should_run {
-        plan.ineligible_nodes.push(IneligibleNode {
-            node: diff.node.to_owned(),
-            eligibility: diff.eligibility.clone(),
-        });
-    }
 }
 
 /// `FailedDaemonPod` (a warning) or `SucceededDaemonPod`, about a pod that
@@ -600,8 +577,8 @@ fn finished_pod_event<R: RngCore + ?Sized>(
 
 /// One rolling-update step over the buckets, once placement has nothing
 /// to do (Kubernetes runs `rollingUpdate` only when the manage loop's
-/// expectations are met); the nodes it waits for and the automatic
-/// rollback are reported whatever placement does.
+/// expectations are met); the automatic rollback is reported whatever
+/// placement does.
 fn roll_out<R: RngCore + ?Sized>(
     plan: &mut DaemonSetPlan,
     ds: &DaemonSet,
@@ -612,8 +589,6 @@ fn roll_out<R: RngCore + ?Sized>(
     rng: &mut R,
 ) {
     let slots: Vec<rollout::NodeSlot<'_>> = diffs.iter().filter_map(NodeDiff::slot).collect();
-    let step = rollout::rolling_update(ds, &slots, hash, now);
-    plan.rollout_waiting = step.waiting.iter().map(|n| (*n).to_owned()).collect();
     match rollout::auto_rollback_due(ds, &slots, hash, now) {
         Ok(due) => plan.rollback = Some(due),
         Err(Some(at)) => plan.requeue(at),
@@ -622,6 +597,7 @@ fn roll_out<R: RngCore + ?Sized>(
     if !(plan.create.is_empty() && plan.delete.is_empty()) {
         return;
     }
+    let step = rollout::rolling_update(ds, &slots, hash, now);
     for pod in step.delete {
         plan.delete
             .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));

@@ -323,9 +323,6 @@ pub struct RolloutStep<'a> {
     pub delete: Vec<&'a Pod>,
     /// Nodes to start a new pod on beside the old one (surge).
     pub create_on: Vec<&'a str>,
-    /// Nodes that still run an old pod and are not Ready: updated when they
-    /// come back.
-    pub waiting: Vec<&'a str>,
     /// `maxUnavailable` for this step.
     pub max_unavailable: i32,
     /// `maxSurge` for this step.
@@ -369,7 +366,8 @@ fn updated_and_old<'a>(pods: &[&'a Pod], hash: &str) -> Option<(Option<&'a Pod>,
 /// nodes lack an available pod. With surge: a new pod is started beside an
 /// unavailable old pod at once and beside available ones on at most
 /// `maxSurge` nodes; the old pod is deleted once the new one is available.
-/// Nodes that are not Ready are skipped and listed in `waiting`.
+/// Nodes that are not Ready are skipped (`explain` lists those that run
+/// an old pod as [`super::WaitReason::NodeNotReady`]).
 pub fn rolling_update<'a>(
     ds: &DaemonSet,
     slots: &[NodeSlot<'a>],
@@ -400,9 +398,6 @@ pub fn rolling_update<'a>(
                 continue;
             };
             if !slot.ready {
-                if old.is_some() {
-                    step.waiting.push(slot.node);
-                }
                 continue;
             }
             match (new, old) {
@@ -441,9 +436,6 @@ pub fn rolling_update<'a>(
             continue;
         };
         if !slot.ready {
-            if old.is_some() {
-                step.waiting.push(slot.node);
-            }
             continue;
         }
         if let Some(p) = old.or(new) {

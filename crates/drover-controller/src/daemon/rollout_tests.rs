@@ -1,7 +1,7 @@
 //! Unit and property tests of rolling updates and revision bookkeeping.
 
 use super::*;
-use crate::daemon::{plan, DeletionReason, PlanInput};
+use crate::daemon::{explain, plan, DeletionReason, PlanInput};
 use drover_api::{
     ConditionStatus, Container, LabelSelector, Node, NodeCondition, PodCondition, PodPhase,
     RollingUpdateDaemonSet,
@@ -233,7 +233,9 @@ fn nodes_that_are_not_ready_neither_count_nor_block() {
     );
     let gone: Vec<_> = p.delete.iter().map(|x| x.name.as_str()).collect();
     assert_eq!(gone, ["b"]);
-    assert_eq!(p.rollout_waiting, ["n1"]);
+    let explained = explain(&d, &nodes, &pods, Some("new"), at(10));
+    let away: Vec<&str> = explained.rollout.as_ref().unwrap().nodes_away().collect();
+    assert_eq!(away, ["n1"]);
 }
 
 #[test]

@@ -46,6 +46,19 @@ fn tainted(name: &str, taint: &str) -> Node {
     node
 }
 
+/// Every node that should get no pod, with the verdict, as `explain` tells
+/// it (by node name). Without pods every node is without one, so each shows.
+fn ineligible(ds: &DaemonSet, nodes: &[Node]) -> Vec<(String, NodeEligibility)> {
+    explain(ds, nodes, std::iter::empty(), None, at(0))
+        .nodes_without_pod
+        .into_iter()
+        .filter_map(|n| match n.why {
+            NoPod::Ineligible(verdict) => Some((n.node, verdict)),
+            NoPod::NotCreatedYet => None,
+        })
+        .collect()
+}
+
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_unix_seconds(1_700_000_000 + seconds)
 }
@@ -191,8 +204,9 @@ fn labels_no_longer_matching_delete() {
     assert_eq!(plan.delete[0].event.reason, "SuccessfulDelete");
     assert_eq!(plan.status.number_misscheduled, 1);
     assert_eq!(plan.status.desired_number_scheduled, 1);
-    assert_eq!(plan.ineligible_nodes.len(), 1);
-    assert_eq!(plan.ineligible_nodes[0].node, "n2");
+    let ineligible = ineligible(&ds, &nodes);
+    assert_eq!(ineligible.len(), 1);
+    assert_eq!(ineligible[0].0, "n2");
 }
 
 #[test]
@@ -207,26 +221,32 @@ fn untolerated_no_schedule_keeps_but_does_not_create() {
     assert!(!plan.changes_pods(), "{plan:?}");
     assert_eq!(plan.status.desired_number_scheduled, 0);
     assert_eq!(plan.status.number_misscheduled, 1);
-    let why: Vec<_> = plan
-        .ineligible_nodes
-        .iter()
-        .map(|n| (n.node.as_str(), n.eligibility.to_string()))
+    let why: Vec<_> = ineligible(&ds, &nodes)
+        .into_iter()
+        .map(|(node, verdict)| (node, verdict.to_string()))
         .collect();
     assert_eq!(
         why,
         [
             (
-                "kept",
+                "empty".to_string(),
                 "taint dedicated=gpu:NoSchedule is not tolerated (an existing pod may stay)"
                     .to_string()
             ),
             (
-                "empty",
+                "kept".to_string(),
                 "taint dedicated=gpu:NoSchedule is not tolerated (an existing pod may stay)"
                     .to_string()
             )
         ]
     );
+    // With its pod, "kept" is not a node without one.
+    let without: Vec<String> = explain(&ds, &nodes, &pods, None, at(10))
+        .nodes_without_pod
+        .into_iter()
+        .map(|n| n.node)
+        .collect();
+    assert_eq!(without, ["empty"]);
 }
 
 #[test]
@@ -263,9 +283,11 @@ fn cordoned_and_unreachable_nodes_keep_their_pods() {
     let plan = run(&ds, &nodes, &pods, at(10));
     assert_eq!(created_on(&plan), ["cordoned"]);
     assert!(plan.delete.is_empty());
-    assert_eq!(plan.ineligible_nodes.len(), 2);
-    assert!(plan.ineligible_nodes[1]
-        .eligibility
+    let ineligible = ineligible(&ds, &nodes);
+    assert_eq!(ineligible.len(), 2);
+    assert_eq!(ineligible[1].0, "unreachable-empty");
+    assert!(ineligible[1]
+        .1
         .to_string()
         .starts_with("the node is unreachable"));
 }
@@ -640,15 +662,17 @@ fn ineligible_nodes_explain_every_reason() {
     ds.spec.template.spec.node_selector = labels(&[("role", "edge")]);
     let mut n = tainted("n1", "gpu:NoExecute");
     n.metadata.labels = labels(&[("role", "core")]);
-    let plan = run(&ds, &[n], &[], at(0));
-    let node = &plan.ineligible_nodes[0];
-    assert!(!node.eligibility.should_continue_running);
+    let plan = run(&ds, std::slice::from_ref(&n), &[], at(0));
+    assert!(plan.create.is_empty());
+    let ineligible = ineligible(&ds, &[n]);
+    let (_, verdict) = &ineligible[0];
+    assert!(!verdict.should_continue_running);
     assert_eq!(
-        node.eligibility.to_string(),
+        verdict.to_string(),
         "nodeSelector requires role=edge, but the node has role=core; taint gpu:NoExecute is not tolerated"
     );
     assert!(matches!(
-        node.eligibility.reasons[1],
+        verdict.reasons[1],
         Ineligibility::Taint(Taint {
             effect: Some(TaintEffect::NoExecute),
             ..
