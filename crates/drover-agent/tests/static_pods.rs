@@ -113,12 +113,11 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
         .objects
         .update(Manifest::Pod(Box::new(changed)))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
-        e.to_string().contains("default/static-example-edge-1")
-            && e.to_string().contains("--manifest-dir"),
-        "{}",
-        e.to_string()
+        e.contains("default/static-example-edge-1") && e.contains("--manifest-dir"),
+        "{e}"
     );
     let e = s
         .objects
@@ -127,12 +126,12 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
             false,
         )
         .await
-        .unwrap_err();
-    assert!(e.to_string().contains("read-only"), "{}", e.to_string());
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("read-only"), "{e}");
     assert!(
-        !e.to_string().contains("pod updates may not change"),
-        "one clear reason: {}",
-        e.to_string()
+        !e.contains("pod updates may not change"),
+        "one clear reason: {e}"
     );
 
     // 4. Deleted through the API: it comes back (new uid), the container
