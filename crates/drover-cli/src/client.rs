@@ -24,6 +24,9 @@ use tonic::{Code, Request, Status};
 
 const MAX_MESSAGE: usize = 256 << 20;
 
+/// How long one object call may take.
+const OBJECT_CALL: Duration = Duration::from_secs(12);
+
 /// Where the client finds the cluster and its credentials.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ClientConfig {
@@ -408,6 +411,20 @@ impl Client {
             .max_encoding_message_size(MAX_MESSAGE)
     }
 
+    /// One unary call of the `Objects` service (12 s), on whichever server
+    /// answers.
+    async fn objects_call<B, R, F, Fut>(&self, body: B, f: F) -> Result<R, ClientError>
+    where
+        B: Clone,
+        F: Fn(ObjectsClient<Channel>, Request<B>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<R>, Status>>,
+    {
+        let r = self
+            .call(|ch| f(self.objects(ch), self.req(body.clone(), OBJECT_CALL)))
+            .await?;
+        Ok(r.into_inner())
+    }
+
     /// Applies a manifest stream (YAML documents or JSON): the server
     /// validates every object before it writes any. With `dry_run` nothing
     /// is written, and the answer says what would have happened.
@@ -451,12 +468,8 @@ impl Client {
     ) -> Result<Manifest, ClientError> {
         let body = object_ref(kind, namespace, name);
         let r = self
-            .call(|ch| {
-                let req = self.req(body.clone(), Duration::from_secs(12));
-                async move { self.objects(ch).get(req).await }
-            })
-            .await?
-            .into_inner();
+            .objects_call(body, |mut c, req| async move { c.get(req).await })
+            .await?;
         decode_object(&r.object)
     }
 
@@ -475,12 +488,8 @@ impl Client {
             label_selector: selector.to_string(),
         };
         let r = self
-            .call(|ch| {
-                let req = self.req(body.clone(), Duration::from_secs(12));
-                async move { self.objects(ch).list(req).await }
-            })
-            .await?
-            .into_inner();
+            .objects_call(body, |mut c, req| async move { c.list(req).await })
+            .await?;
         Ok(ObjectList {
             items: r
                 .items
@@ -500,12 +509,8 @@ impl Client {
         })?;
         let body = pb::UpdateObjectRequest { object: json };
         let r = self
-            .call(|ch| {
-                let req = self.req(body.clone(), Duration::from_secs(12));
-                async move { self.objects(ch).update(req).await }
-            })
-            .await?
-            .into_inner();
+            .objects_call(body, |mut c, req| async move { c.update(req).await })
+            .await?;
         decode_object(&r.object)
     }
 
@@ -518,12 +523,8 @@ impl Client {
     ) -> Result<Manifest, ClientError> {
         let body = object_ref(kind, namespace, name);
         let r = self
-            .call(|ch| {
-                let req = self.req(body.clone(), Duration::from_secs(12));
-                async move { self.objects(ch).delete(req).await }
-            })
-            .await?
-            .into_inner();
+            .objects_call(body, |mut c, req| async move { c.delete(req).await })
+            .await?;
         decode_object(&r.object)
     }
 

@@ -133,20 +133,8 @@ impl Objects {
                     if encode(&new)? == encode(&o)? {
                         return Ok(Applied::Unchanged(o));
                     }
-                    let r = self
-                        .write(op::Op::Update(pb::Update {
-                            key: k.clone(),
-                            value: encode(&new)?,
-                            expected_revision: rev,
-                            upsert: false,
-                        }))
-                        .await;
-                    match r {
-                        Ok(w) => {
-                            let mut new = new;
-                            new.metadata_mut().resource_version = w.revision.to_string();
-                            return Ok(Applied::Configured(new));
-                        }
+                    match self.swap(&k, new, rev).await {
+                        Ok(new) => return Ok(Applied::Configured(new)),
                         Err(ApiError::Conflict(_) | ApiError::NotFound(_)) => {}
                         Err(e) => return Err(e),
                     }

@@ -83,6 +83,22 @@ impl Objects {
         self.ctx.write(body, None, 0).await
     }
 
+    /// Writes `m` over the object at `key` if it is still at revision
+    /// `expected` (compare-and-swap); answers `m` with its new
+    /// resourceVersion.
+    async fn swap(&self, key: &str, mut m: Manifest, expected: u64) -> Result<Manifest, ApiError> {
+        let w = self
+            .write(op::Op::Update(pb::Update {
+                key: key.to_string(),
+                value: encode(&m)?,
+                expected_revision: expected,
+                upsert: false,
+            }))
+            .await?;
+        m.metadata_mut().resource_version = w.revision.to_string();
+        Ok(m)
+    }
+
     /// Reads one object.
     pub async fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<Manifest, ApiError> {
         match self.read(&key(kind, namespace, name)).await? {
@@ -187,20 +203,8 @@ impl Objects {
             v["status"] = status.clone();
             let new = Manifest::from_value(v)
                 .map_err(|e| ApiError::BadRequest(format!("status: {e}")))?;
-            let r = self
-                .write(op::Op::Update(pb::Update {
-                    key: k.clone(),
-                    value: encode(&new)?,
-                    expected_revision: kv.mod_revision,
-                    upsert: false,
-                }))
-                .await;
-            match r {
-                Ok(w) => {
-                    let mut new = new;
-                    new.metadata_mut().resource_version = w.revision.to_string();
-                    return Ok(new);
-                }
+            match self.swap(&k, new, kv.mod_revision).await {
+                Ok(new) => return Ok(new),
                 Err(ApiError::Conflict(_)) => continue,
                 Err(ApiError::NotFound(_)) => return Err(ApiError::not_found(kind, name)),
                 Err(e) => return Err(e),
@@ -249,20 +253,12 @@ impl Objects {
             let bump = i64::from(codec::spec_of(&m) != codec::spec_of(&old));
             nm.generation = Some(om.generation.unwrap_or(1) + bump);
         }
-        let r = self
-            .write(op::Op::Update(pb::Update {
-                key: k,
-                value: encode(&new)?,
-                expected_revision: kv.mod_revision,
-                upsert: false,
-            }))
+        self.swap(&k, new, kv.mod_revision)
             .await
             .map_err(|e| match e {
                 ApiError::Conflict(_) => ApiError::conflict(kind, m.name()),
                 e => e,
-            })?;
-        new.metadata_mut().resource_version = r.revision.to_string();
-        Ok(new)
+            })
     }
 
     /// Deletes one object only if it is still at revision `revision` (None:

@@ -102,6 +102,66 @@ impl Ctx {
         }
     }
 
+    /// Runs a leader-only operation: `local` when this member leads,
+    /// otherwise `forward` with a forwarded copy of `body` (the caller's
+    /// token, one more hop) on the leader's channel; both again, after a
+    /// pause, while the answer is "not the leader" or — for an idempotent
+    /// operation — unavailable, until the deadline.
+    pub async fn on_leader<B, T, L, LF, F, FF>(
+        &self,
+        how: &Forwarding<'_, B>,
+        mut local: L,
+        mut forward: F,
+    ) -> Result<T, ApiError>
+    where
+        B: Clone,
+        L: FnMut() -> LF,
+        LF: std::future::Future<Output = Result<T, StoreError>>,
+        F: FnMut(Channel, Request<B>) -> FF,
+        FF: std::future::Future<Output = Result<T, Status>>,
+    {
+        let mut hint = None;
+        loop {
+            let err = match self.route(hint, how.deadline).await? {
+                Route::Local => match local().await {
+                    Ok(v) => return Ok(v),
+                    Err(e @ StoreError::NotLeader { leader }) => {
+                        hint = leader;
+                        ApiError::from(e)
+                    }
+                    Err(e @ (StoreError::Ambiguous | StoreError::Unavailable(_)))
+                        if how.idempotent =>
+                    {
+                        hint = None;
+                        ApiError::from(e)
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+                Route::Forward(ch) => {
+                    let left = how.deadline.saturating_duration_since(Instant::now());
+                    let req = forwarded(how.body.clone(), how.token, how.hops, left)?;
+                    match forward(ch, req).await {
+                        Ok(v) => return Ok(v),
+                        Err(s) => {
+                            let e = from_peer(&s);
+                            // Not the leader: surely not applied there.
+                            let again = matches!(e, ApiError::NotLeader(_))
+                                || (how.idempotent && e.is_retryable());
+                            if !again {
+                                return Err(e);
+                            }
+                            hint = None;
+                            e
+                        }
+                    }
+                }
+            };
+            if !pause(how.deadline).await {
+                return Err(err);
+            }
+        }
+    }
+
     /// Applies a write on the leader: here, or forwarded with `token` (the
     /// caller's, or this member's admin token) to the leader. A write with a
     /// request id is retried across leader changes (applied at most once);
@@ -123,53 +183,44 @@ impl Ctx {
                 own_token.as_str()
             }
         };
-        let deadline = self.deadline();
-        let mut hint = None;
-        loop {
-            let err = match self.route(hint, deadline).await? {
-                Route::Local => match self.store.write(op.clone(), body.request_id).await {
-                    Ok(w) => {
-                        return Ok(pb::WriteResponse {
-                            revision: w.revision,
-                            kv: Some(w.kv),
-                            replayed: w.replayed,
-                        })
-                    }
-                    Err(e @ StoreError::NotLeader { leader }) => {
-                        hint = leader;
-                        ApiError::from(e)
-                    }
-                    Err(e @ StoreError::Ambiguous) if body.request_id != 0 => {
-                        hint = None;
-                        ApiError::from(e)
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-                Route::Forward(ch) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let fwd = forwarded(body.clone(), Some(token), hops, left)?;
-                    let mut c = StoreClient::new(ch)
-                        .max_decoding_message_size(MAX_MESSAGE)
-                        .max_encoding_message_size(MAX_MESSAGE);
-                    match c.write(fwd).await {
-                        Ok(r) => return Ok(r.into_inner()),
-                        Err(s) => {
-                            let e = from_peer(&s);
-                            let surely_not_applied = matches!(e, ApiError::NotLeader(_));
-                            if !e.is_retryable() || (body.request_id == 0 && !surely_not_applied) {
-                                return Err(e);
-                            }
-                            hint = None;
-                            e
-                        }
-                    }
-                }
-            };
-            if !pause(deadline).await {
-                return Err(err);
-            }
-        }
+        let how = Forwarding {
+            idempotent: body.request_id != 0,
+            body: &body,
+            token: Some(token),
+            hops,
+            deadline: self.deadline(),
+        };
+        self.on_leader(
+            &how,
+            || async {
+                let w = self.store.write(op.clone(), body.request_id).await?;
+                Ok(pb::WriteResponse {
+                    revision: w.revision,
+                    kv: Some(w.kv),
+                    replayed: w.replayed,
+                })
+            },
+            |ch, req| async move {
+                let mut c = StoreClient::new(ch)
+                    .max_decoding_message_size(MAX_MESSAGE)
+                    .max_encoding_message_size(MAX_MESSAGE);
+                c.write(req).await.map(|r| r.into_inner())
+            },
+        )
+        .await
     }
+}
+
+/// How [`Ctx::on_leader`] forwards: the request's body, the caller's
+/// token, how often it was forwarded already, until when it may try, and
+/// whether running it twice is harmless (then it is also tried again after
+/// an ambiguous or unavailable answer).
+pub struct Forwarding<'a, B> {
+    pub body: &'a B,
+    pub token: Option<&'a str>,
+    pub hops: u32,
+    pub deadline: Instant,
+    pub idempotent: bool,
 }
 
 #[cfg(test)]

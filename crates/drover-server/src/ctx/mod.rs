@@ -16,7 +16,7 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint};
 
-pub use forward::{forwarded, from_peer, hops, Route, HOPS};
+pub use forward::{forwarded, from_peer, hops, Forwarding, Route, HOPS};
 
 /// What every service and loop of a member shares.
 pub struct Ctx {

@@ -2,9 +2,9 @@
 //! token; `join` carries the join token in its request. Changes run on the
 //! leader (forwarded there from any member).
 
-use super::{admin, status};
+use super::admin;
 use crate::auth;
-use crate::ctx::{forwarded, from_peer, hops, pause, Ctx, Route};
+use crate::ctx::{hops, Ctx, Forwarding};
 use crate::error::ApiError;
 use drover_proto::reason::Reason;
 use drover_proto::v1::cluster_client::ClusterClient;
@@ -99,48 +99,33 @@ impl cluster_server::Cluster for ClusterSvc {
         if r.id == 0 || r.addr.is_empty() {
             return Err(Reason::BadRequest.status("join: id and addr are required"));
         }
-        let deadline = Instant::now() + self.0.timeout.max(Duration::from_secs(60));
-        let mut hint = None;
-        loop {
-            let err = match self.0.route(hint, deadline).await.map_err(status)? {
-                Route::Local => match self.join_here(&r, deadline).await {
-                    Ok(members) => {
-                        let admin_token = self.0.admin_token();
-                        return Ok(Response::new(pb::JoinResponse {
-                            members: members.iter().map(member_pb).collect(),
-                            admin_token,
-                        }));
-                    }
-                    Err(e @ StoreError::NotLeader { leader }) => {
-                        hint = leader;
-                        ApiError::from(e)
-                    }
-                    Err(e @ (StoreError::Ambiguous | StoreError::Unavailable(_))) => {
-                        hint = None;
-                        ApiError::from(e)
-                    }
-                    Err(e) => return Err(status(e.into())),
+        let how = Forwarding {
+            body: &r,
+            token: None,
+            hops,
+            deadline: Instant::now() + self.0.timeout.max(Duration::from_secs(60)),
+            idempotent: true,
+        };
+        let resp = self
+            .0
+            .on_leader(
+                &how,
+                || async {
+                    let members = self.join_here(&r, how.deadline).await?;
+                    Ok(pb::JoinResponse {
+                        members: members.iter().map(member_pb).collect(),
+                        admin_token: self.0.admin_token(),
+                    })
                 },
-                Route::Forward(ch) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let fwd = forwarded(r.clone(), None, hops, left).map_err(status)?;
-                    match ClusterClient::new(ch).join(fwd).await {
-                        Ok(resp) => return Ok(resp),
-                        Err(s) => {
-                            let e = from_peer(&s);
-                            if !e.is_retryable() {
-                                return Err(s);
-                            }
-                            hint = None;
-                            e
-                        }
-                    }
-                }
-            };
-            if !pause(deadline).await {
-                return Err(status(err));
-            }
-        }
+                |ch, req| async move {
+                    ClusterClient::new(ch)
+                        .join(req)
+                        .await
+                        .map(|r| r.into_inner())
+                },
+            )
+            .await?;
+        Ok(Response::new(resp))
     }
 
     async fn remove_member(
@@ -154,50 +139,35 @@ impl cluster_server::Cluster for ClusterSvc {
         if r.id == 0 {
             return Err(Reason::BadRequest.status("id: the member id to remove is required"));
         }
-        let deadline = self.0.deadline();
-        let mut hint = None;
-        loop {
-            let err = match self.0.route(hint, deadline).await.map_err(status)? {
-                Route::Local => match self
-                    .0
-                    .store
-                    .change_members(MemberChange::Remove(r.id))
-                    .await
-                {
-                    Ok(members) => {
-                        return Ok(Response::new(pb::RemoveMemberResponse {
-                            members: members.iter().map(member_pb).collect(),
-                        }))
-                    }
-                    Err(e @ StoreError::NotLeader { leader }) => {
-                        hint = leader;
-                        ApiError::from(e)
-                    }
-                    Err(e @ (StoreError::Ambiguous | StoreError::Unavailable(_))) => {
-                        hint = None;
-                        ApiError::from(e)
-                    }
-                    Err(e) => return Err(status(e.into())),
+        let how = Forwarding {
+            body: &r,
+            token: token.as_deref(),
+            hops,
+            deadline: self.0.deadline(),
+            idempotent: true,
+        };
+        let resp = self
+            .0
+            .on_leader(
+                &how,
+                || async {
+                    let members = self
+                        .0
+                        .store
+                        .change_members(MemberChange::Remove(r.id))
+                        .await?;
+                    Ok(pb::RemoveMemberResponse {
+                        members: members.iter().map(member_pb).collect(),
+                    })
                 },
-                Route::Forward(ch) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let fwd = forwarded(r, token.as_deref(), hops, left).map_err(status)?;
-                    match ClusterClient::new(ch).remove_member(fwd).await {
-                        Ok(resp) => return Ok(resp),
-                        Err(s) => {
-                            let e = from_peer(&s);
-                            if !e.is_retryable() {
-                                return Err(s);
-                            }
-                            hint = None;
-                            e
-                        }
-                    }
-                }
-            };
-            if !pause(deadline).await {
-                return Err(status(err));
-            }
-        }
+                |ch, req| async move {
+                    ClusterClient::new(ch)
+                        .remove_member(req)
+                        .await
+                        .map(|r| r.into_inner())
+                },
+            )
+            .await?;
+        Ok(Response::new(resp))
     }
 }
