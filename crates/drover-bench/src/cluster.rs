@@ -1,7 +1,7 @@
 //! What both clusters share: member processes, free loopback ports, the
 //! `/health` probe, and the [`Cluster`] interface the benchmark drives.
 
-use crate::workload::Target;
+use crate::target::Target;
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::fs::File;

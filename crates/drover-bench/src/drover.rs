@@ -3,7 +3,7 @@
 //! resume from the data dir with `--data-dir` alone.
 
 use crate::cluster::{all_healthy, poll, Cluster, Member};
-use crate::workload::Target;
+use crate::target::Target;
 use anyhow::{Context, Result};
 use drover_cli::{Client, ClientConfig};
 use std::net::SocketAddr;

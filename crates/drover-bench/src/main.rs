@@ -19,7 +19,9 @@
 mod cluster;
 mod drover;
 mod etcd;
+mod etcd_client;
 mod report;
+mod target;
 mod workload;
 
 use anyhow::{bail, Context, Result};

@@ -1,54 +1,14 @@
 //! The workload generator, the same for both systems: it only knows a
 //! [`Target`] that can put a key and count keys under a prefix.
 
-use crate::etcd::EtcdClient;
+use crate::cluster::proc_cpu_time;
+use crate::target::Target;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
-
-/// How long one put may take before it counts as failed.
-pub const PUT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A client of one system, pointed at one member over its own connection.
-#[derive(Clone)]
-pub enum Target {
-    /// drover's own client; a put is an unconditional upsert.
-    Drover(drover_cli::Client),
-    /// The minimal etcd v3 gRPC client of this crate.
-    Etcd(EtcdClient),
-}
-
-impl Target {
-    /// Writes `value` at `key` (create or replace), bounded by [`PUT_TIMEOUT`].
-    pub async fn put(&self, key: &str, value: &[u8]) -> Result<()> {
-        let put = async {
-            match self {
-                Target::Drover(c) => {
-                    c.update(key, value.to_vec(), 0, true).await?;
-                }
-                Target::Etcd(c) => {
-                    c.put(key, value).await?;
-                }
-            }
-            anyhow::Ok(())
-        };
-        match tokio::time::timeout(PUT_TIMEOUT, put).await {
-            Ok(r) => r,
-            Err(_) => bail!("put timed out after {PUT_TIMEOUT:?}"),
-        }
-    }
-
-    /// How many keys start with `prefix` (a linearizable read).
-    pub async fn count(&self, prefix: &str) -> Result<u64> {
-        Ok(match self {
-            Target::Drover(c) => c.list(prefix, false).await?.0.len() as u64,
-            Target::Etcd(c) => c.count_prefix(prefix).await?,
-        })
-    }
-}
 
 /// A value of `n` printable bytes (the same for every put and system).
 pub fn value(n: usize) -> Vec<u8> {
@@ -158,11 +118,7 @@ pub async fn concurrent(
         });
     }
     tokio::time::sleep(warmup).await;
-    let cpu = |pids: &[u32]| -> Duration {
-        pids.iter()
-            .filter_map(|p| crate::cluster::proc_cpu_time(*p))
-            .sum()
-    };
+    let cpu = |pids: &[u32]| -> Duration { pids.iter().filter_map(|p| proc_cpu_time(*p)).sum() };
     let (s0, c0) = (cpu(server_pids), cpu(&[std::process::id()]));
     measuring.store(true, Ordering::Relaxed);
     let t0 = Instant::now();

@@ -25,7 +25,8 @@
 //!
 //! # Layout of the sled tree
 //!
-//! One tree holds everything so that one `Batch` per raft round is atomic:
+//! One tree holds everything so that one `Batch` per raft round is atomic
+//! (the keys are built in `keys.rs`):
 //!
 //! | key                         | value                                  |
 //! |-----------------------------|----------------------------------------|
@@ -40,29 +41,22 @@
 //! | `r` + client request id     | [`DedupRecord`] of an idempotent write |
 
 mod error;
+mod keys;
 mod logger;
 mod machine;
 mod node;
 mod storage;
 mod store;
+mod types;
 mod watch;
 
 pub use drover_proto::v1::event::Type as EventType;
 pub use drover_proto::v1::{op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Update};
 pub use error::{Error, Result};
+pub use node::{Reporter, Transport};
 pub use raft::eraftpb::Message as RaftMessage;
-pub use store::{
-    Consistency, Init, MemberChange, Role, Status, Store, StoreConfig, Transport, WriteResult,
-};
+pub use store::{Consistency, Init, Store, WriteResult};
+pub use types::{MemberChange, Role, Status, StoreConfig};
 pub use watch::{WatchBatch, WatchStream};
 
 pub(crate) use drover_proto::v1::DedupRecord;
-pub use node::Reporter;
-
-/// The applied index as persisted with the state machine.
-pub(crate) fn storage_applied(tree: &sled::Tree) -> Result<u64> {
-    Ok(match tree.get(b"m/applied")? {
-        Some(v) if v.len() == 16 => u64::from_be_bytes(v[..8].try_into().expect("8 bytes")),
-        _ => 0,
-    })
-}

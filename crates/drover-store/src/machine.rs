@@ -7,7 +7,7 @@
 //! of earlier ones before the batch is written.
 
 use crate::error::{Error, Result};
-use crate::storage::{prefixed, DEDUP, HIST, KV, MEMBER};
+use crate::keys::{dedup_key, hist_key, member_key, prefixed, DEDUP, HIST, KV, MEMBER};
 use crate::{op, DedupRecord, Event, EventType, KeyValue, Member, Op, StoredValue};
 use drover_proto::v1::{Proposal, SnapshotData};
 use prost::Message as _;
@@ -38,22 +38,6 @@ pub(crate) struct Outcome {
 pub(crate) struct RevisionEvents {
     pub revision: u64,
     pub events: Vec<Event>,
-}
-
-pub(crate) fn hist_key(rev: u64, seq: u32) -> Vec<u8> {
-    let mut k = Vec::with_capacity(13);
-    k.push(HIST);
-    k.extend_from_slice(&rev.to_be_bytes());
-    k.extend_from_slice(&seq.to_be_bytes());
-    k
-}
-
-fn dedup_key(id: u64) -> Vec<u8> {
-    prefixed(DEDUP, &id.to_be_bytes())
-}
-
-pub(crate) fn member_key(id: u64) -> Vec<u8> {
-    prefixed(MEMBER, &id.to_be_bytes())
 }
 
 /// Validates a key before it is proposed.

@@ -17,8 +17,8 @@
 use crate::error::{Error, Result};
 use crate::machine::{self, Applier, Outcome, RevisionEvents, WriteResult};
 use crate::storage::SledStorage;
-use crate::store::{LeaderState, MemberChange, Role, Status, StoreConfig, Transport};
-use crate::{Member, Op};
+use crate::types::{LeaderState, MemberChange, Role, Status, StoreConfig};
+use crate::{Member, Op, RaftMessage};
 use drover_proto::v1::{ConfChangeContext, Proposal, Request, SnapshotData};
 use prost::Message as _;
 use protobuf::Message as _;
@@ -54,6 +54,14 @@ pub(crate) enum Msg {
     Status(oneshot::Sender<Status>),
     TransferLeader(u64),
     Shutdown,
+}
+
+/// Sends raft messages to peers. Implemented over gRPC by the server; must
+/// not block (queue and return).
+pub trait Transport: Send + Sync + 'static {
+    /// Sends `msg` to member `to` at `addr`, reporting failures (and, for a
+    /// snapshot, the outcome) through `reporter`.
+    fn send(&self, to: u64, addr: &str, msg: RaftMessage, reporter: &Reporter);
 }
 
 /// A cheap handle the transport uses to tell raft how sending went.

@@ -11,36 +11,12 @@
 //! the batch that changes them.
 
 use crate::error::{Error, Result};
+use crate::keys::{log_key, APPLIED, COMPACT, CS, DEDUP, HIST, HS, KV, LOG, MEMBER, REMOVED};
 use crate::machine;
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 use std::sync::{Arc, RwLock};
-
-pub(crate) const LOG: u8 = b'l';
-pub(crate) const KV: u8 = b'k';
-pub(crate) const HIST: u8 = b'h';
-pub(crate) const MEMBER: u8 = b'M';
-pub(crate) const DEDUP: u8 = b'r';
-const HS: &[u8] = b"m/hs";
-const CS: &[u8] = b"m/cs";
-const COMPACT: &[u8] = b"m/compact";
-const APPLIED: &[u8] = b"m/applied";
-const REMOVED: &[u8] = b"m/removed";
-
-pub(crate) fn log_key(index: u64) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = LOG;
-    k[1..].copy_from_slice(&index.to_be_bytes());
-    k
-}
-
-pub(crate) fn prefixed(tag: u8, rest: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(rest.len() + 1);
-    k.push(tag);
-    k.extend_from_slice(rest);
-    k
-}
 
 fn pair(a: u64, b: u64) -> [u8; 16] {
     let mut v = [0u8; 16];
@@ -383,6 +359,7 @@ pub fn open_sled(config: &sled::Config, patience: std::time::Duration) -> sled::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::prefixed;
 
     fn entry(index: u64, term: u64) -> Entry {
         Entry {

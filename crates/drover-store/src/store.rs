@@ -3,65 +3,17 @@
 use crate::error::{Error, Result};
 pub use crate::machine::WriteResult;
 use crate::machine::{self, check_key, op_key};
-use crate::node::{self, Msg, Node, Reporter, Shared};
+use crate::node::{self, Msg, Node, Reporter, Shared, Transport};
 use crate::storage::SledStorage;
+use crate::types::{LeaderState, MemberChange, Status, StoreConfig};
 use crate::watch::WatchStream;
 use crate::{KeyValue, Member, Op, RaftMessage};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, oneshot, watch};
-
-/// How a store member is tuned.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// This member's raft id (never 0, unique in the cluster, never reused).
-    pub id: u64,
-    /// Where sled keeps the log and the state machine.
-    pub dir: PathBuf,
-    /// The raft tick (default 100 ms).
-    pub tick: Duration,
-    /// Ticks without a leader before an election (default 10: ~1 s; raft
-    /// randomises it between 1x and 2x).
-    pub election_ticks: usize,
-    /// Ticks between leader heartbeats (default 1).
-    pub heartbeat_ticks: usize,
-    /// Compact the log once this many entries were applied since the last
-    /// compaction (default 10,000).
-    pub snapshot_every: u64,
-    /// Entries kept behind the applied index on compaction, so a follower a
-    /// little behind catches up from the log rather than a snapshot
-    /// (default 5,000).
-    pub keep_entries: u64,
-    /// At most this many writes go into one raft entry (default 4,096).
-    pub max_batch: usize,
-    /// How long a write or a linearizable read may wait (default 10 s).
-    pub request_timeout: Duration,
-}
-
-impl StoreConfig {
-    pub fn new(id: u64, dir: impl Into<PathBuf>) -> Self {
-        StoreConfig {
-            id,
-            dir: dir.into(),
-            tick: Duration::from_millis(100),
-            election_ticks: 10,
-            heartbeat_ticks: 1,
-            snapshot_every: 10_000,
-            keep_entries: 5_000,
-            max_batch: 4096,
-            request_timeout: Duration::from_secs(10),
-        }
-    }
-
-    /// The election timeout this configuration gives (its lower bound).
-    pub fn election_timeout(&self) -> Duration {
-        self.tick * self.election_ticks as u32
-    }
-}
 
 /// How a member starts when its data dir holds no raft state yet. A data dir
 /// that has state always resumes from it and ignores this.
@@ -71,73 +23,6 @@ pub enum Init {
     Bootstrap(Member),
     /// Wait to be added by an existing cluster (it sends a snapshot).
     Join,
-}
-
-/// A membership change, proposed through raft.
-#[derive(Debug, Clone)]
-pub enum MemberChange {
-    /// Add a non-voting member that receives the log.
-    AddLearner(Member),
-    /// Make a learner a voter.
-    Promote(u64),
-    /// Remove a member (voter or learner).
-    Remove(u64),
-}
-
-/// Sends raft messages to peers. Implemented over gRPC by the server; must
-/// not block (queue and return).
-pub trait Transport: Send + Sync + 'static {
-    /// Sends `msg` to member `to` at `addr`, reporting failures (and, for a
-    /// snapshot, the outcome) through `reporter`.
-    fn send(&self, to: u64, addr: &str, msg: RaftMessage, reporter: &Reporter);
-}
-
-/// A member's raft role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Leader,
-    Follower,
-    Candidate,
-    PreCandidate,
-    Learner,
-    Removed,
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Role::Leader => "leader",
-            Role::Follower => "follower",
-            Role::Candidate => "candidate",
-            Role::PreCandidate => "pre-candidate",
-            Role::Learner => "learner",
-            Role::Removed => "removed",
-        })
-    }
-}
-
-/// A member's view of the cluster.
-#[derive(Debug, Clone)]
-pub struct Status {
-    pub id: u64,
-    pub leader: Option<u64>,
-    pub term: u64,
-    pub commit: u64,
-    pub applied: u64,
-    pub first_index: u64,
-    pub last_index: u64,
-    pub role: Role,
-    pub members: Vec<Member>,
-    /// On the leader: the highest index known to be on each member.
-    pub matched: BTreeMap<u64, u64>,
-}
-
-/// Who leads, as this member last saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LeaderState {
-    pub leader: Option<u64>,
-    pub term: u64,
-    pub is_leader: bool,
 }
 
 /// How fresh a read must be.
@@ -338,7 +223,7 @@ impl Store {
         self.barrier(c).await?;
         let s = &self.inner.shared;
         let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
-        let rev = crate::storage_applied(&s.tree)?;
+        let rev = crate::keys::applied_index(&s.tree)?;
         Ok((machine::get(&s.tree, key)?, rev))
     }
 
@@ -471,7 +356,7 @@ const LIST_ATTEMPTS: usize = 3;
 fn applied_and_compacted(s: &Shared) -> Result<(u64, u64)> {
     let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
     Ok((
-        crate::storage_applied(&s.tree)?,
+        crate::keys::applied_index(&s.tree)?,
         s.compacted.load(Ordering::SeqCst),
     ))
 }
@@ -519,7 +404,7 @@ pub(crate) fn list_at_one_revision(
         }
     }
     let _g = s.apply_lock.read().unwrap_or_else(|e| e.into_inner());
-    let rev = crate::storage_applied(&s.tree)?;
+    let rev = crate::keys::applied_index(&s.tree)?;
     Ok((machine::scan(&s.tree, prefix, scanned)?, rev))
 }
 
@@ -582,7 +467,7 @@ mod tests {
     fn state_now(s: &Store, prefix: &str) -> (Vec<KeyValue>, u64) {
         let sh = &s.inner.shared;
         let _g = sh.apply_lock.read().unwrap();
-        let rev = crate::storage_applied(&sh.tree).unwrap();
+        let rev = crate::keys::applied_index(&sh.tree).unwrap();
         (machine::list(&sh.tree, prefix).unwrap(), rev)
     }
 

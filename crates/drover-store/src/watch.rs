@@ -49,7 +49,7 @@ impl WatchStream {
                 .apply_lock
                 .read()
                 .unwrap_or_else(|e| e.into_inner());
-            crate::storage_applied(&w.shared.tree)?
+            crate::keys::applied_index(&w.shared.tree)?
         };
         if start == 0 {
             w.last = applied;
