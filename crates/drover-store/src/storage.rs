@@ -333,18 +333,25 @@ impl Storage for SledStorage {
     }
 }
 
-/// Opens a sled database, waiting up to `patience` while another handle
-/// on the same directory is still letting go of its lock (sled's flusher
-/// thread releases it shortly after the last handle is dropped: a store
-/// reopened at once, in the same process or just after the old process
-/// exited, would fail otherwise).
-pub fn open_sled(config: &sled::Config, patience: std::time::Duration) -> sled::Result<sled::Db> {
+/// Opens the sled database in `dir`, waiting up to `patience` while
+/// another handle on the same directory is still letting go of its lock
+/// (sled's flusher thread releases it shortly after the last handle is
+/// dropped: a store reopened at once, in the same process or just after the
+/// old process exited, would fail otherwise).
+///
+/// sled reports a held lock only in an error's text, so whether the lock is
+/// held is asked of the file itself ([`held_by_another`]), never read from
+/// the message.
+pub fn open_sled(
+    config: &sled::Config,
+    dir: &std::path::Path,
+    patience: std::time::Duration,
+) -> sled::Result<sled::Db> {
     let deadline = std::time::Instant::now() + patience;
     loop {
         match config.open() {
             Err(sled::Error::Io(e))
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.to_string().contains("could not acquire lock") =>
+                if e.kind() == std::io::ErrorKind::WouldBlock || held_by_another(dir) =>
             {
                 if std::time::Instant::now() >= deadline {
                     return Err(sled::Error::Io(e));
@@ -356,9 +363,46 @@ pub fn open_sled(config: &sled::Config, patience: std::time::Duration) -> sled::
     }
 }
 
+/// Whether another handle (this process's or another's) holds the
+/// exclusive lock sled takes on `dir/db` (`flock`, as std's file locks).
+fn held_by_another(dir: &std::path::Path) -> bool {
+    match std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(dir.join("db"))
+    {
+        // Dropping the file releases the probe's own lock at once.
+        Ok(f) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_lock_is_seen_on_the_file_not_in_a_message() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!held_by_another(dir.path()), "no database yet");
+        let db = open_sled(
+            &sled::Config::new().path(dir.path()),
+            dir.path(),
+            std::time::Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(held_by_another(dir.path()));
+        drop(db);
+        // sled's flusher lets go of the lock shortly after the last handle.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while held_by_another(dir.path()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lock was never released"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
     use crate::keys::prefixed;
 
     fn entry(index: u64, term: u64) -> Entry {
@@ -511,6 +555,7 @@ mod tests {
         }
         let db = open_sled(
             &sled::Config::new().path(dir.path()),
+            dir.path(),
             std::time::Duration::from_secs(10),
         )
         .unwrap();

@@ -74,12 +74,13 @@ impl Store {
             .path(&cfg.dir)
             .cache_capacity(64 << 20)
             .flush_every_ms(Some(5000));
-        let db = crate::storage::open_sled(&config, Duration::from_secs(5)).map_err(|e| {
-            Error::Storage(format!(
-                "cannot open the store in {}: {e}",
-                cfg.dir.display()
-            ))
-        })?;
+        let db =
+            crate::storage::open_sled(&config, &cfg.dir, Duration::from_secs(5)).map_err(|e| {
+                Error::Storage(format!(
+                    "cannot open the store in {}: {e}",
+                    cfg.dir.display()
+                ))
+            })?;
         let tree = db.open_tree("drover")?;
         let storage = SledStorage::open(tree.clone())?;
         if storage.cache().removed {
