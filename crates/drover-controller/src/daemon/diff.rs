@@ -39,6 +39,14 @@ pub(crate) struct Claimed<'a> {
 }
 
 impl<'a> Claimed<'a> {
+    /// Counts `pod` as the DaemonSet's, on its node.
+    pub fn add(&mut self, pod: &'a Pod) {
+        self.by_node
+            .entry(pod.spec.node_name.as_str())
+            .or_default()
+            .push(pod);
+    }
+
     /// Every pod in `by_node`.
     pub fn pods(&self) -> impl Iterator<Item = &'a Pod> + '_ {
         self.by_node.values().flatten().copied()
@@ -64,11 +72,7 @@ pub(crate) fn claim_pods<'a>(ds: &DaemonSet, selector: &Selector, all: &[&'a Pod
             }
             Claim::Ignore => continue,
         }
-        claimed
-            .by_node
-            .entry(pod.spec.node_name.as_str())
-            .or_default()
-            .push(pod);
+        claimed.add(pod);
     }
     claimed
 }

@@ -353,11 +353,7 @@ pub fn explain<'a, 'n>(
 fn controlled<'a>(ds: &DaemonSet, pods: &[&'a Pod]) -> Claimed<'a> {
     let mut claimed = Claimed::default();
     for &pod in pods.iter().filter(|p| diff::controlled_by(ds, p)) {
-        claimed
-            .by_node
-            .entry(pod.spec.node_name.as_str())
-            .or_default()
-            .push(pod);
+        claimed.add(pod);
     }
     claimed
 }
