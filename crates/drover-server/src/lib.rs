@@ -14,8 +14,8 @@
 //! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
 //!    sessions) and forwarding to the leader;
 //! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
-//! 4. [`cache`]: the one informer (nodes, DaemonSets, pods; pods by node
-//!    and by controller) that the loops and agent sessions read;
+//! 4. [`cache`]: the one informer (nodes, DaemonSets, pods; the pods of
+//!    each node) that the loops and agent sessions read;
 //! 5. [`loops`]: controllers, node lifecycle, agent sessions, mirror pods,
 //!    heartbeat relay;
 //! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`];

@@ -2,24 +2,24 @@
 //! sessions read (nodes, DaemonSets, pods), kept current from this
 //! member's applied state: list once, then follow the watch (and relist
 //! when it falls behind compaction). Each object is decoded once, when it
-//! changes, and kept behind an `Arc`; nothing is kept as JSON (a pod is
-//! serialised only when it is sent to its agent).
+//! changes, outside any lock, and kept behind an `Arc`; nothing is kept as
+//! JSON (a pod is serialised only when it is sent to its agent).
 //!
-//! - [`Snapshot`]: the view, copy-on-write. A controller pass holds the
-//!   view it started from (one `Arc` clone); the informer copies the maps
-//!   (pointers, not objects) only when it must change a view a pass still
-//!   holds. Pods are indexed by node ([`Snapshot::pods_on`]) and by
-//!   controller ([`Snapshot::pods_of`]).
-//! - Agent sessions subscribe to their node ([`Informer::subscribe_node`]):
-//!   it changes when a pod bound to the node is added, removed or changes
-//!   in what the agent must act on (anything but status and
-//!   resourceVersion; a pod's own status report does not push the node's
+//! - [`Snapshot`]: the view the controllers read, copy-on-write. A pass
+//!   holds the view it started from (one `Arc` clone); the informer copies
+//!   the maps (pointers, not objects) only when it must change a view a
+//!   pass still holds.
+//! - The pods of each node, beside the view (not copied with it), for agent
+//!   sessions: [`Informer::node_pods`], and [`Informer::subscribe_node`],
+//!   which changes when a pod bound to the node is added, removed or
+//!   changes in what the agent must act on (anything but status and
+//!   resourceVersion: a pod's own status report does not push the node's
 //!   pods again).
 
 use crate::api::codec::{self, kind_of_key};
 use drover_api::{DaemonSet, Kind, Manifest, Node, Pod};
 use drover_store::{Consistency, Error as StoreError, EventType, KeyValue, Store};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -30,128 +30,64 @@ pub struct Snapshot {
     pub nodes: BTreeMap<String, Arc<Node>>,
     pub daemon_sets: BTreeMap<String, Arc<DaemonSet>>,
     pub pods: BTreeMap<String, Arc<Pod>>,
-    /// node name -> keys of the pods bound to it.
-    by_node: HashMap<String, BTreeSet<String>>,
-    /// controller uid -> keys of the pods it controls.
-    by_owner: HashMap<String, BTreeSet<String>>,
     /// The store revision this view reflects.
     pub revision: u64,
 }
 
-fn owner_of(p: &Pod) -> Option<&str> {
-    p.metadata.controller_ref().map(|o| o.uid.as_str())
+/// One change of the store, decoded (outside the informer's locks).
+enum Decoded {
+    Deleted(String),
+    Node(String, Arc<Node>),
+    DaemonSet(String, Arc<DaemonSet>),
+    /// A pod, and the hash of what its agent acts on.
+    Pod(String, Arc<Pod>, u64),
+    /// Another kind, or an object that does not decode (logged).
+    Other,
 }
 
-fn index_add(index: &mut HashMap<String, BTreeSet<String>>, at: &str, key: &str) {
-    if !at.is_empty() {
-        index
-            .entry(at.to_string())
-            .or_default()
-            .insert(key.to_string());
+fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
+    let kind = kind_of_key(&kv.key);
+    if !matches!(kind, Some(Kind::Node | Kind::DaemonSet | Kind::Pod)) {
+        return Decoded::Other;
     }
-}
-
-fn index_remove(index: &mut HashMap<String, BTreeSet<String>>, at: &str, key: &str) {
-    if let Some(keys) = index.get_mut(at) {
-        keys.remove(key);
-        if keys.is_empty() {
-            index.remove(at);
+    if deleted {
+        return Decoded::Deleted(kv.key.clone());
+    }
+    match codec::decode(kv) {
+        Ok(Manifest::Node(n)) => Decoded::Node(kv.key.clone(), Arc::new(*n)),
+        Ok(Manifest::DaemonSet(d)) => Decoded::DaemonSet(kv.key.clone(), Arc::new(*d)),
+        Ok(Manifest::Pod(p)) => {
+            let hash = desired_hash(&p);
+            Decoded::Pod(kv.key.clone(), Arc::new(*p), hash)
+        }
+        Ok(_) => Decoded::Other,
+        Err(e) => {
+            tracing::warn!("informer: skipping {}: {e}", kv.key);
+            Decoded::Other
         }
     }
 }
 
 impl Snapshot {
-    /// The pods bound to `node`.
-    pub fn pods_on<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
-        self.by_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.pods.get(k))
-    }
-
-    /// The pods whose controller has uid `owner`.
-    pub fn pods_of<'a>(&'a self, owner: &str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
-        self.by_owner
-            .get(owner)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.pods.get(k))
-    }
-
-    /// The controller uids that control at least one pod.
-    pub fn pod_owners(&self) -> impl Iterator<Item = &str> {
-        self.by_owner.keys().map(String::as_str)
-    }
-
-    fn remove_pod(&mut self, key: &str) -> Option<Arc<Pod>> {
-        let old = self.pods.remove(key)?;
-        index_remove(&mut self.by_node, &old.spec.node_name, key);
-        if let Some(o) = owner_of(&old) {
-            index_remove(&mut self.by_owner, o, key);
-        }
-        Some(old)
-    }
-
-    fn put_pod(&mut self, key: &str, pod: Arc<Pod>) -> Option<Arc<Pod>> {
-        let old = self.remove_pod(key);
-        index_add(&mut self.by_node, &pod.spec.node_name, key);
-        if let Some(o) = owner_of(&pod) {
-            index_add(&mut self.by_owner, o, key);
-        }
-        self.pods.insert(key.to_string(), pod);
-        old
-    }
-
-    /// Applies one change; answers the pod it replaced or removed and the
-    /// pod now there, for the node notifications.
-    fn apply(&mut self, kv: &KeyValue, deleted: bool) -> PodChange {
-        let kind = kind_of_key(&kv.key);
-        if deleted {
-            match kind {
-                Some(Kind::Node) => {
-                    self.nodes.remove(&kv.key);
-                }
-                Some(Kind::DaemonSet) => {
-                    self.daemon_sets.remove(&kv.key);
-                }
-                Some(Kind::Pod) => return PodChange::Removed(self.remove_pod(&kv.key)),
-                _ => {}
+    /// Applies one decoded change; answers the pod it replaced or removed.
+    fn apply(&mut self, d: &Decoded) -> Option<Arc<Pod>> {
+        match d {
+            Decoded::Deleted(key) => {
+                self.nodes.remove(key);
+                self.daemon_sets.remove(key);
+                return self.pods.remove(key);
             }
-            return PodChange::None;
+            Decoded::Node(key, n) => {
+                self.nodes.insert(key.clone(), n.clone());
+            }
+            Decoded::DaemonSet(key, ds) => {
+                self.daemon_sets.insert(key.clone(), ds.clone());
+            }
+            Decoded::Pod(key, p, _) => return self.pods.insert(key.clone(), p.clone()),
+            Decoded::Other => {}
         }
-        if !matches!(kind, Some(Kind::Node | Kind::DaemonSet | Kind::Pod)) {
-            return PodChange::None;
-        }
-        let m = match codec::decode(kv) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!("informer: skipping {}: {e}", kv.key);
-                return PodChange::None;
-            }
-        };
-        match m {
-            Manifest::Node(n) => {
-                self.nodes.insert(kv.key.clone(), Arc::new(*n));
-            }
-            Manifest::DaemonSet(d) => {
-                self.daemon_sets.insert(kv.key.clone(), Arc::new(*d));
-            }
-            Manifest::Pod(p) => {
-                let new = Arc::new(*p);
-                let old = self.put_pod(&kv.key, new.clone());
-                return PodChange::Put(old, new);
-            }
-            Manifest::ControllerRevision(_) | Manifest::Event(_) => {}
-        }
-        PodChange::None
+        None
     }
-}
-
-enum PodChange {
-    None,
-    Removed(Option<Arc<Pod>>),
-    Put(Option<Arc<Pod>>, Arc<Pod>),
 }
 
 /// A hash of a pod as far as its agent must act on it: without status and
@@ -170,13 +106,17 @@ fn desired_hash(p: &Pod) -> u64 {
     h.finish()
 }
 
-/// What agent sessions follow, beside the view.
+/// The pods of every node, for agent sessions.
 #[derive(Default)]
 struct Nodes {
+    /// node -> pod key -> pod.
+    pods: HashMap<String, BTreeMap<String, Arc<Pod>>>,
     /// pod key -> the hash of what its agent acts on.
     desired: HashMap<String, u64>,
     /// node -> its sessions' notification (the revision of the change).
     versions: HashMap<String, watch::Sender<u64>>,
+    /// The revision the index reflects.
+    revision: u64,
 }
 
 impl Nodes {
@@ -190,33 +130,46 @@ impl Nodes {
             .send_replace(revision);
     }
 
-    /// Notes a pod change; bumps the nodes whose desired pods changed.
-    fn change(&mut self, key: &str, change: PodChange, revision: u64) {
-        match change {
-            PodChange::None => {}
-            PodChange::Removed(old) => {
+    fn unbind(&mut self, key: &str, node: &str) {
+        if let Some(pods) = self.pods.get_mut(node) {
+            pods.remove(key);
+            if pods.is_empty() {
+                self.pods.remove(node);
+            }
+        }
+    }
+
+    /// Notes a change (`old`: the pod it replaced or removed); bumps the
+    /// nodes whose desired pods changed.
+    fn change(&mut self, d: &Decoded, old: Option<Arc<Pod>>, revision: u64) {
+        match d {
+            Decoded::Deleted(key) => {
                 self.desired.remove(key);
                 if let Some(old) = old {
+                    self.unbind(key, &old.spec.node_name);
                     self.bump(&old.spec.node_name, revision);
                 }
             }
-            PodChange::Put(old, new) => {
-                let moved = old
-                    .as_ref()
-                    .filter(|o| o.spec.node_name != new.spec.node_name);
+            Decoded::Pod(key, new, hash) => {
+                let node = new.spec.node_name.as_str();
+                let moved = old.as_ref().filter(|o| o.spec.node_name != node);
                 if let Some(o) = moved {
+                    self.unbind(key, &o.spec.node_name);
                     self.bump(&o.spec.node_name, revision);
                 }
-                if new.spec.node_name.is_empty() {
+                if node.is_empty() {
                     self.desired.remove(key);
                     return;
                 }
-                let h = desired_hash(&new);
-                if moved.is_some() || self.desired.insert(key.to_string(), h) != Some(h) {
-                    self.desired.insert(key.to_string(), h);
-                    self.bump(&new.spec.node_name, revision);
+                self.pods
+                    .entry(node.to_string())
+                    .or_default()
+                    .insert(key.clone(), new.clone());
+                if moved.is_some() || self.desired.insert(key.clone(), *hash) != Some(*hash) {
+                    self.bump(node, revision);
                 }
             }
+            _ => {}
         }
     }
 }
@@ -281,19 +234,26 @@ impl Informer {
         loaded
     }
 
-    /// The pods bound to `node`, and the revision of the view.
+    fn lock_nodes(&self) -> std::sync::MutexGuard<'_, Nodes> {
+        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pods bound to `node`, and the revision they reflect.
     pub fn node_pods(&self, node: &str) -> (Vec<Arc<Pod>>, u64) {
-        let view = self.snapshot();
-        (view.pods_on(node).cloned().collect(), view.revision)
+        let n = self.lock_nodes();
+        let pods = n
+            .pods
+            .get(node)
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default();
+        (pods, n.revision)
     }
 
     /// Changes whenever what the agent of `node` must run changes.
     pub fn subscribe_node(&self, node: &str) -> watch::Receiver<u64> {
-        let rev = self.revision();
-        self.nodes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .versions
+        let mut n = self.lock_nodes();
+        let rev = n.revision;
+        n.versions
             .entry(node.to_string())
             .or_insert_with(|| watch::channel(rev).0)
             .subscribe()
@@ -314,7 +274,7 @@ impl Informer {
                 {
                     Ok((kvs, rev)) => {
                         for kv in &kvs {
-                            fresh.apply(kv, false);
+                            fresh.apply(&decode(kv, false));
                         }
                         from = from.min(rev);
                     }
@@ -354,38 +314,58 @@ impl Informer {
                         break;
                     }
                 };
-                {
-                    let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
-                    let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-                    let s = Arc::make_mut(&mut guard);
-                    for e in &batch.events {
-                        if let Some(kv) = &e.kv {
-                            let change = s.apply(kv, e.r#type == EventType::Delete as i32);
-                            nodes.change(&kv.key, change, batch.revision);
-                        }
-                    }
-                    s.revision = batch.revision;
-                }
-                self.changed.send_replace(batch.revision);
+                let decoded: Vec<Decoded> = batch
+                    .events
+                    .iter()
+                    .filter_map(|e| {
+                        let kv = e.kv.as_ref()?;
+                        Some(decode(kv, e.r#type == EventType::Delete as i32))
+                    })
+                    .collect();
+                self.apply(&decoded, batch.revision);
             }
         }
+    }
+
+    /// Applies a decoded batch to the view and the node index.
+    fn apply(&self, batch: &[Decoded], revision: u64) {
+        {
+            let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut nodes = self.lock_nodes();
+            let s = Arc::make_mut(&mut guard);
+            for d in batch {
+                let old = s.apply(d);
+                nodes.change(d, old, revision);
+            }
+            s.revision = revision;
+            nodes.revision = revision;
+        }
+        self.changed.send_replace(revision);
     }
 
     /// Installs a freshly listed view: every node whose pods may differ is
     /// told.
     fn replace(&self, fresh: Snapshot) {
         let rev = fresh.revision;
+        let mut by_node: HashMap<String, BTreeMap<String, Arc<Pod>>> = HashMap::new();
+        let mut desired = HashMap::new();
+        for (key, p) in &fresh.pods {
+            if !p.spec.node_name.is_empty() {
+                desired.insert(key.clone(), desired_hash(p));
+                by_node
+                    .entry(p.spec.node_name.clone())
+                    .or_default()
+                    .insert(key.clone(), p.clone());
+            }
+        }
         {
             let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
-            let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-            let mut touched: HashSet<String> = guard.by_node.keys().cloned().collect();
-            nodes.desired.clear();
-            for (key, p) in &fresh.pods {
-                if !p.spec.node_name.is_empty() {
-                    nodes.desired.insert(key.clone(), desired_hash(p));
-                    touched.insert(p.spec.node_name.clone());
-                }
-            }
+            let mut nodes = self.lock_nodes();
+            let mut touched: HashSet<String> = nodes.pods.keys().cloned().collect();
+            touched.extend(by_node.keys().cloned());
+            nodes.pods = by_node;
+            nodes.desired = desired;
+            nodes.revision = rev;
             *guard = Arc::new(fresh);
             for n in touched {
                 nodes.bump(&n, rev);
@@ -399,9 +379,8 @@ impl Informer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drover_api::OwnerReference;
 
-    fn pod_kv(name: &str, node: &str, owner: Option<&str>, rev: u64, image: &str) -> KeyValue {
+    fn pod_kv(name: &str, node: &str, rev: u64, image: &str, running: bool) -> KeyValue {
         let mut p = Pod::default();
         p.metadata.name = name.into();
         p.metadata.namespace = "default".into();
@@ -412,13 +391,8 @@ mod tests {
             image: image.into(),
             ..Default::default()
         }];
-        if let Some(o) = owner {
-            p.metadata.owner_references = vec![OwnerReference {
-                kind: "DaemonSet".into(),
-                uid: o.into(),
-                controller: Some(true),
-                ..Default::default()
-            }];
+        if running {
+            p.status.phase = Some(drover_api::PodPhase::Running);
         }
         KeyValue {
             key: codec::key(Kind::Pod, "default", name),
@@ -428,77 +402,61 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pods_are_indexed_by_node_and_owner() {
-        let mut s = Snapshot::default();
-        s.apply(&pod_kv("a", "n1", Some("ds1"), 2, "x"), false);
-        s.apply(&pod_kv("b", "n1", None, 3, "x"), false);
-        s.apply(&pod_kv("c", "n2", Some("ds1"), 4, "x"), false);
-        let on = |s: &Snapshot, n: &str| {
-            s.pods_on(n)
-                .map(|p| p.metadata.name.clone())
-                .collect::<Vec<_>>()
-        };
-        let of = |s: &Snapshot, o: &str| {
-            s.pods_of(o)
-                .map(|p| p.metadata.name.clone())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(on(&s, "n1"), ["a", "b"]);
-        assert_eq!(of(&s, "ds1"), ["a", "c"]);
-        // A pod that moves and loses its owner leaves both indexes.
-        s.apply(&pod_kv("a", "n2", None, 5, "x"), false);
-        assert_eq!(on(&s, "n1"), ["b"]);
-        assert_eq!(on(&s, "n2"), ["a", "c"]);
-        assert_eq!(of(&s, "ds1"), ["c"]);
-        let c = pod_kv("c", "n2", None, 6, "x");
-        s.apply(&c, true);
-        assert_eq!(on(&s, "n2"), ["a"]);
-        assert!(of(&s, "ds1").is_empty());
-        assert_eq!(s.pod_owners().count(), 0);
-        assert_eq!(
-            s.pods["/registry/pods/default/a"].metadata.resource_version,
-            "5"
-        );
+    fn names(i: &Informer, node: &str) -> Vec<String> {
+        i.node_pods(node)
+            .0
+            .iter()
+            .map(|p| p.metadata.name.clone())
+            .collect()
     }
 
     #[test]
     fn nodes_are_told_only_when_their_desired_pods_change() {
-        let mut s = Snapshot::default();
-        let mut n = Nodes::default();
-        let rx1 = {
-            n.versions.insert("n1".into(), watch::channel(0).0);
-            n.versions["n1"].subscribe()
-        };
-        let kv = pod_kv("a", "n1", None, 2, "x");
-        let ch = s.apply(&kv, false);
-        n.change(&kv.key, ch, 2);
-        assert_eq!(*rx1.borrow(), 2);
-        // Same pod, new resourceVersion and status only: no push.
-        let mut kv3 = pod_kv("a", "n1", None, 3, "x");
-        let Manifest::Pod(mut p) = codec::decode(&kv3).unwrap() else {
-            unreachable!()
-        };
-        p.status.phase = Some(drover_api::PodPhase::Running);
-        kv3.value = codec::encode(&Manifest::Pod(p)).unwrap();
-        let ch = s.apply(&kv3, false);
-        n.change(&kv3.key, ch, 3);
-        assert_eq!(*rx1.borrow(), 2);
+        let i = Informer::default();
+        i.replace(Snapshot::default());
+        let rx1 = i.subscribe_node("n1");
+        let put = |kv: KeyValue| i.apply(&[decode(&kv, false)], kv.mod_revision);
+        put(pod_kv("a", "n1", 2, "x", false));
+        put(pod_kv("b", "n1", 3, "x", false));
+        assert_eq!(*rx1.borrow(), 3);
+        assert_eq!(names(&i, "n1"), ["a", "b"]);
+        assert_eq!(i.snapshot().pods.len(), 2);
+        // Same pod, new resourceVersion and status only: no push, but the
+        // index holds the new version.
+        put(pod_kv("a", "n1", 4, "x", true));
+        assert_eq!(*rx1.borrow(), 3);
+        assert_eq!(i.node_pods("n1").0[0].metadata.resource_version, "4");
         // A new image: push.
-        let kv4 = pod_kv("a", "n1", None, 4, "y");
-        let ch = s.apply(&kv4, false);
-        n.change(&kv4.key, ch, 4);
-        assert_eq!(*rx1.borrow(), 4);
-        // Moved to n2: n1 is told (and n2 gets a channel).
-        let kv5 = pod_kv("a", "n2", None, 5, "y");
-        let ch = s.apply(&kv5, false);
-        n.change(&kv5.key, ch, 5);
+        put(pod_kv("a", "n1", 5, "y", true));
         assert_eq!(*rx1.borrow(), 5);
-        assert_eq!(*n.versions["n2"].borrow(), 5);
-        // Deleted: n2 is told.
-        let ch = s.apply(&kv5, true);
-        n.change(&kv5.key, ch, 6);
-        assert_eq!(*n.versions["n2"].borrow(), 6);
-        assert!(n.desired.is_empty());
+        // Moved to n2: both told, the index follows.
+        let rx2 = i.subscribe_node("n2");
+        put(pod_kv("a", "n2", 6, "y", true));
+        assert_eq!(*rx1.borrow(), 6);
+        assert_eq!(*rx2.borrow(), 6);
+        assert_eq!(names(&i, "n1"), ["b"]);
+        assert_eq!(names(&i, "n2"), ["a"]);
+        // Deleted: n2 is told and empty.
+        let gone = pod_kv("a", "n2", 7, "y", true);
+        i.apply(&[decode(&gone, true)], 7);
+        assert_eq!(*rx2.borrow(), 7);
+        assert!(names(&i, "n2").is_empty());
+        assert_eq!(i.node_pods("n1").1, 7);
+        assert_eq!(i.snapshot().pods.len(), 1);
+    }
+
+    #[test]
+    fn a_relist_tells_every_node_that_had_or_has_pods() {
+        let i = Informer::default();
+        i.replace(Snapshot::default());
+        i.apply(&[decode(&pod_kv("a", "n1", 2, "x", false), false)], 2);
+        let rx1 = i.subscribe_node("n1");
+        let mut fresh = Snapshot::default();
+        fresh.apply(&decode(&pod_kv("b", "n2", 9, "x", false), false));
+        fresh.revision = 9;
+        i.replace(fresh);
+        assert_eq!(*rx1.borrow(), 9, "n1 lost its pod");
+        assert!(names(&i, "n1").is_empty());
+        assert_eq!(names(&i, "n2"), ["b"]);
     }
 }

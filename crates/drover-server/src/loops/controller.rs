@@ -245,18 +245,23 @@ impl Leading {
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business.
         let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
-        let bare: Vec<&Pod> = pods
-            .iter()
-            .copied()
-            .filter(|p| p.metadata.controller_ref().is_none())
-            .collect();
+        let mut bare: Vec<&Pod> = Vec::new();
+        let mut by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
+        for &p in &pods {
+            match p.metadata.controller_ref() {
+                Some(o) => by_owner.entry(o.uid.as_str()).or_default().push(p),
+                None => bare.push(p),
+            }
+        }
         let mut live = std::collections::HashSet::new();
         for ds in view.daemon_sets.values() {
             live.insert(ds.metadata.uid.clone());
             let ns = ds.metadata.namespace.as_str();
-            let mine: Vec<&Pod> = view
-                .pods_of(&ds.metadata.uid)
-                .map(|p| &**p)
+            let mine: Vec<&Pod> = by_owner
+                .get(ds.metadata.uid.as_str())
+                .into_iter()
+                .flatten()
+                .copied()
                 .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
                 .collect();
             let (w, t) = self.sync_daemon_set(ds, &nodes, &mine, now).await;
