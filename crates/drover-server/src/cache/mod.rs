@@ -19,6 +19,7 @@
 use crate::api::codec::{self, kind_of_key};
 use drover_api::{DaemonSet, Kind, Manifest, Node, Pod};
 use drover_store::{Consistency, Error as StoreError, EventType, KeyValue, Store};
+use futures_util::FutureExt;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -69,13 +70,13 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
 }
 
 impl Snapshot {
-    /// Applies one decoded change; answers the pod it replaced or removed.
-    fn apply(&mut self, d: &Decoded) -> Option<Arc<Pod>> {
+    /// Applies one decoded change.
+    fn apply(&mut self, d: &Decoded) {
         match d {
             Decoded::Deleted(key) => {
                 self.nodes.remove(key);
                 self.daemon_sets.remove(key);
-                return self.pods.remove(key);
+                self.pods.remove(key);
             }
             Decoded::Node(key, n) => {
                 self.nodes.insert(key.clone(), n.clone());
@@ -83,10 +84,11 @@ impl Snapshot {
             Decoded::DaemonSet(key, ds) => {
                 self.daemon_sets.insert(key.clone(), ds.clone());
             }
-            Decoded::Pod(key, p, _) => return self.pods.insert(key.clone(), p.clone()),
+            Decoded::Pod(key, p, _) => {
+                self.pods.insert(key.clone(), p.clone());
+            }
             Decoded::Other => {}
         }
-        None
     }
 }
 
@@ -106,13 +108,16 @@ fn desired_hash(p: &Pod) -> u64 {
     h.finish()
 }
 
-/// The pods of every node, for agent sessions.
+/// The pods of every node, for agent sessions. Kept apart from the view
+/// (and before it): a session learns of its pods as soon as the informer
+/// reads them, however long copying a view still held by a controller pass
+/// takes.
 #[derive(Default)]
 struct Nodes {
     /// node -> pod key -> pod.
     pods: HashMap<String, BTreeMap<String, Arc<Pod>>>,
-    /// pod key -> the hash of what its agent acts on.
-    desired: HashMap<String, u64>,
+    /// pod key -> its node and the hash of what its agent acts on.
+    bound: HashMap<String, (String, u64)>,
     /// node -> its sessions' notification (the revision of the change).
     versions: HashMap<String, watch::Sender<u64>>,
     /// The revision the index reflects.
@@ -130,42 +135,37 @@ impl Nodes {
             .send_replace(revision);
     }
 
-    fn unbind(&mut self, key: &str, node: &str) {
-        if let Some(pods) = self.pods.get_mut(node) {
-            pods.remove(key);
-            if pods.is_empty() {
-                self.pods.remove(node);
+    fn unbind(&mut self, key: &str, revision: u64) {
+        if let Some((node, _)) = self.bound.remove(key) {
+            if let Some(pods) = self.pods.get_mut(&node) {
+                pods.remove(key);
+                if pods.is_empty() {
+                    self.pods.remove(&node);
+                }
             }
+            self.bump(&node, revision);
         }
     }
 
-    /// Notes a change (`old`: the pod it replaced or removed); bumps the
-    /// nodes whose desired pods changed.
-    fn change(&mut self, d: &Decoded, old: Option<Arc<Pod>>, revision: u64) {
+    /// Notes a change; bumps the nodes whose desired pods changed.
+    fn change(&mut self, d: &Decoded, revision: u64) {
         match d {
-            Decoded::Deleted(key) => {
-                self.desired.remove(key);
-                if let Some(old) = old {
-                    self.unbind(key, &old.spec.node_name);
-                    self.bump(&old.spec.node_name, revision);
-                }
-            }
+            Decoded::Deleted(key) => self.unbind(key, revision),
             Decoded::Pod(key, new, hash) => {
                 let node = new.spec.node_name.as_str();
-                let moved = old.as_ref().filter(|o| o.spec.node_name != node);
-                if let Some(o) = moved {
-                    self.unbind(key, &o.spec.node_name);
-                    self.bump(&o.spec.node_name, revision);
+                let before = self.bound.get(key).cloned();
+                if before.as_ref().is_some_and(|(n, _)| n != node) || node.is_empty() {
+                    self.unbind(key, revision);
                 }
                 if node.is_empty() {
-                    self.desired.remove(key);
                     return;
                 }
                 self.pods
                     .entry(node.to_string())
                     .or_default()
                     .insert(key.clone(), new.clone());
-                if moved.is_some() || self.desired.insert(key.clone(), *hash) != Some(*hash) {
+                self.bound.insert(key.clone(), (node.to_string(), *hash));
+                if before != Some((node.to_string(), *hash)) {
                     self.bump(node, revision);
                 }
             }
@@ -195,6 +195,9 @@ impl Default for Informer {
 }
 
 const KINDS: [Kind; 3] = [Kind::Node, Kind::DaemonSet, Kind::Pod];
+
+/// Changes applied at once at most, when the informer catches up.
+const MAX_COALESCED: usize = 4096;
 
 impl Informer {
     /// The current view (shared: it does not change under the caller).
@@ -306,39 +309,61 @@ impl Informer {
                     _ = stop.wait_for(|s| *s) => return,
                     b = w.next() => b,
                 };
-                let batch = match batch {
-                    Ok(b) => b,
-                    Err(StoreError::Stopped | StoreError::Removed) => return,
-                    Err(e) => {
+                let mut batch = batch;
+                let mut decoded = Vec::new();
+                let mut revision = 0;
+                // Take every batch that is ready: when the informer is
+                // behind, the view is copied once for all of them.
+                let failed = loop {
+                    let b = match batch {
+                        Ok(b) => b,
+                        Err(e) => break Some(e),
+                    };
+                    decoded.extend(b.events.iter().filter_map(|e| {
+                        let kv = e.kv.as_ref()?;
+                        Some(decode(kv, e.r#type == EventType::Delete as i32))
+                    }));
+                    revision = b.revision;
+                    if decoded.len() >= MAX_COALESCED {
+                        break None;
+                    }
+                    match w.next().now_or_never() {
+                        Some(next) => batch = next,
+                        None => break None,
+                    }
+                };
+                if revision > 0 {
+                    self.apply(&decoded, revision);
+                }
+                match failed {
+                    None => {}
+                    Some(StoreError::Stopped | StoreError::Removed) => return,
+                    Some(e) => {
                         tracing::info!("informer: relisting ({e})");
                         break;
                     }
-                };
-                let decoded: Vec<Decoded> = batch
-                    .events
-                    .iter()
-                    .filter_map(|e| {
-                        let kv = e.kv.as_ref()?;
-                        Some(decode(kv, e.r#type == EventType::Delete as i32))
-                    })
-                    .collect();
-                self.apply(&decoded, batch.revision);
+                }
             }
         }
     }
 
-    /// Applies a decoded batch to the view and the node index.
+    /// Applies decoded changes up to `revision`: first to the node index
+    /// (sessions are told at once), then to the view.
     fn apply(&self, batch: &[Decoded], revision: u64) {
         {
-            let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
             let mut nodes = self.lock_nodes();
+            for d in batch {
+                nodes.change(d, revision);
+            }
+            nodes.revision = revision;
+        }
+        {
+            let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
             let s = Arc::make_mut(&mut guard);
             for d in batch {
-                let old = s.apply(d);
-                nodes.change(d, old, revision);
+                s.apply(d);
             }
             s.revision = revision;
-            nodes.revision = revision;
         }
         self.changed.send_replace(revision);
     }
@@ -348,10 +373,10 @@ impl Informer {
     fn replace(&self, fresh: Snapshot) {
         let rev = fresh.revision;
         let mut by_node: HashMap<String, BTreeMap<String, Arc<Pod>>> = HashMap::new();
-        let mut desired = HashMap::new();
+        let mut bound = HashMap::new();
         for (key, p) in &fresh.pods {
             if !p.spec.node_name.is_empty() {
-                desired.insert(key.clone(), desired_hash(p));
+                bound.insert(key.clone(), (p.spec.node_name.clone(), desired_hash(p)));
                 by_node
                     .entry(p.spec.node_name.clone())
                     .or_default()
@@ -364,7 +389,7 @@ impl Informer {
             let mut touched: HashSet<String> = nodes.pods.keys().cloned().collect();
             touched.extend(by_node.keys().cloned());
             nodes.pods = by_node;
-            nodes.desired = desired;
+            nodes.bound = bound;
             nodes.revision = rev;
             *guard = Arc::new(fresh);
             for n in touched {
