@@ -1,81 +1,22 @@
 //! Unit tests of `explain`.
 
 use super::*;
+use crate::daemon::fixtures::{self, at, node};
 use crate::daemon::{node_should_run_daemon_pod, plan, Ineligibility, PlanInput};
 use drover_api::{
-    ConditionStatus, Container, ContainerState, ContainerStateWaiting, ContainerStatus,
-    DaemonSetUpdateStrategyType, LabelSelector, NodeCondition, OwnerReference, PodCondition,
+    ContainerState, ContainerStateWaiting, ContainerStatus, DaemonSetUpdateStrategyType,
+    LabelSelector, OwnerReference,
 };
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-fn at(seconds: i64) -> Timestamp {
-    Timestamp::from_unix_seconds(1_700_000_000 + seconds)
-}
-
 fn ds() -> DaemonSet {
-    let mut ds = DaemonSet::default();
-    ds.metadata.name = "agent".into();
-    ds.metadata.namespace = "default".into();
-    ds.metadata.uid = "ds-uid".into();
-    let labels: drover_api::Labels = [("app".to_string(), "agent".to_string())].into();
-    ds.spec.selector = Some(LabelSelector {
-        match_labels: labels.clone(),
-        ..Default::default()
-    });
-    ds.spec.template.metadata.labels = labels;
-    ds.spec.template.spec.containers = vec![Container {
-        name: "agent".into(),
-        image: "busybox".into(),
-        ..Default::default()
-    }];
-    ds
-}
-
-fn node(name: &str, ready: bool) -> Node {
-    let mut node = Node::default();
-    node.metadata.name = name.into();
-    node.status.conditions.push(NodeCondition {
-        r#type: "Ready".into(),
-        status: Some(if ready {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::Unknown
-        }),
-        ..Default::default()
-    });
-    node
+    fixtures::ds("busybox")
 }
 
 /// A running pod of `ds()` of revision `hash`, ready since `at(0)` or not.
 fn pod(name: &str, node: &str, hash: &str, ready: bool) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = name.into();
-    pod.metadata.namespace = "default".into();
-    pod.metadata.uid = format!("uid-{name}");
-    pod.metadata.labels = [
-        ("app".to_string(), "agent".to_string()),
-        (
-            pods::CONTROLLER_REVISION_HASH_LABEL.to_string(),
-            hash.to_string(),
-        ),
-    ]
-    .into();
-    pod.metadata.creation_timestamp = Some(at(0).to_rfc3339());
-    pod.metadata.owner_references = vec![pods::controller_ref(&ds())];
-    pod.spec.node_name = node.into();
-    pod.status.phase = Some(PodPhase::Running);
-    pod.status.conditions = vec![PodCondition {
-        r#type: "Ready".into(),
-        status: Some(if ready {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        }),
-        last_transition_time: Some(at(0).to_rfc3339()),
-        ..Default::default()
-    }];
-    pod
+    fixtures::pod(name, node, hash, ready, 0)
 }
 
 fn names<'a>(pods: &[&'a Pod]) -> Vec<&'a str> {

@@ -631,4 +631,6 @@ pub fn delete_daemon_set_pods<'a, R: RngCore + ?Sized>(
 }
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod tests;

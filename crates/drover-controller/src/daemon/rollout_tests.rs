@@ -1,38 +1,12 @@
 //! Unit and property tests of rolling updates and revision bookkeeping.
 
 use super::*;
+use crate::daemon::fixtures::{at, ds, node, pod, set_ready};
 use crate::daemon::{explain, plan, DeletionReason, PlanInput};
-use drover_api::{
-    ConditionStatus, Container, LabelSelector, Node, NodeCondition, PodCondition, PodPhase,
-    RollingUpdateDaemonSet,
-};
+use drover_api::{Node, PodPhase, RollingUpdateDaemonSet};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-
-fn at(seconds: i64) -> Timestamp {
-    Timestamp::from_unix_seconds(1_700_000_000 + seconds)
-}
-
-fn ds(image: &str) -> DaemonSet {
-    let mut ds = DaemonSet::default();
-    ds.metadata.name = "agent".into();
-    ds.metadata.namespace = "default".into();
-    ds.metadata.uid = "ds-uid".into();
-    ds.metadata.generation = Some(1);
-    let labels: drover_api::Labels = [("app".to_string(), "agent".to_string())].into();
-    ds.spec.selector = Some(LabelSelector {
-        match_labels: labels.clone(),
-        ..Default::default()
-    });
-    ds.spec.template.metadata.labels = labels;
-    ds.spec.template.spec.containers = vec![Container {
-        name: "agent".into(),
-        image: image.into(),
-        ..Default::default()
-    }];
-    ds
-}
 
 fn with_rolling(mut ds: DaemonSet, unavailable: IntOrString, surge: IntOrString) -> DaemonSet {
     ds.spec.update_strategy.rolling_update = Some(RollingUpdateDaemonSet {
@@ -41,52 +15,6 @@ fn with_rolling(mut ds: DaemonSet, unavailable: IntOrString, surge: IntOrString)
         ..Default::default()
     });
     ds
-}
-
-fn node(name: &str, ready: bool) -> Node {
-    let mut node = Node::default();
-    node.metadata.name = name.into();
-    node.status.conditions.push(NodeCondition {
-        r#type: "Ready".into(),
-        status: Some(if ready {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::Unknown
-        }),
-        ..Default::default()
-    });
-    node
-}
-
-fn pod(name: &str, node: &str, hash: &str, ready: bool, created: i64) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = name.into();
-    pod.metadata.namespace = "default".into();
-    pod.metadata.uid = format!("uid-{name}");
-    pod.metadata.labels = [
-        ("app".to_string(), "agent".to_string()),
-        (CONTROLLER_REVISION_HASH_LABEL.to_string(), hash.to_string()),
-    ]
-    .into();
-    pod.metadata.creation_timestamp = Some(at(created).to_rfc3339());
-    pod.metadata.owner_references = vec![pods::controller_ref(&ds("x"))];
-    pod.spec.node_name = node.into();
-    pod.status.phase = Some(PodPhase::Running);
-    set_ready(&mut pod, ready, created);
-    pod
-}
-
-fn set_ready(pod: &mut Pod, ready: bool, since: i64) {
-    pod.status.conditions = vec![PodCondition {
-        r#type: "Ready".into(),
-        status: Some(if ready {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        }),
-        last_transition_time: Some(at(since).to_rfc3339()),
-        ..Default::default()
-    }];
 }
 
 fn revision(ds: &DaemonSet, image: &str, number: i64) -> ControllerRevision {
