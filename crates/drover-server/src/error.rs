@@ -115,15 +115,6 @@ impl ApiError {
         ApiError::Invalid { message, causes }
     }
 
-    /// An invalid request that is not a field error of an object (a
-    /// manifest that does not parse): `Invalid` without causes.
-    pub fn invalid_text(message: impl Into<String>) -> ApiError {
-        ApiError::Invalid {
-            message: message.into(),
-            causes: Vec::new(),
-        }
-    }
-
     /// `<resource> "<name>" not found`, as the API server says it.
     pub fn not_found(kind: drover_api::Kind, name: &str) -> ApiError {
         ApiError::NotFound(format!("{} {name:?} not found", kind.resource()))
@@ -190,7 +181,10 @@ mod tests {
             ApiError::NotFound("m".into()),
             ApiError::AlreadyExists("m".into()),
             ApiError::Conflict("m".into()),
-            ApiError::invalid_text("m"),
+            ApiError::Invalid {
+                message: "m".into(),
+                causes: Vec::new(),
+            },
             ApiError::BadRequest("m".into()),
             ApiError::Expired("m".into()),
             ApiError::Timeout("m".into()),

@@ -23,7 +23,7 @@ pub struct Ctx {
     pub store: Store,
     pub id: u64,
     /// Empty while a joining member has not finished joining.
-    pub admin_token: RwLock<String>,
+    admin_token: RwLock<String>,
     pub join_token: String,
     /// How long a call waits for a leader, a read or a write.
     pub timeout: Duration,
