@@ -165,12 +165,6 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<drover_api::BadResourceVersion> for ApiError {
-    fn from(e: drover_api::BadResourceVersion) -> ApiError {
-        ApiError::BadRequest(e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,12 +53,13 @@ pub fn decode(kv: &KeyValue) -> Result<Manifest, ApiError> {
 /// one that is not a number, is refused rather than written over
 /// unconditionally.
 pub fn revision_of(meta: &drover_api::ObjectMeta) -> Result<u64, ApiError> {
-    match meta.revision()? {
-        Some(r) => Ok(r),
-        None => Err(ApiError::BadRequest(format!(
-            "{:?} has no metadata.resourceVersion; read it from the server first",
+    match meta.revision() {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => Err(ApiError::BadRequest(format!(
+            "{:?}: metadata.resourceVersion: Required value: read the object from the server first",
             meta.name
         ))),
+        Err(e) => Err(ApiError::BadRequest(format!("{:?}: {e}", meta.name))),
     }
 }
 

@@ -220,7 +220,10 @@ impl Objects {
         defaults::default_manifest(&mut m);
         let kind = Kind::of(&m);
         let k = key(kind, m.namespace(), m.name());
-        let wanted = m.metadata().revision()?;
+        let wanted = m
+            .metadata()
+            .revision()
+            .map_err(|e| ApiError::BadRequest(format!("{}: {e}", m.reference())))?;
         // With a resourceVersion the write is a compare-and-swap on it: when
         // this member's applied state already holds that version, it is the
         // one to build on (a newer one elsewhere makes the write fail as a
