@@ -1,0 +1,141 @@
+//! Real TLS handshakes on loopback: who gets in, and what the server learns.
+
+use drover_pki::net::{self, Limits, ServerTls};
+use drover_pki::tls::{self, Alpn};
+use drover_pki::{Ca, Credential, Role};
+use rustls::pki_types::ServerName;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Fixture {
+    ca: Ca,
+    addr: std::net::SocketAddr,
+    conns: tokio::sync::mpsc::Receiver<net::TlsConn>,
+}
+
+async fn server(limits: Limits) -> Fixture {
+    let now = SystemTime::now();
+    let ca = Ca::create("t", now).unwrap();
+    let (member, key) = ca
+        .issue(
+            &Role::Member(7),
+            &["127.0.0.1".into()],
+            Duration::from_secs(3600),
+            now,
+        )
+        .unwrap();
+    let cfg = tls::server_config(ca.cert_pem(), &member.cert_pem, &key, Alpn::Grpc).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = net::incoming(l, ServerTls::new(cfg), limits);
+    Fixture { ca, addr, conns }
+}
+
+async fn dial(
+    addr: std::net::SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tokio_rustls::TlsConnector::from(cfg)
+        .connect(ServerName::try_from(drover_pki::SERVER_NAME).unwrap(), tcp)
+        .await
+}
+
+#[tokio::test]
+async fn a_node_certificate_reaches_the_server_as_its_role() {
+    let mut f = server(Limits::default()).await;
+    let mut cred = Credential::generate("x").unwrap();
+    let issued =
+        f.ca.sign_csr(
+            &cred.csr_pem,
+            &Role::Node("edge-1".into()),
+            &[],
+            Duration::from_secs(60),
+            SystemTime::now(),
+        )
+        .unwrap();
+    cred.cert_pem = issued.cert_pem;
+    let cfg = tls::client_config(f.ca.cert_pem(), Some((&cred.cert_pem, &cred.key_pem))).unwrap();
+    let _c = dial(f.addr, cfg).await.unwrap();
+    let conn = tokio::time::timeout(Duration::from_secs(5), f.conns.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let peer = conn.info().cert.clone().expect("a client certificate");
+    assert_eq!(peer.role, Role::Node("edge-1".into()));
+    assert_eq!(peer.serial, issued.serial);
+
+    // Without a certificate the connection is anonymous (a token holder).
+    let cfg = tls::client_config(f.ca.cert_pem(), None).unwrap();
+    let _c = dial(f.addr, cfg).await.unwrap();
+    let conn = f.conns.recv().await.unwrap();
+    assert!(conn.info().cert.is_none());
+}
+
+#[tokio::test]
+async fn the_pinned_digest_decides_whom_a_joiner_trusts() {
+    let f = server(Limits::default()).await;
+    // The right digest: the handshake completes.
+    let ok = tls::pinned_client_config(f.ca.digest()).unwrap();
+    dial(f.addr, ok).await.expect("pinned to the right CA");
+    // Another digest: refused before anything is sent.
+    let other = Ca::create("other", SystemTime::now()).unwrap();
+    let bad = tls::pinned_client_config(other.digest()).unwrap();
+    let e = dial(f.addr, bad).await.unwrap_err();
+    assert!(e.to_string().contains("does not present the CA"), "{e}");
+    // A client that trusts another CA refuses the server too.
+    let cfg = tls::client_config(other.cert_pem(), None).unwrap();
+    assert!(dial(f.addr, cfg).await.is_err());
+}
+
+#[tokio::test]
+async fn a_node_certificate_cannot_pose_as_a_server() {
+    // A node certificate lacks the server name: a client refuses it.
+    let now = SystemTime::now();
+    let ca = Ca::create("t", now).unwrap();
+    let (node, key) = ca
+        .issue(&Role::Node("n".into()), &[], Duration::from_secs(60), now)
+        .unwrap();
+    let cfg = tls::server_config(ca.cert_pem(), &node.cert_pem, &key, Alpn::Grpc).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let _rx = net::incoming(l, ServerTls::new(cfg), Limits::default());
+    let client = tls::client_config(ca.cert_pem(), None).unwrap();
+    assert!(dial(addr, client).await.is_err());
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_are_closed_and_idle_handshakes_time_out() {
+    let f = server(Limits {
+        handshake_timeout: Duration::from_millis(300),
+        per_ip: 2,
+        total: 100,
+    })
+    .await;
+    let cfg = tls::client_config(f.ca.cert_pem(), None).unwrap();
+    let _a = dial(f.addr, cfg.clone()).await.unwrap();
+    let _b = dial(f.addr, cfg.clone()).await.unwrap();
+    // A third from the same address is closed without a handshake.
+    assert!(dial(f.addr, cfg.clone()).await.is_err());
+    drop(_a);
+    drop(f.conns);
+    // (The receiver is gone: the listener stops; nothing more to check.)
+
+    // An idle TCP connection that never says hello is closed after the
+    // handshake timeout.
+    let g = server(Limits {
+        handshake_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    })
+    .await;
+    let mut idle = TcpStream::connect(g.addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), async {
+        use tokio::io::AsyncReadExt;
+        idle.read(&mut buf).await
+    })
+    .await
+    .expect("closed within the deadline");
+    assert!(matches!(n, Ok(0) | Err(_)));
+}
