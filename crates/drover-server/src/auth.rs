@@ -1,8 +1,68 @@
-//! Credentials: every call carries `authorization: Bearer <token>`.
+//! Who calls: the client certificate of the connection (verified against
+//! the cluster CA by TLS, see [`drover_pki::net`]) or, for admin clients
+//! that use it, `authorization: Bearer <admin token>`.
 
-use drover_proto::reason::Reason;
+use drover_pki::net::PeerInfo;
+use drover_pki::Role;
+use std::time::SystemTime;
 use tonic::metadata::MetadataValue;
-use tonic::{Request, Status};
+use tonic::Request;
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A control-plane member (member certificate).
+    Member(u64),
+    /// A node (node certificate): its name and the certificate's serial.
+    Node { name: String, serial: String },
+    /// The admin token or an admin certificate.
+    Admin(String),
+    /// A viewer certificate: reads, watches, logs.
+    Viewer(String),
+    /// No credential (or an expired certificate).
+    Anonymous,
+}
+
+impl std::fmt::Display for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Caller::Member(id) => write!(f, "member {id:016x}"),
+            Caller::Node { name, .. } => write!(f, "node {name}"),
+            Caller::Admin(n) => write!(f, "admin {n}"),
+            Caller::Viewer(n) => write!(f, "viewer {n}"),
+            Caller::Anonymous => f.write_str("an anonymous caller"),
+        }
+    }
+}
+
+/// The connection a request came on (absent only in in-process calls that
+/// bypass the listener).
+pub fn peer<T>(req: &Request<T>) -> Option<&PeerInfo> {
+    req.extensions().get::<PeerInfo>()
+}
+
+/// Who sent `req`: its certificate first, then the admin token.
+pub fn caller<T>(req: &Request<T>, admin_token: &str) -> Caller {
+    if let Some(cert) = peer(req).and_then(|p| p.cert.as_ref()) {
+        // A connection may outlive its certificate: an expired one counts
+        // for nothing.
+        if cert.not_after > SystemTime::now() {
+            return match &cert.role {
+                Role::Member(id) => Caller::Member(*id),
+                Role::Node(name) => Caller::Node {
+                    name: name.clone(),
+                    serial: cert.serial.clone(),
+                },
+                Role::Admin(n) => Caller::Admin(n.clone()),
+                Role::Viewer(n) => Caller::Viewer(n.clone()),
+            };
+        }
+    }
+    match token_of(req) {
+        Some(t) if same_token(t, admin_token) => Caller::Admin("admin-token".into()),
+        _ => Caller::Anonymous,
+    }
+}
 
 /// gRPC messages may be this large (snapshots, big lists).
 pub const MAX_MESSAGE: usize = 256 << 20;
@@ -13,10 +73,7 @@ pub fn bearer(token: &str) -> MetadataValue<tonic::metadata::Ascii> {
         .unwrap_or_else(|_| MetadataValue::from_static("Bearer invalid"))
 }
 
-/// Compares without leaking where the first difference is.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+use drover_pki::token::same;
 
 /// The token a request carries, if any.
 pub fn token_of<T>(req: &Request<T>) -> Option<&str> {
@@ -24,19 +81,6 @@ pub fn token_of<T>(req: &Request<T>) -> Option<&str> {
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-}
-
-/// Refuses the request unless it carries `expected`.
-pub fn check<T>(req: &Request<T>, expected: &str, what: &str) -> Result<(), Status> {
-    match token_of(req) {
-        None => Err(Reason::Unauthorized.status(format!(
-            "no token: {what} needs a token (`drover --token T`, or a client config from the server's data dir)"
-        ))),
-        Some(t) if !expected.is_empty() && same(t.as_bytes(), expected.as_bytes()) => Ok(()),
-        Some(_) => Err(Reason::Forbidden.status(format!(
-            "wrong token for {what}: use the admin token from the server's client.yaml"
-        ))),
-    }
 }
 
 /// Constant-time equality of two tokens (false when `expected` is empty).

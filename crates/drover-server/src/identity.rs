@@ -3,14 +3,17 @@
 //!
 //! - `server.json` (0600): this member's id, addresses and tokens. A restart
 //!   with the same data dir reads it and needs no other flag.
-//! - `join-token` (0600): what another server or an agent passes to join.
-//! - `client.yaml` (0600): the servers and the admin token, in the format
-//!   `drover --config` reads.
+//! - `server-token` and `node-token` (0600): what another server or an
+//!   agent passes to join (`drover-server-…`, `drover-node-…`: both pin the
+//!   CA, see [`drover_pki::token`]).
+//! - `ca.crt`, `ca.key`, `member.crt`, `member.key` (0600): the cluster CA
+//!   and this member's certificate ([`crate::trust`]).
+//! - `client.yaml` (0600): the servers, the CA and the admin token, in the
+//!   format `drover --config` reads.
 
 use anyhow::{bail, Context, Result};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The content of `DIR/server.json`.
@@ -23,7 +26,10 @@ pub struct Identity {
     pub addr: String,
     /// The HTTP address (health, status).
     pub http: String,
-    pub join_token: String,
+    /// The server join token (`drover-server-…`) this member knows.
+    pub server_token: String,
+    /// The node join token (`drover-node-…`) this member knows.
+    pub node_token: String,
     /// Empty until the join completed.
     #[serde(default)]
     pub admin_token: String,
@@ -47,7 +53,16 @@ mod hex_id {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClientFile {
     pub servers: Vec<String>,
+    /// The admin token; empty when a certificate identifies the client.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
+    /// The cluster CA (PEM): the only issuer the client trusts.
+    pub ca: String,
+    /// A client certificate and its key (PEM), from `drover access issue`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cert: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
 }
 
 impl Identity {
@@ -105,34 +120,26 @@ pub fn check_token(t: &str, flag: &str) -> Result<()> {
 
 /// Writes a file readable by its owner only, atomically (temp + rename).
 pub fn write_private(path: &Path, data: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f = opts
-            .open(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    drover_pki::write_private(path, data)?;
     Ok(())
 }
 
-/// Writes `DIR/join-token` and `DIR/client.yaml`.
-pub fn write_client_files(dir: &Path, id: &Identity, servers: &[String]) -> Result<()> {
+/// Writes `DIR/server-token`, `DIR/node-token` and `DIR/client.yaml`.
+pub fn write_client_files(dir: &Path, id: &Identity, ca: &str, servers: &[String]) -> Result<()> {
     write_private(
-        &dir.join("join-token"),
-        format!("{}\n", id.join_token).as_bytes(),
+        &dir.join("server-token"),
+        format!("{}\n", id.server_token).as_bytes(),
+    )?;
+    write_private(
+        &dir.join("node-token"),
+        format!("{}\n", id.node_token).as_bytes(),
     )?;
     let file = ClientFile {
         servers: servers.to_vec(),
         token: id.admin_token.clone(),
+        ca: ca.to_string(),
+        cert: String::new(),
+        key: String::new(),
     };
     let yaml = serde_saphyr::to_string(&file).context("cannot encode client.yaml")?;
     let text = format!(
@@ -155,21 +162,23 @@ mod tests {
             id: 0xabc,
             addr: "127.0.0.1:1".into(),
             http: "127.0.0.1:2".into(),
-            join_token: new_token("join"),
+            server_token: "drover-server-x".into(),
+            node_token: "drover-node-x".into(),
             admin_token: new_token("admin"),
             join: None,
         };
         id.save(d.path()).unwrap();
         assert_eq!(Identity::load(d.path()).unwrap(), Some(id.clone()));
-        write_client_files(d.path(), &id, &["127.0.0.1:1".into()]).unwrap();
+        write_client_files(d.path(), &id, "CA", &["127.0.0.1:1".into()]).unwrap();
         let text = std::fs::read_to_string(d.path().join("client.yaml")).unwrap();
         let parsed: ClientFile = serde_saphyr::from_str(&text).unwrap();
         assert_eq!(parsed.token, id.admin_token);
+        assert_eq!(parsed.ca, "CA");
         assert_eq!(parsed.servers, vec!["127.0.0.1:1".to_string()]);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            for f in ["client.yaml", "join-token", "server.json"] {
+            for f in ["client.yaml", "server-token", "node-token", "server.json"] {
                 let mode = std::fs::metadata(d.path().join(f))
                     .unwrap()
                     .permissions()

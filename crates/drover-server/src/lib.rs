@@ -8,9 +8,9 @@
 //!
 //! The crate in layers, each using only those above it:
 //!
-//! 1. leaves: [`error`] ([`ApiError`]), [`auth`], [`identity`],
-//!    [`heartbeats`], [`sessions`] (agent sessions' log/exec streams),
-//!    [`transport`] (raft messages out);
+//! 1. leaves: [`error`] ([`ApiError`]), [`auth`] (who calls), [`identity`],
+//!    [`trust`] (CA, certificates, tokens), [`heartbeats`], [`sessions`]
+//!    (agent sessions' log/exec streams), [`transport`] (raft messages out);
 //! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
 //!    sessions) and forwarding to the leader;
 //! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
@@ -21,12 +21,15 @@
 //! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`];
 //! 7. this file: wiring.
 //!
-//! Start-up, in order: read or create the identity (`server.json`), open the
-//! store, bind and serve both ports, then (joining only) call `Cluster.Join`
-//! on the given member until the leader has added this member as a learner,
-//! let it catch up and promoted it. `client.yaml` and `join-token` are written
-//! as soon as the member serves, and `client.yaml` again whenever the
-//! membership changes.
+//! Start-up, in order: read or create the identity (`server.json`) and the
+//! trust ([`trust`]: a new CA at bootstrap; a joining member first calls
+//! `Cluster.Certify` with the server token, over TLS pinned to the CA digest
+//! the token carries, and receives its member certificate and the CA), open
+//! the store, bind and serve both ports over TLS, then (joining only) call
+//! `Cluster.Join` with its member certificate until the leader has added
+//! this member as a learner, let it catch up and promoted it. `client.yaml`,
+//! `server-token` and `node-token` are written as soon as the member
+//! serves, and again whenever the membership or a token changes.
 
 pub mod api;
 pub mod auth;
@@ -40,6 +43,7 @@ pub mod loops;
 pub mod sessions;
 pub mod svc;
 pub mod transport;
+pub mod trust;
 
 pub use error::ApiError;
 pub use loops::controller::ControllerConfig;
@@ -72,11 +76,12 @@ pub struct ServerOptions {
     pub advertise: Option<String>,
     /// Join the cluster of this member instead of bootstrapping.
     pub join: Option<String>,
-    /// Bootstrap: the join token to use (generated when absent). Join: the
-    /// cluster's join token.
+    /// Join: the cluster's server token (`drover-server-…`).
     pub token: Option<String>,
     /// Bootstrap: the admin token to use (generated when absent).
     pub admin_token: Option<String>,
+    /// How long node certificates live.
+    pub node_cert_ttl: Duration,
     pub tick: Duration,
     pub election_ticks: usize,
     pub snapshot_every: u64,
@@ -95,6 +100,7 @@ impl ServerOptions {
             join: None,
             token: None,
             admin_token: None,
+            node_cert_ttl: trust::NODE_CERT_TTL,
             tick: Duration::from_millis(100),
             election_ticks: 10,
             snapshot_every: 10_000,
@@ -115,6 +121,8 @@ pub struct Server {
     /// The member's informer.
     pub cache: cache::Informer,
     pub identity: Identity,
+    /// The CA, this member's certificate, the tokens.
+    pub trust: Arc<trust::Trust>,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
@@ -168,23 +176,30 @@ impl Server {
         let grpc_addr = grpc_l.local_addr()?;
         let http_addr = http_l.local_addr()?;
 
-        let (identity, init) = match existing {
-            Some(id) => (id, Init::Join),
+        let hosts_for = |addr: &str| trust::hosts_of(&[addr, &listen]);
+        let (identity, init, trust) = match existing {
+            Some(id) => {
+                let hosts = hosts_for(&id.addr);
+                let Some(t) = trust::Trust::load(dir, id.id, &hosts, &id.server_token, &id.node_token)? else {
+                    bail!(
+                        "{} has a member identity but no certificate (ca.crt, member.crt): it never finished joining; start with an empty data dir",
+                        dir.display()
+                    );
+                };
+                (id, Init::Join, t)
+            }
             None => {
                 let addr = opts
                     .advertise
                     .clone()
                     .unwrap_or_else(|| grpc_addr.to_string());
                 let id = identity::new_id();
-                let (join_token, admin_token, init) = match &opts.join {
+                let hosts = hosts_for(&addr);
+                let (t, admin_token, init) = match &opts.join {
                     None => {
-                        let jt = match &opts.token {
-                            Some(t) => {
-                                identity::check_token(t, "--token")?;
-                                t.clone()
-                            }
-                            None => identity::new_token("join"),
-                        };
+                        if opts.token.is_some() {
+                            bail!("--token is for --join (the cluster's server token); a new cluster makes its own tokens");
+                        }
                         let at = match &opts.admin_token {
                             Some(t) => {
                                 identity::check_token(t, "--admin-token")?;
@@ -192,6 +207,7 @@ impl Server {
                             }
                             None => identity::new_token("admin"),
                         };
+                        let t = trust::Trust::bootstrap(dir, id, &hosts, None, None)?;
                         let me = Member {
                             id,
                             addr: addr.clone(),
@@ -199,27 +215,37 @@ impl Server {
                             learner: false,
                             removed: false,
                         };
-                        (jt, at, Init::Bootstrap(me))
+                        (t, at, Init::Bootstrap(me))
                     }
-                    Some(_) => {
-                        let Some(t) = opts.token.clone() else {
-                            bail!("--join needs --token: the join token of the cluster (the file join-token in a member's data dir)");
+                    Some(target) => {
+                        let Some(text) = opts.token.clone() else {
+                            bail!("--join needs --token: the cluster's server token (the file server-token in a member's data dir)");
                         };
-                        (t, String::new(), Init::Join)
+                        let token = drover_pki::JoinToken::parse(&text, "--token")?;
+                        if token.kind != drover_pki::TokenKind::Server {
+                            bail!("--token: a {} token cannot join a server; use the server token (server-token in a member's data dir)", token.kind.as_str());
+                        }
+                        let t = certify_member(dir, target, &token, id, &hosts).await?;
+                        let at = String::new();
+                        (t, at, Init::Join)
                     }
                 };
                 let ident = Identity {
                     id,
                     addr,
                     http: http_addr.to_string(),
-                    join_token,
+                    server_token: t.token(drover_pki::TokenKind::Server).to_string(),
+                    node_token: t.token(drover_pki::TokenKind::Node).to_string(),
                     admin_token,
                     join: opts.join.clone(),
                 };
                 ident.save(dir)?;
-                (ident, init)
+                (ident, init, t)
             }
         };
+        let mut trust = trust;
+        trust.node_cert_ttl = opts.node_cert_ttl;
+        let trust = Arc::new(trust);
 
         let mut cfg = StoreConfig::new(identity.id, dir.join("store"));
         cfg.tick = opts.tick;
@@ -230,7 +256,7 @@ impl Server {
         let transport = Arc::new(transport::GrpcTransport::new(
             identity.id,
             identity.addr.clone(),
-            identity.join_token.clone(),
+            trust.client_tls(),
             tokio::runtime::Handle::current(),
         ));
         let store = match Store::open(cfg, init, transport) {
@@ -243,10 +269,17 @@ impl Server {
             Err(e) => return Err(e).context("cannot open the store"),
         };
 
+        // A joining member learns the admin token with its certificate but
+        // serves no admin call before it has joined.
+        let admin_now = if identity.join.is_some() {
+            String::new()
+        } else {
+            identity.admin_token.clone()
+        };
         let ctx = Arc::new(ctx::Ctx::new(
             store.clone(),
-            identity.admin_token.clone(),
-            identity.join_token.clone(),
+            admin_now,
+            trust.clone(),
             timeout,
         ));
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -267,7 +300,7 @@ impl Server {
                 informer.clone(),
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())),
+            tokio::spawn(serve_http(http_l, ctx.clone(), shutdown_rx.clone())),
         ];
 
         let mut server = Server {
@@ -275,12 +308,13 @@ impl Server {
             ctx: ctx.clone(),
             cache: informer,
             identity,
+            trust,
             grpc_addr,
             http_addr,
             shutdown,
             tasks,
         };
-        if !server.identity.admin_token.is_empty() {
+        if server.identity.join.is_none() {
             server.write_client_files()?;
         }
         if let Some(join) = server.identity.join.clone() {
@@ -290,7 +324,7 @@ impl Server {
             }
         }
         server.tasks.push(tokio::spawn(keep_client_file(
-            server.store.clone(),
+            ctx.clone(),
             server.identity.clone(),
             dir.clone(),
             shutdown_rx,
@@ -305,7 +339,12 @@ impl Server {
 
     fn write_client_files(&self) -> Result<()> {
         let servers = server_list(&self.store, &self.identity);
-        identity::write_client_files(&self.opts_dir(), &self.identity, &servers)
+        identity::write_client_files(
+            &self.opts_dir(),
+            &self.identity,
+            self.trust.ca.cert_pem(),
+            &servers,
+        )
     }
 
     fn opts_dir(&self) -> PathBuf {
@@ -328,12 +367,11 @@ impl Server {
                     id: self.identity.id,
                     addr: self.identity.addr.clone(),
                     http: self.identity.http.clone(),
-                    join_token: self.identity.join_token.clone(),
                 };
-                let ep = tonic::transport::Endpoint::from_shared(format!("http://{t}"))
+                let ep = drover_pki::net::endpoint(&t)
                     .with_context(|| format!("--join {t}: not a host:port address"))?
                     .connect_timeout(Duration::from_secs(2));
-                let res = match ep.connect().await {
+                let res = match drover_pki::net::connect(ep, self.trust.client_tls()).await {
                     Ok(ch) => {
                         let mut r = tonic::Request::new(req);
                         r.set_timeout(Duration::from_secs(90));
@@ -344,10 +382,12 @@ impl Server {
                 match res {
                     Ok(resp) => {
                         let resp = resp.into_inner();
-                        self.identity.admin_token = resp.admin_token.clone();
+                        if !resp.admin_token.is_empty() {
+                            self.identity.admin_token = resp.admin_token.clone();
+                        }
                         self.identity.join = None;
                         self.identity.save(&self.opts_dir())?;
-                        ctx.set_admin_token(resp.admin_token);
+                        ctx.set_admin_token(self.identity.admin_token.clone());
                         self.write_client_files()?;
                         tracing::info!(
                             "joined the cluster as member {:016x} ({} members)",
@@ -404,10 +444,81 @@ impl Server {
     }
 }
 
+/// Asks `target` for a member certificate with the server token, over TLS
+/// pinned to the CA digest the token carries; keeps what it answers.
+async fn certify_member(
+    dir: &std::path::Path,
+    target: &str,
+    token: &drover_pki::JoinToken,
+    id: u64,
+    hosts: &[String],
+) -> Result<trust::Trust> {
+    let cred = drover_pki::Credential::generate(&drover_pki::Role::Member(id).common_name())?;
+    let pinned = drover_pki::tls::pinned_client_config(&token.ca_digest)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ep = drover_pki::net::endpoint(target)
+            .with_context(|| format!("--join {target}: not a host:port address"))?
+            .connect_timeout(Duration::from_secs(2));
+        let res = match drover_pki::net::connect(ep, pinned.clone()).await {
+            Ok(ch) => {
+                let mut r = tonic::Request::new(drover_proto::v1::CertifyRequest {
+                    token: token.to_string(),
+                    csr: cred.csr_pem.clone(),
+                    member: id,
+                    hosts: hosts.to_vec(),
+                    ..Default::default()
+                });
+                r.set_timeout(Duration::from_secs(10));
+                ClusterClient::new(ch)
+                    .certify(r)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(|s| {
+                        let refused = matches!(
+                            s.code(),
+                            tonic::Code::PermissionDenied
+                                | tonic::Code::Unauthenticated
+                                | tonic::Code::InvalidArgument
+                                | tonic::Code::AlreadyExists
+                                | tonic::Code::FailedPrecondition
+                        );
+                        (refused, format!("{target} refused the join: {}", s.message()))
+                    })
+            }
+            Err(e) => Err((false, format!("cannot reach {target} over TLS: {}", error_chain(&e)))),
+        };
+        match res {
+            Ok(resp) => return trust::Trust::from_certified(dir, cred.key_pem, &resp),
+            Err((true, msg)) => bail!(msg),
+            Err((false, msg)) if Instant::now() >= deadline => bail!("{msg}; gave up after 60 s"),
+            Err((false, msg)) => {
+                tracing::warn!("{msg}; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// An error and its causes on one line (a TLS refusal is a few levels down).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
 fn server_list(store: &Store, me: &Identity) -> Vec<String> {
     let mut servers: Vec<String> = vec![me.addr.clone()];
     for m in store.members().values() {
-        if !m.removed && !m.addr.is_empty() && !servers.contains(&m.addr) {
+        if !m.removed && !m.learner && !m.addr.is_empty() && !servers.contains(&m.addr) {
             servers.push(m.addr.clone());
         }
     }
@@ -421,9 +532,13 @@ async fn serve_grpc(
     mut stop: watch::Receiver<bool>,
 ) {
     use auth::MAX_MESSAGE;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+    use tokio_stream::StreamExt;
+    let incoming = drover_pki::net::incoming(l, ctx.trust.grpc.clone(), Default::default());
+    let incoming =
+        tokio_stream::wrappers::ReceiverStream::new(incoming).map(Ok::<_, std::io::Error>);
     let r = tonic::transport::Server::builder()
         .tcp_nodelay(true)
+        .max_concurrent_streams(Some(MAX_STREAMS))
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .add_service(
             StoreServer::new(svc::store::StoreSvc(ctx.clone()))
@@ -459,8 +574,45 @@ async fn serve_grpc(
     }
 }
 
-async fn serve_http(l: TcpListener, store: Store, mut stop: watch::Receiver<bool>) {
-    let r = axum::serve(l, http::router(store))
+/// HTTP/2 streams one connection may have open at once.
+pub const MAX_STREAMS: u32 = 200;
+
+/// The HTTP port's connections, after their TLS handshake.
+struct TlsHttp {
+    rx: tokio::sync::mpsc::Receiver<drover_pki::net::TlsConn>,
+    local: SocketAddr,
+}
+
+impl axum::serve::Listener for TlsHttp {
+    type Io = drover_pki::net::TlsConn;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(c) => {
+                let remote = c.info().remote;
+                (c, remote)
+            }
+            // The accept loop only ends when this listener is dropped.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+async fn serve_http(l: TcpListener, ctx: Arc<ctx::Ctx>, mut stop: watch::Receiver<bool>) {
+    let local = match l.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("the HTTP port has no address: {e}");
+            return;
+        }
+    };
+    let rx = drover_pki::net::incoming(l, ctx.trust.http.clone(), Default::default());
+    let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.store.clone()))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
         })
@@ -470,25 +622,34 @@ async fn serve_http(l: TcpListener, store: Store, mut stop: watch::Receiver<bool
     }
 }
 
-/// Rewrites client.yaml when the membership changes.
+/// Rewrites client.yaml when the membership changes, and the token files
+/// (and `server.json`) when a rotated token arrives.
 async fn keep_client_file(
-    store: Store,
+    ctx: Arc<ctx::Ctx>,
     me: Identity,
     dir: PathBuf,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut last = server_list(&store, &me);
+    let mut last = server_list(&ctx.store, &me);
     loop {
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
-        let now = server_list(&store, &me);
-        if now != last {
+        let tokens_changed = loops::tokens::refresh(&ctx).await;
+        let now = server_list(&ctx.store, &me);
+        if now != last || tokens_changed {
             // The identity on disk has the admin token once joined.
-            if let Ok(Some(id)) = Identity::load(&dir) {
-                if !id.admin_token.is_empty() {
-                    if let Err(e) = identity::write_client_files(&dir, &id, &now) {
+            if let Ok(Some(mut id)) = Identity::load(&dir) {
+                id.server_token = ctx.trust.token(drover_pki::TokenKind::Server).to_string();
+                id.node_token = ctx.trust.token(drover_pki::TokenKind::Node).to_string();
+                if let Err(e) = id.save(&dir) {
+                    tracing::warn!("cannot rewrite server.json: {e:#}");
+                }
+                if id.join.is_none() {
+                    if let Err(e) =
+                        identity::write_client_files(&dir, &id, ctx.trust.ca.cert_pem(), &now)
+                    {
                         tracing::warn!("cannot rewrite client.yaml: {e:#}");
                     }
                 }

@@ -6,7 +6,7 @@
 //! trip. Failures are reported back to raft (`report_unreachable`, snapshot
 //! status); raft retransmits, so a full queue simply drops messages.
 
-use crate::auth::{bearer, MAX_MESSAGE};
+use crate::auth::MAX_MESSAGE;
 use drover_proto::reason::Reason;
 use drover_proto::v1::raft_client::RaftClient;
 use drover_proto::v1::RaftBatch;
@@ -14,10 +14,13 @@ use drover_store::{RaftMessage, Reporter, Transport};
 use protobuf::Message as _;
 use raft::eraftpb::MessageType;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
+
+/// How members dial each other: TLS with the member certificate.
+pub type ClientTls = Arc<rustls::ClientConfig>;
 
 const QUEUE: usize = 8192;
 
@@ -30,18 +33,19 @@ struct Peer {
 pub struct GrpcTransport {
     id: u64,
     addr: String,
-    token: String,
+    tls: ClientTls,
     rt: tokio::runtime::Handle,
     peers: Mutex<HashMap<u64, Peer>>,
 }
 
 impl GrpcTransport {
-    /// `id` and `addr` are this member's; `token` authenticates to peers.
-    pub fn new(id: u64, addr: String, token: String, rt: tokio::runtime::Handle) -> Self {
+    /// `id` and `addr` are this member's; `tls` carries its member
+    /// certificate, which is what authenticates it to peers.
+    pub fn new(id: u64, addr: String, tls: ClientTls, rt: tokio::runtime::Handle) -> Self {
         GrpcTransport {
             id,
             addr,
-            token,
+            tls,
             rt,
             peers: Mutex::new(HashMap::new()),
         }
@@ -53,10 +57,10 @@ impl GrpcTransport {
             from: self.id,
             from_addr: self.addr.clone(),
             to,
-            token: self.token.clone(),
+            tls: self.tls.clone(),
             reporter: reporter.clone(),
         };
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"));
+        let endpoint = drover_pki::net::endpoint(addr);
         let reporter2 = reporter.clone();
         self.rt.spawn(async move {
             match endpoint {
@@ -99,22 +103,21 @@ struct PeerTask {
     from: u64,
     from_addr: String,
     to: u64,
-    token: String,
+    tls: ClientTls,
     reporter: Reporter,
 }
 
 impl PeerTask {
     async fn run(self, endpoint: Endpoint, mut rx: mpsc::Receiver<RaftMessage>) {
-        let channel: Channel = endpoint
+        let endpoint = endpoint
             .connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(5))
-            .connect_lazy();
+            .keep_alive_timeout(Duration::from_secs(5));
+        let channel: Channel = drover_pki::net::lazy(endpoint, self.tls.clone());
         let mut client = RaftClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
-        let auth = bearer(&self.token);
         let mut failures = 0u32;
         while let Some(first) = rx.recv().await {
             let mut msgs = vec![first];
@@ -140,7 +143,6 @@ impl PeerTask {
                 }
             }
             let mut req = tonic::Request::new(batch);
-            req.metadata_mut().insert("authorization", auth.clone());
             req.set_timeout(if snapshots > 0 {
                 Duration::from_secs(120)
             } else {

@@ -12,6 +12,7 @@
 mod apply;
 pub mod codec;
 pub mod mirror;
+pub mod node_certs;
 
 pub use apply::Applied;
 pub use codec::{decode, encode, key, new_uid, now_rfc3339, prefix, revision_of, to_json};

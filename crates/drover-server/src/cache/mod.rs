@@ -231,6 +231,11 @@ impl Informer {
 
     /// Waits until the informer holds its first list (false when it stops
     /// first).
+    /// Whether the first list has been loaded.
+    pub fn is_loaded(&self) -> bool {
+        *self.loaded.borrow()
+    }
+
     pub async fn wait_loaded(&self) -> bool {
         let mut rx = self.loaded.subscribe();
         let loaded = rx.wait_for(|l| *l).await.is_ok();

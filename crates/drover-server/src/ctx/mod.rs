@@ -12,9 +12,10 @@ use crate::heartbeats::Heartbeats;
 use crate::sessions::Sessions;
 use drover_store::{Error as StoreError, Store};
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use crate::trust::Trust;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub use forward::{forwarded, from_peer, hops, Forwarding, Route, HOPS};
 
@@ -24,7 +25,8 @@ pub struct Ctx {
     pub id: u64,
     /// Empty while a joining member has not finished joining.
     admin_token: RwLock<String>,
-    pub join_token: String,
+    /// The CA, this member's certificate, the join tokens.
+    pub trust: Arc<Trust>,
     /// How long a call waits for a leader, a read or a write.
     pub timeout: Duration,
     /// Node heartbeats heard here (and, on the leader, relayed here).
@@ -35,12 +37,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(store: Store, admin_token: String, join_token: String, timeout: Duration) -> Self {
+    pub fn new(store: Store, admin_token: String, trust: Arc<Trust>, timeout: Duration) -> Self {
         Ctx {
             id: store.id(),
             store,
             admin_token: RwLock::new(admin_token),
-            join_token,
+            trust,
             timeout,
             heartbeats: Default::default(),
             sessions: Default::default(),
@@ -61,17 +63,18 @@ impl Ctx {
         *self.admin_token.write().unwrap_or_else(|e| e.into_inner()) = token;
     }
 
-    /// A (lazily connected, shared) channel to another member.
+    /// A (lazily connected, shared) channel to another member, over TLS
+    /// with this member's certificate.
     pub fn channel(&self, addr: &str) -> Result<Channel, ApiError> {
         let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = ch.get(addr) {
             return Ok(c.clone());
         }
-        let c = Endpoint::from_shared(format!("http://{addr}"))
+        let ep = drover_pki::net::endpoint(addr)
             .map_err(|e| ApiError::Internal(format!("member address {addr:?} is invalid: {e}")))?
             .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            .connect_lazy();
+            .tcp_nodelay(true);
+        let c = drover_pki::net::lazy(ep, self.trust.client_tls());
         ch.insert(addr.to_string(), c.clone());
         Ok(c)
     }

@@ -31,9 +31,8 @@ pub async fn relay(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         let Ok(ch) = ctx.channel(&m.addr) else {
             continue;
         };
+        // Authenticated by this member's certificate (the channel's TLS).
         let mut req = Request::new(pb::HeartbeatBatch { nodes });
-        req.metadata_mut()
-            .insert("authorization", crate::auth::bearer(&ctx.join_token));
         req.set_timeout(Duration::from_secs(2));
         if let Err(e) = pb::raft_client::RaftClient::new(ch).heartbeats(req).await {
             tracing::debug!("cannot relay heartbeats to the leader: {}", e.message());

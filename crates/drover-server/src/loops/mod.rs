@@ -7,13 +7,15 @@
 //!   reports);
 //! - [`mirror`]: mirror pods kept in step with a node's static pods;
 //! - [`heartbeats`]: a follower relaying the heartbeats it hears to the
-//!   leader.
+//!   leader;
+//! - [`tokens`]: rotated join tokens, replicated, taken up by every member.
 
 pub mod controller;
 pub mod heartbeats;
 pub mod mirror;
 pub mod revisions;
 pub mod session;
+pub mod tokens;
 
 use drover_api::Manifest;
 

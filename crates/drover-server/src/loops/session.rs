@@ -5,6 +5,7 @@
 //! pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
 //! is deleted). The gRPC side is [`crate::svc::agent`].
 
+use crate::api::node_certs::{bound_serial, revoked};
 use crate::api::{now_rfc3339, Objects};
 use crate::cache::Informer;
 use crate::ctx::Ctx;
@@ -24,22 +25,32 @@ const REGISTER_ATTEMPTS: usize = 5;
 /// description, or the existing one with the agent's status (addresses,
 /// capacity, system info) and the user's labels, taints and spec kept.
 pub fn node_from_hello(hello: Node, existing: Option<Node>, now: &str) -> Node {
+    let ready = drover_api::NodeCondition {
+        r#type: "Ready".into(),
+        status: Some(drover_api::ConditionStatus::True),
+        last_heartbeat_time: Some(now.into()),
+        last_transition_time: Some(now.into()),
+        reason: "AgentReady".into(),
+        message: "drover agent is posting ready status".into(),
+        ..Default::default()
+    };
     match existing {
         None => {
             let mut n = hello;
             n.metadata.namespace.clear();
             n.metadata.resource_version.clear();
-            let ready = drover_api::NodeCondition {
-                r#type: "Ready".into(),
-                status: Some(drover_api::ConditionStatus::True),
-                last_heartbeat_time: Some(now.into()),
-                last_transition_time: Some(now.into()),
-                reason: "AgentReady".into(),
-                message: "drover agent is posting ready status".into(),
-                ..Default::default()
-            };
             n.status.conditions = vec![ready];
             n
+        }
+        // The Node its join made (bound to the certificate, no status yet):
+        // the agent's description, the join's metadata.
+        Some(n) if n.status.conditions.is_empty() => {
+            let mut meta = n.metadata;
+            meta.labels = hello.metadata.labels.clone();
+            let mut m = hello;
+            m.metadata = meta;
+            m.status.conditions = vec![ready];
+            m
         }
         Some(mut n) => {
             n.status.addresses = hello.status.addresses;
@@ -92,6 +103,28 @@ pub async fn register(objects: &Objects, node: Node) -> Result<String, ApiError>
     )))
 }
 
+/// Refuses a session whose certificate is not (or no longer) the one bound
+/// to its Node.
+pub async fn check_bound(objects: &Objects, name: &str, serial: &str) -> Result<(), ApiError> {
+    match objects.get(Kind::Node, "", name).await {
+        Ok(Manifest::Node(n)) if bound_serial(&n) == Some(serial) => Ok(()),
+        Ok(_) | Err(ApiError::NotFound(_)) => Err(revoked(name)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the cache still binds `serial` to `name` (a deleted Node, a new
+/// join or a renewal end the session).
+fn still_bound(cache: &Informer, name: &str, serial: &str) -> bool {
+    let snap = cache.snapshot();
+    snap.nodes
+        .get(&crate::api::key(Kind::Node, "", name))
+        .is_some_and(|n| bound_serial(n) == Some(serial))
+}
+
+/// How often a session checks that its certificate is still bound.
+const REVOCATION_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The first message of a session.
 pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
     pb::ServerMessage {
@@ -129,6 +162,7 @@ pub fn run(
     objects: Objects,
     cache: Informer,
     node: String,
+    serial: String,
     tx: SessionTx,
     mut inbound: Streaming<pb::AgentMessage>,
 ) {
@@ -161,17 +195,26 @@ pub fn run(
     // Read what the agent says until it goes away.
     let remote = ctx.sessions.attach(&node, tx.clone());
     tokio::spawn(async move {
+        let mut check = tokio::time::interval(REVOCATION_CHECK);
         loop {
             let msg = tokio::select! {
                 m = inbound.message() => m,
                 _ = tx.closed() => break,
+                _ = check.tick() => {
+                    if cache.is_loaded() && !still_bound(&cache, &node, &serial) {
+                        tracing::info!(node = %node, "closing the session: its certificate is no longer bound to the node");
+                        let _ = tx.send(Err(crate::svc::status(revoked(&node)))).await;
+                        break;
+                    }
+                    continue;
+                }
             };
             match msg {
                 Ok(Some(m)) => match m.msg {
                     Some(agent_message::Msg::Heartbeat(_)) => ctx.heartbeats.beat(&node),
                     Some(agent_message::Msg::Statuses(s)) => {
                         ctx.heartbeats.beat(&node);
-                        write_statuses(&objects, &node, s).await;
+                        write_statuses(&objects, &cache, &node, s).await;
                     }
                     Some(agent_message::Msg::Leave(_)) => {
                         match objects.delete(Kind::Node, "", &node).await {
@@ -197,9 +240,22 @@ pub fn run(
 }
 
 /// Writes reported pod statuses (compare-and-swap; a report for another
-/// incarnation of the pod, or a deleted pod, is dropped).
-async fn write_statuses(objects: &Objects, node: &str, s: pb::PodStatuses) {
-    let writes = s.pods.into_iter().map(|p| async move {
+/// incarnation of the pod, or a deleted pod, is dropped). A node writes
+/// only the status of pods bound to it, named by uid (NodeRestriction).
+async fn write_statuses(objects: &Objects, cache: &Informer, node: &str, s: pb::PodStatuses) {
+    let snap = cache.snapshot();
+    let writes = s.pods.into_iter().map(|p| {
+        let key = crate::api::key(Kind::Pod, &p.namespace, &p.name);
+        let mine = !p.uid.is_empty()
+            && snap
+                .pods
+                .get(&key)
+                .is_some_and(|pod| pod.spec.node_name == node && pod.metadata.uid == p.uid);
+        async move {
+        if !mine {
+            tracing::warn!(node = %node, pod = %p.name, namespace = %p.namespace, "refused a status for a pod that is not bound to this node");
+            return;
+        }
         let status: Value = match serde_json::from_slice(&p.status) {
             Ok(v) => v,
             Err(e) => {
@@ -213,6 +269,7 @@ async fn write_statuses(objects: &Objects, node: &str, s: pb::PodStatuses) {
         {
             Ok(_) | Err(ApiError::NotFound(_)) => {}
             Err(e) => tracing::debug!(node = %node, pod = %p.name, "status not written: {e}"),
+        }
         }
     });
     futures_util::future::join_all(writes).await;

@@ -1,5 +1,7 @@
-//! `Agent.Session`: one stream per node agent (join token). The first
-//! message must be the agent's hello; the session itself runs in
+//! `Agent.Session`: one stream per node agent, opened with its node
+//! certificate, for its own name only, while that certificate is the one
+//! bound to the Node ([`crate::api::node_certs`]). The first message must
+//! be the agent's hello; the session itself runs in
 //! [`crate::loops::session`].
 
 use super::status;
@@ -30,11 +32,14 @@ impl agent_server::Agent for AgentSvc {
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        crate::auth::check(
-            &req,
-            &self.ctx.join_token,
-            "an agent session (use the join token)",
-        )?;
+        let caller = crate::auth::caller(&req, "");
+        let crate::auth::Caller::Node { name, serial } = caller else {
+            return Err(super::refusal(
+                &caller,
+                "an agent session (it needs a node certificate: `drover agent` gets one with the node token)",
+                super::Access::Member,
+            ));
+        };
         let mut inbound = req.into_inner();
         let first = inbound.message().await?.ok_or_else(|| {
             Reason::BadRequest.status("the agent closed the stream before saying hello")
@@ -45,6 +50,15 @@ impl agent_server::Agent for AgentSvc {
             );
         };
         let node = session::hello_node(&hello).map_err(status)?;
+        if node.metadata.name != name {
+            return Err(Reason::Forbidden.status(format!(
+                "the certificate of node {name} cannot open a session as node {:?}",
+                node.metadata.name
+            )));
+        }
+        session::check_bound(&self.objects, &name, &serial)
+            .await
+            .map_err(status)?;
         let node = session::register(&self.objects, node)
             .await
             .map_err(status)?;
@@ -60,6 +74,7 @@ impl agent_server::Agent for AgentSvc {
             self.objects.clone(),
             self.cache.clone(),
             node,
+            serial,
             tx,
             inbound,
         );

@@ -1,10 +1,15 @@
-//! `Cluster`: membership. `status` and `remove_member` need the admin
-//! token; `join` carries the join token in its request. Changes run on the
-//! leader (forwarded there from any member).
+//! `Cluster`: membership and certificates. `status` is for readers,
+//! `remove_member`, `issue_client` and `rotate_token` for admins; `certify`
+//! carries a join token (or renews a node's own certificate); `join` needs
+//! the member certificate `certify` gave. Membership changes run on the
+//! leader (forwarded there from any member); any member signs.
 
-use super::admin;
-use crate::auth;
+use super::{admin, reader};
+use crate::api::Objects;
+use crate::auth::{self, Caller};
 use crate::ctx::{hops, Ctx, Forwarding};
+use crate::trust;
+use drover_pki::{Role, TokenKind};
 use crate::error::ApiError;
 use drover_proto::reason::Reason;
 use drover_proto::v1::cluster_client::ClusterClient;
@@ -36,7 +41,124 @@ fn status_response(s: drover_store::Status) -> pb::StatusResponse {
     }
 }
 
+/// Largest certificate signing request accepted.
+const CSR_MAX: usize = 16 << 10;
+
+/// The servers a member or a node should talk to: voters that are not
+/// removed (a learner still joining is no one's server yet).
+pub fn voters(ctx: &Ctx) -> Vec<String> {
+    let mut out: Vec<String> = ctx
+        .store
+        .members()
+        .values()
+        .filter(|m| !m.removed && !m.learner && !m.addr.is_empty())
+        .map(|m| m.addr.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 impl ClusterSvc {
+    /// Certifies a new member (server token).
+    fn certify_member(&self, r: &pb::CertifyRequest) -> Result<pb::CertifyResponse, Status> {
+        let ctx = &self.0;
+        ctx.trust
+            .check_token(&r.token, TokenKind::Server)
+            .map_err(super::status)?;
+        if let Some(m) = ctx.store.members().get(&r.member) {
+            if m.removed {
+                return Err(Reason::MemberRemoved.status(format!(
+                    "member {:016x} was removed from the cluster; start with an empty data dir to join again",
+                    r.member
+                )));
+            }
+            if !m.learner {
+                return Err(Reason::Conflict.status(format!(
+                    "member {:016x} is already a voting member; a new member needs a new id (an empty data dir)",
+                    r.member
+                )));
+            }
+        }
+        if r.hosts.len() > 16 || r.hosts.iter().any(|h| h.len() > 253) {
+            return Err(Reason::BadRequest.status("hosts: at most 16 names of at most 253 characters"));
+        }
+        let issued = ctx
+            .trust
+            .sign(&r.csr, &Role::Member(r.member), &r.hosts, trust::MEMBER_CERT_TTL)
+            .map_err(super::status)?;
+        tracing::info!("certified member {:016x}", r.member);
+        Ok(pb::CertifyResponse {
+            cert: issued.cert_pem,
+            ca: ctx.trust.ca.cert_pem().to_string(),
+            ca_key: ctx.trust.ca.key_pem().to_string(),
+            server_token: ctx.trust.token(TokenKind::Server).to_string(),
+            node_token: ctx.trust.token(TokenKind::Node).to_string(),
+            admin_token: ctx.admin_token(),
+            servers: voters(ctx),
+        })
+    }
+
+    /// Certifies a node: a join (node token) or a renewal (its own
+    /// certificate, still bound).
+    async fn certify_node(
+        &self,
+        caller: &Caller,
+        r: &pb::CertifyRequest,
+    ) -> Result<pb::CertifyResponse, Status> {
+        let ctx = &self.0;
+        let from = if r.token.is_empty() {
+            match caller {
+                Caller::Node { name, serial } if *name == r.node => Some(serial.clone()),
+                Caller::Node { name, .. } => {
+                    return Err(Reason::Forbidden.status(format!(
+                        "node {name} may renew only its own certificate, not {:?}'s",
+                        r.node
+                    )))
+                }
+                other => {
+                    return Err(super::refusal(
+                        other,
+                        "certify (a node token, or the node's own certificate to renew it)",
+                        super::Access::Read,
+                    ))
+                }
+            }
+        } else {
+            ctx.trust
+                .check_token(&r.token, TokenKind::Node)
+                .map_err(super::status)?;
+            None
+        };
+        let bad = drover_api::validation::is_dns1123_subdomain(&r.node);
+        if !bad.is_empty() {
+            let shown: String = r.node.chars().take(64).collect();
+            return Err(Reason::Invalid.status(format!(
+                "node: Invalid value: {shown:?}: {}",
+                bad.join("; ")
+            )));
+        }
+        let issued = ctx
+            .trust
+            .sign(&r.csr, &Role::Node(r.node.clone()), &[], ctx.trust.node_cert_ttl)
+            .map_err(super::status)?;
+        Objects::new(ctx.clone())
+            .bind_node_cert(&r.node, &issued.serial, from.as_deref())
+            .await
+            .map_err(super::status)?;
+        tracing::info!(
+            node = %r.node,
+            "{} a node certificate",
+            if from.is_some() { "renewed" } else { "issued" }
+        );
+        Ok(pb::CertifyResponse {
+            cert: issued.cert_pem,
+            ca: ctx.trust.ca.cert_pem().to_string(),
+            servers: voters(ctx),
+            ..Default::default()
+        })
+    }
+
     /// On the leader: add as learner, wait until it caught up, promote.
     async fn join_here(
         &self,
@@ -64,8 +186,12 @@ impl ClusterSvc {
                 break;
             }
             if Instant::now() >= deadline {
+                // A join that fails leaves no learner behind.
+                if let Err(e) = store.change_members(MemberChange::Remove(r.id)).await {
+                    tracing::warn!("cannot remove the learner {:x} of a failed join: {e}", r.id);
+                }
                 return Err(StoreError::Unavailable(format!(
-                    "member {:x} did not catch up with the log in time (is {} reachable from the leader?)",
+                    "member {:x} did not catch up with the log in time (is {} reachable from the leader?); it was removed: join again with an empty data dir",
                     r.id, r.addr
                 )));
             }
@@ -81,7 +207,7 @@ impl cluster_server::Cluster for ClusterSvc {
         &self,
         req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        admin(&self.0, &req, "cluster status")?;
+        reader(&self.0, &req, "cluster status")?;
         let s = self.0.store.status().await.map_err(ApiError::from)?;
         Ok(Response::new(status_response(s)))
     }
@@ -91,10 +217,13 @@ impl cluster_server::Cluster for ClusterSvc {
         req: Request<pb::JoinRequest>,
     ) -> Result<Response<pb::JoinResponse>, Status> {
         let hops = hops(&req);
+        let caller = auth::caller(&req, "");
         let r = req.into_inner();
-        if !auth::same_token(&r.join_token, &self.0.join_token) {
-            return Err(Reason::Forbidden
-                .status("wrong join token: use the content of DIR/join-token of a member"));
+        if caller != Caller::Member(r.id) {
+            return Err(Reason::Forbidden.status(format!(
+                "{caller} may not join as member {:016x}: a member joins with the certificate `certify` gave it for that id",
+                r.id
+            )));
         }
         if r.id == 0 || r.addr.is_empty() {
             return Err(Reason::BadRequest.status("join: id and addr are required"));
@@ -169,5 +298,97 @@ impl cluster_server::Cluster for ClusterSvc {
             )
             .await?;
         Ok(Response::new(resp))
+    }
+
+    async fn certify(
+        &self,
+        req: Request<pb::CertifyRequest>,
+    ) -> Result<Response<pb::CertifyResponse>, Status> {
+        let caller = auth::caller(&req, "");
+        let r = req.into_inner();
+        if r.csr.len() > CSR_MAX {
+            return Err(Reason::BadRequest.status(format!(
+                "csr: {} bytes; at most {CSR_MAX}",
+                r.csr.len()
+            )));
+        }
+        let resp = match (r.member, r.node.is_empty()) {
+            (0, false) => self.certify_node(&caller, &r).await?,
+            (m, true) if m != 0 => self.certify_member(&r)?,
+            _ => {
+                return Err(Reason::BadRequest
+                    .status("certify: name either a node (node) or a member id (member)"))
+            }
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn issue_client(
+        &self,
+        req: Request<pb::IssueClientRequest>,
+    ) -> Result<Response<pb::IssueClientResponse>, Status> {
+        admin(&self.0, &req, "issuing a client certificate")?;
+        let r = req.into_inner();
+        if r.csr.len() > CSR_MAX {
+            return Err(Reason::BadRequest.status("csr: too large"));
+        }
+        let bad = drover_api::validation::is_dns1123_subdomain(&r.name);
+        if !bad.is_empty() {
+            let shown: String = r.name.chars().take(64).collect();
+            return Err(Reason::Invalid
+                .status(format!("name: Invalid value: {shown:?}: {}", bad.join("; "))));
+        }
+        let role = match r.role.as_str() {
+            "admin" => Role::Admin(r.name.clone()),
+            "viewer" => Role::Viewer(r.name.clone()),
+            other => {
+                let shown: String = other.chars().take(32).collect();
+                return Err(Reason::Invalid.status(format!(
+                    "role: Unsupported value: {shown:?}: supported values: \"admin\", \"viewer\""
+                )));
+            }
+        };
+        let ttl = match r.ttl_seconds {
+            0 => trust::CLIENT_CERT_TTL,
+            s if s < 60 || s > 10 * 365 * 86_400 => {
+                return Err(Reason::Invalid
+                    .status("ttl: between one minute and ten years"))
+            }
+            s => Duration::from_secs(s),
+        };
+        let issued = self
+            .0
+            .trust
+            .sign(&r.csr, &role, &[], ttl)
+            .map_err(super::status)?;
+        tracing::info!("issued a client certificate for {role}");
+        Ok(Response::new(pb::IssueClientResponse {
+            cert: issued.cert_pem,
+            ca: self.0.trust.ca.cert_pem().to_string(),
+            servers: voters(&self.0),
+        }))
+    }
+
+    async fn rotate_token(
+        &self,
+        req: Request<pb::RotateTokenRequest>,
+    ) -> Result<Response<pb::RotateTokenResponse>, Status> {
+        admin(&self.0, &req, "rotating a join token")?;
+        let kind = match req.get_ref().kind.as_str() {
+            "server" => TokenKind::Server,
+            "node" => TokenKind::Node,
+            _ => {
+                return Err(Reason::Invalid.status(
+                    "kind: Unsupported value: supported values: \"server\", \"node\"",
+                ))
+            }
+        };
+        let token = drover_pki::JoinToken::generate(kind, self.0.trust.ca.digest());
+        crate::loops::tokens::publish(&self.0, &token)
+            .await
+            .map_err(super::status)?;
+        Ok(Response::new(pb::RotateTokenResponse {
+            token: token.to_string(),
+        }))
     }
 }

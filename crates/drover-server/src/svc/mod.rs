@@ -4,18 +4,25 @@
 //! [`ApiError`] becomes a `tonic::Status`: its code, its message and its
 //! reason code (metadata `x-drover-reason`, [`drover_proto::reason`]).
 //!
-//! Who may call what:
+//! Who may call what ([`crate::auth::Caller`]: the connection's
+//! certificate, or the admin token). Members may call everything an admin
+//! may (they forward clients' calls, which they authorised themselves).
 //!
-//! | service | calls | credential |
+//! | service | calls | who |
 //! |---|---|---|
-//! | `Store` ([`store`]) | get, list, write, watch | admin token |
-//! | `Objects` ([`objects`]) | apply, get, list, update, delete, watch | admin token |
-//! | `Pods` ([`pods`]) | logs, exec | admin token |
-//! | `Pods` | locate | join token (members) |
-//! | `Cluster` ([`cluster`]) | status, remove member | admin token |
-//! | `Cluster` | join | join token in the request |
-//! | `Raft` ([`raft`]) | send, heartbeats | join token (members) |
-//! | `Agent` ([`agent`]) | session | join token |
+//! | `Store` ([`store`]) | get, list, watch | admin, viewer, member |
+//! | `Store` | write | admin, member |
+//! | `Objects` ([`objects`]) | get, list, watch | admin, viewer, member |
+//! | `Objects` | apply, update, delete | admin, member |
+//! | `Pods` ([`pods`]) | logs | admin, viewer, member |
+//! | `Pods` | exec | admin, member |
+//! | `Pods` | locate | member |
+//! | `Cluster` ([`cluster`]) | status | admin, viewer, member |
+//! | `Cluster` | remove member, issue client, rotate token | admin, member |
+//! | `Cluster` | join | the member certificate of the joining id |
+//! | `Cluster` | certify | anyone with the server or node token in the request; a node renewing its own certificate |
+//! | `Raft` ([`raft`]) | send, heartbeats | member (a message's sender must be the certificate's member) |
+//! | `Agent` ([`agent`]) | session | node, for its own name, with its current certificate |
 
 pub mod agent;
 pub mod cluster;
@@ -24,7 +31,7 @@ pub mod pods;
 pub mod raft;
 pub mod store;
 
-use crate::auth;
+use crate::auth::{self, Caller};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 use drover_proto::reason::Reason;
@@ -41,14 +48,68 @@ impl From<ApiError> for Status {
     }
 }
 
-/// Refuses the request unless it carries the cluster's admin token.
-pub fn admin<T>(ctx: &Ctx, req: &Request<T>, what: &str) -> Result<(), Status> {
+/// What a call needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads, watches, logs: admin, viewer or member.
+    Read,
+    /// Everything else: admin or member.
+    Write,
+    /// Members only (the raft transport, relays).
+    Member,
+}
+
+/// Who `req` comes from, or the refusal when that caller may not do
+/// `what` with `access`.
+pub fn authorize<T>(
+    ctx: &Ctx,
+    req: &Request<T>,
+    access: Access,
+    what: &str,
+) -> Result<Caller, Status> {
     let token = ctx.admin_token();
-    if token.is_empty() {
+    let caller = auth::caller(req, &token);
+    let ok = match (&caller, access) {
+        (Caller::Member(_), _) => true,
+        (Caller::Admin(_), Access::Read | Access::Write) => true,
+        (Caller::Viewer(_), Access::Read) => true,
+        _ => false,
+    };
+    if ok {
+        return Ok(caller);
+    }
+    if token.is_empty() && !matches!(caller, Caller::Member(_)) {
         return Err(Reason::Joining
             .status("this server is still joining its cluster; ask another member or retry"));
     }
-    auth::check(req, &token, what)
+    Err(refusal(&caller, what, access))
+}
+
+/// The refusal of `what` for `caller`.
+pub fn refusal(caller: &Caller, what: &str, access: Access) -> Status {
+    match caller {
+        Caller::Anonymous if auth_missing(access) => Reason::Unauthorized.status(format!(
+            "no credential: {what} needs a client certificate or the admin token (`drover --config DATA_DIR/client.yaml`)"
+        )),
+        Caller::Anonymous => Reason::Unauthorized.status(format!(
+            "{what} is for members of the cluster only"
+        )),
+        other => Reason::Forbidden.status(format!("{other} may not call {what}")),
+    }
+}
+
+fn auth_missing(access: Access) -> bool {
+    !matches!(access, Access::Member)
+}
+
+/// Refuses the request unless an admin (or a member) sends it.
+pub fn admin<T>(ctx: &Ctx, req: &Request<T>, what: &str) -> Result<(), Status> {
+    authorize(ctx, req, Access::Write, what).map(|_| ())
+}
+
+/// Refuses the request unless an admin, a viewer or a member sends it.
+pub fn reader<T>(ctx: &Ctx, req: &Request<T>, what: &str) -> Result<(), Status> {
+    authorize(ctx, req, Access::Read, what).map(|_| ())
 }
 
 #[cfg(test)]

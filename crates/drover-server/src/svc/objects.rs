@@ -1,7 +1,7 @@
 //! `Objects`: the object API for clients (`drover apply|get|delete|…`).
 //! Every call needs the admin token.
 
-use super::{admin, status};
+use super::{admin, reader, status};
 use crate::api::{decode, prefix, to_json, Objects};
 use crate::error::ApiError;
 use drover_api::selector::Selector;
@@ -46,7 +46,7 @@ impl objects_server::Objects for ObjectsSvc {
         &self,
         req: Request<pb::ObjectRef>,
     ) -> Result<Response<pb::ObjectResponse>, Status> {
-        admin(self.0.ctx(), &req, "get")?;
+        reader(self.0.ctx(), &req, "get")?;
         let r = req.into_inner();
         let m = self
             .0
@@ -61,7 +61,7 @@ impl objects_server::Objects for ObjectsSvc {
         &self,
         req: Request<pb::ListObjectsRequest>,
     ) -> Result<Response<pb::ListObjectsResponse>, Status> {
-        admin(self.0.ctx(), &req, "list")?;
+        reader(self.0.ctx(), &req, "list")?;
         let r = req.into_inner();
         let kind = parse_kind(&r.kind)?;
         let selector = if r.label_selector.is_empty() {
@@ -115,7 +115,7 @@ impl objects_server::Objects for ObjectsSvc {
         &self,
         req: Request<pb::WatchObjectsRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        admin(self.0.ctx(), &req, "watch")?;
+        reader(self.0.ctx(), &req, "watch")?;
         let r = req.into_inner();
         let kind = parse_kind(&r.kind)?;
         let from = if r.resource_version.is_empty() {

@@ -18,7 +18,7 @@ use crate::api::Objects;
 use crate::auth;
 use crate::ctx::Ctx;
 use crate::sessions::{end_status, Piece, RemoteStream};
-use crate::svc::admin;
+use crate::svc::{admin, authorize, reader, Access};
 use drover_api::{Kind, Manifest, Pod};
 use drover_proto::reason::Reason;
 use drover_proto::v1::{self as pb, pods_client::PodsClient, pods_server};
@@ -226,13 +226,10 @@ impl PodsSvc {
             .map(|m| {
                 let ch = self.ctx.channel(&m.addr);
                 let (id, addr) = (m.id, m.addr.clone());
-                let token = self.ctx.join_token.clone();
                 let node = node.to_string();
                 async move {
                     let ch = ch.ok()?;
                     let mut r = Request::new(pb::LocateRequest { node });
-                    r.metadata_mut()
-                        .insert("authorization", auth::bearer(&token));
                     r.set_timeout(LOCATE_TIMEOUT);
                     let held =
                         tokio::time::timeout(LOCATE_TIMEOUT, PodsClient::new(ch.clone()).locate(r))
@@ -334,7 +331,7 @@ impl pods_server::Pods for PodsSvc {
         &self,
         req: Request<pb::PodLogsRequest>,
     ) -> Result<Response<Self::LogsStream>, Status> {
-        admin(&self.ctx, &req, "logs")?;
+        reader(&self.ctx, &req, "logs")?;
         let token = auth::token_of(&req).map(str::to_string);
         let r = req.into_inner();
         let t = self.target(&r.namespace, &r.pod, &r.container).await?;
@@ -362,7 +359,7 @@ impl pods_server::Pods for PodsSvc {
         &self,
         req: Request<pb::LocateRequest>,
     ) -> Result<Response<pb::LocateResponse>, Status> {
-        auth::check(&req, &self.ctx.join_token, "locating an agent session")?;
+        authorize(&self.ctx, &req, Access::Member, "locating an agent session")?;
         let held = self.ctx.sessions.holds(&req.into_inner().node);
         Ok(Response::new(pb::LocateResponse { held }))
     }

@@ -1,8 +1,9 @@
 //! `Raft`: the receiving side of the raft transport, and heartbeats
-//! relayed by followers. Members only (join token).
+//! relayed by followers. Members only: the caller's member certificate,
+//! and every message's sender must be that member.
 
-use super::status;
-use crate::auth;
+use super::{authorize, status, Access};
+use crate::auth::Caller;
 use crate::ctx::Ctx;
 use drover_proto::reason::Reason;
 use drover_proto::v1::{self as pb, raft_server};
@@ -15,8 +16,14 @@ pub struct RaftSvc(pub Arc<Ctx>);
 #[tonic::async_trait]
 impl raft_server::Raft for RaftSvc {
     async fn send(&self, req: Request<pb::RaftBatch>) -> Result<Response<pb::RaftAck>, Status> {
-        auth::check(&req, &self.0.join_token, "the raft transport")?;
+        let caller = authorize(&self.0, &req, Access::Member, "the raft transport")?;
         let b = req.into_inner();
+        if caller != Caller::Member(b.from) {
+            return Err(Reason::Forbidden.status(format!(
+                "{caller} may not send raft messages as member {:016x}",
+                b.from
+            )));
+        }
         let store = &self.0.store;
         let members = store.members();
         match members.get(&b.from) {
@@ -44,7 +51,7 @@ impl raft_server::Raft for RaftSvc {
         &self,
         req: Request<pb::HeartbeatBatch>,
     ) -> Result<Response<pb::HeartbeatAck>, Status> {
-        auth::check(&req, &self.0.join_token, "relayed heartbeats")?;
+        authorize(&self.0, &req, Access::Member, "relayed heartbeats")?;
         self.0.heartbeats.beat_all(&req.into_inner().nodes);
         Ok(Response::new(pb::HeartbeatAck {}))
     }

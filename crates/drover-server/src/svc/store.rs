@@ -1,6 +1,6 @@
 //! `Store`: the key/value API under the objects (`drover kv`). Admin token.
 
-use super::{admin, status};
+use super::{admin, reader, status};
 use crate::auth;
 use crate::ctx::{hops, Ctx};
 use crate::error::ApiError;
@@ -15,7 +15,7 @@ pub struct StoreSvc(pub Arc<Ctx>);
 #[tonic::async_trait]
 impl store_server::Store for StoreSvc {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
-        admin(&self.0, &req, "get")?;
+        reader(&self.0, &req, "get")?;
         let r = req.into_inner();
         let c = if r.local {
             Consistency::Local
@@ -30,7 +30,7 @@ impl store_server::Store for StoreSvc {
         &self,
         req: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
-        admin(&self.0, &req, "list")?;
+        reader(&self.0, &req, "list")?;
         let r = req.into_inner();
         let c = if r.local {
             Consistency::Local
@@ -59,7 +59,7 @@ impl store_server::Store for StoreSvc {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        admin(&self.0, &req, "watch")?;
+        reader(&self.0, &req, "watch")?;
         let r = req.into_inner();
         let mut w = self
             .0

@@ -1,0 +1,95 @@
+//! Which certificate speaks for a node: the serial of its current node
+//! certificate, kept on the Node as the annotation [`CERT_ANNOTATION`].
+//!
+//! - A join (node token) binds a new certificate to the name: it creates
+//!   the Node, or takes over one that is not Ready; a name held by a Ready
+//!   node with another certificate is refused.
+//! - A renewal rebinds from the caller's current serial to the new one.
+//! - A session is allowed only for the bound serial, and ends when the
+//!   binding changes or the Node is deleted: deleting a node revokes its
+//!   certificate.
+
+use super::{Objects, ATTEMPTS};
+use crate::error::ApiError;
+use drover_api::{Kind, Manifest, Node, ObjectMeta};
+
+/// The annotation that holds the serial (hex) of a node's certificate.
+pub const CERT_ANNOTATION: &str = "drover.io/node-cert-serial";
+
+/// The serial bound to a node, if any.
+pub fn bound_serial(node: &Node) -> Option<&str> {
+    node.metadata
+        .annotations
+        .get(CERT_ANNOTATION)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The refusal of a node certificate that is no longer bound.
+pub fn revoked(name: &str) -> ApiError {
+    ApiError::Forbidden(format!(
+        "the certificate of node {name} is revoked (the node was deleted, or joined again with another certificate); join again with the node token"
+    ))
+}
+
+impl Objects {
+    /// Binds certificate `serial` to node `name`. `from`: the serial the
+    /// caller holds now (a renewal), or `None` (a join with the node token).
+    pub async fn bind_node_cert(
+        &self,
+        name: &str,
+        serial: &str,
+        from: Option<&str>,
+    ) -> Result<(), ApiError> {
+        for _ in 0..ATTEMPTS {
+            let existing = match self.get(Kind::Node, "", name).await {
+                Ok(Manifest::Node(n)) => Some(*n),
+                Ok(_) => None,
+                Err(ApiError::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            let r = match (existing, from) {
+                (None, Some(_)) => return Err(revoked(name)),
+                (None, None) => {
+                    let mut n = Node {
+                        metadata: ObjectMeta {
+                            name: name.to_string(),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    n.metadata
+                        .annotations
+                        .insert(CERT_ANNOTATION.into(), serial.into());
+                    self.create(Manifest::Node(Box::new(n))).await.map(|_| ())
+                }
+                (Some(mut n), from) => {
+                    let current = bound_serial(&n).map(str::to_string);
+                    match from {
+                        Some(old) if current.as_deref() != Some(old) => return Err(revoked(name)),
+                        Some(_) => {}
+                        None => {
+                            if current.is_some() && n.is_ready() {
+                                return Err(ApiError::Conflict(format!(
+                                    "node {name} is held by a Ready node with another certificate; choose another --name, or `drover delete node {name}` first if that machine is gone"
+                                )));
+                            }
+                        }
+                    }
+                    n.metadata
+                        .annotations
+                        .insert(CERT_ANNOTATION.into(), serial.into());
+                    self.update(Manifest::Node(Box::new(n))).await.map(|_| ())
+                }
+            };
+            match r {
+                Ok(()) => return Ok(()),
+                Err(ApiError::Conflict(_) | ApiError::AlreadyExists(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::Conflict(format!(
+            "node {name} kept changing while its certificate was bound; retry"
+        )))
+    }
+}

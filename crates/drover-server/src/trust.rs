@@ -1,0 +1,247 @@
+//! This member's part of the cluster PKI: the CA (every member holds it, so
+//! any member can sign), its own member certificate, the TLS configurations
+//! of its ports and of its calls to other members, and the join tokens.
+//!
+//! Files in the data dir (all 0600): `ca.crt`, `ca.key`, `member.crt`,
+//! `member.key`. Tokens are in `server.json` and, for people, in
+//! `server-token` / `node-token`; a rotated token is replicated under
+//! [`TOKEN_KEY`] so every member accepts the new one and refuses the old.
+
+use crate::error::ApiError;
+use anyhow::{Context, Result};
+use drover_pki::cert::Issued;
+use drover_pki::net::ServerTls;
+use drover_pki::tls::{self, Alpn};
+use drover_pki::{Ca, Credential, JoinToken, Role, TokenKind};
+use rustls::ClientConfig;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+/// Member certificates live this long; a member renews its own (it holds
+/// the CA) when it starts with less than a third left.
+pub const MEMBER_CERT_TTL: Duration = Duration::from_secs(365 * 86_400);
+
+/// Node certificates live this long unless `--node-cert-ttl` says otherwise.
+pub const NODE_CERT_TTL: Duration = Duration::from_secs(30 * 86_400);
+
+/// Client certificates (`drover access issue`) unless `--ttl` says otherwise.
+pub const CLIENT_CERT_TTL: Duration = Duration::from_secs(365 * 86_400);
+
+/// Store key of a rotated token: `/drover/tokens/server`, `/drover/tokens/node`.
+pub fn token_key(kind: TokenKind) -> String {
+    format!("{TOKEN_KEY}{}", kind.as_str())
+}
+
+/// The prefix of replicated tokens.
+pub const TOKEN_KEY: &str = "/drover/tokens/";
+
+/// The names a member certificate carries besides `drover-server`: the
+/// hosts of its addresses (so `curl --cacert ca.crt https://HOST:PORT`
+/// works too).
+pub fn hosts_of(addrs: &[&str]) -> Vec<String> {
+    let mut out = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    for a in addrs {
+        let host = match a.rsplit_once(':') {
+            Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+            None => a,
+        };
+        if !host.is_empty() && host != "0.0.0.0" && host != "::" && !out.iter().any(|h| h == host)
+        {
+            out.push(host.to_string());
+        }
+    }
+    out
+}
+
+/// This member's trust.
+pub struct Trust {
+    pub ca: Ca,
+    /// The gRPC port's TLS (replaceable).
+    pub grpc: Arc<ServerTls>,
+    /// The HTTP port's TLS.
+    pub http: Arc<ServerTls>,
+    client: Arc<ClientConfig>,
+    member: Credential,
+    tokens: RwLock<(JoinToken, JoinToken)>,
+    /// How long node certificates live.
+    pub node_cert_ttl: Duration,
+}
+
+impl std::fmt::Debug for Trust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trust").field("ca", &self.ca).finish()
+    }
+}
+
+impl Trust {
+    /// A new cluster: a new CA, this member's certificate, new tokens (or
+    /// the secrets given).
+    pub fn bootstrap(
+        dir: &Path,
+        id: u64,
+        hosts: &[String],
+        server_secret: Option<&str>,
+        node_secret: Option<&str>,
+    ) -> Result<Trust> {
+        let now = SystemTime::now();
+        let ca = Ca::create(&format!("{id:016x}"), now).context("cannot make the cluster CA")?;
+        ca.save(dir)?;
+        let token = |kind, secret: Option<&str>| match secret {
+            Some(s) => JoinToken {
+                kind,
+                ca_digest: ca.digest().to_string(),
+                secret: s.to_string(),
+            },
+            None => JoinToken::generate(kind, ca.digest()),
+        };
+        let server = token(TokenKind::Server, server_secret);
+        let node = token(TokenKind::Node, node_secret);
+        let (issued, key) = ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, now)?;
+        let member = Credential {
+            key_pem: key,
+            csr_pem: String::new(),
+            cert_pem: issued.cert_pem,
+        };
+        member.save(dir, "member")?;
+        Trust::build(ca, member, server, node)
+    }
+
+    /// A member's trust from its data dir; `None` when it has none yet (a
+    /// joining member before its certificate). Renews the member
+    /// certificate when a third of its life or less is left.
+    pub fn load(
+        dir: &Path,
+        id: u64,
+        hosts: &[String],
+        server_token: &str,
+        node_token: &str,
+    ) -> Result<Option<Trust>> {
+        let Some(ca) = Ca::load(dir)? else {
+            return Ok(None);
+        };
+        let Some(mut member) = Credential::load(dir, "member")? else {
+            return Ok(None);
+        };
+        let peer = member
+            .peer()
+            .with_context(|| format!("{} is unreadable", dir.join("member.crt").display()))?;
+        let now = SystemTime::now();
+        let left = peer.not_after.duration_since(now).unwrap_or_default();
+        if left < MEMBER_CERT_TTL / 3 || peer.role != Role::Member(id) {
+            let (issued, key) = ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, now)?;
+            member = Credential {
+                key_pem: key,
+                csr_pem: String::new(),
+                cert_pem: issued.cert_pem,
+            };
+            member.save(dir, "member")?;
+            tracing::info!("renewed this member's certificate");
+        }
+        let server = JoinToken::parse(server_token, "server.json: server_token")?;
+        let node = JoinToken::parse(node_token, "server.json: node_token")?;
+        Ok(Some(Trust::build(ca, member, server, node)?))
+    }
+
+    /// A joining member's trust, from what the cluster certified.
+    pub fn from_certified(
+        dir: &Path,
+        key_pem: String,
+        resp: &drover_proto::v1::CertifyResponse,
+    ) -> Result<Trust> {
+        let ca = Ca::from_pem(&resp.ca, &resp.ca_key).context("the cluster sent an unreadable CA")?;
+        ca.save(dir)?;
+        let member = Credential {
+            key_pem,
+            csr_pem: String::new(),
+            cert_pem: resp.cert.clone(),
+        };
+        member.save(dir, "member")?;
+        let server = JoinToken::parse(&resp.server_token, "the cluster's server token")?;
+        let node = JoinToken::parse(&resp.node_token, "the cluster's node token")?;
+        Trust::build(ca, member, server, node)
+    }
+
+    fn build(ca: Ca, member: Credential, server: JoinToken, node: JoinToken) -> Result<Trust> {
+        let grpc = tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Grpc)?;
+        let http = tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Http)?;
+        let client =
+            tls::client_config(ca.cert_pem(), Some((&member.cert_pem, &member.key_pem)))?;
+        Ok(Trust {
+            ca,
+            grpc: ServerTls::new(grpc),
+            http: ServerTls::new(http),
+            client,
+            member,
+            tokens: RwLock::new((server, node)),
+            node_cert_ttl: NODE_CERT_TTL,
+        })
+    }
+
+    /// How this member dials other members (with its member certificate).
+    pub fn client_tls(&self) -> Arc<ClientConfig> {
+        self.client.clone()
+    }
+
+    /// This member's certificate (PEM).
+    pub fn member_cert(&self) -> &str {
+        &self.member.cert_pem
+    }
+
+    /// The token of `kind` this member knows of (a rotated one replaces it,
+    /// see [`Trust::set_token`]).
+    pub fn token(&self, kind: TokenKind) -> JoinToken {
+        let t = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            TokenKind::Server => t.0.clone(),
+            TokenKind::Node => t.1.clone(),
+        }
+    }
+
+    pub fn set_token(&self, t: JoinToken) {
+        let mut g = self.tokens.write().unwrap_or_else(|e| e.into_inner());
+        match t.kind {
+            TokenKind::Server => g.0 = t,
+            TokenKind::Node => g.1 = t,
+        }
+    }
+
+    /// Checks a join token given by a caller against the current one.
+    pub fn check_token(&self, given: &str, kind: TokenKind) -> Result<(), ApiError> {
+        let wanted = self.token(kind);
+        let bad = || {
+            ApiError::Forbidden(format!(
+                "wrong {} token: use the content of {}-token in a server's data dir",
+                kind.as_str(),
+                kind.as_str()
+            ))
+        };
+        let given = JoinToken::parse(given, "token").map_err(|_| bad())?;
+        if given.kind != kind {
+            return Err(ApiError::Forbidden(format!(
+                "a {} token cannot do this: use the {} token ({}-token in a server's data dir)",
+                given.kind.as_str(),
+                kind.as_str(),
+                kind.as_str()
+            )));
+        }
+        if wanted.secret_matches(&given) {
+            Ok(())
+        } else {
+            Err(bad())
+        }
+    }
+
+    /// Signs a certificate for `role` over the key of `csr`.
+    pub fn sign(
+        &self,
+        csr: &str,
+        role: &Role,
+        hosts: &[String],
+        ttl: Duration,
+    ) -> Result<Issued, ApiError> {
+        self.ca
+            .sign_csr(csr, role, hosts, ttl, SystemTime::now())
+            .map_err(|e| ApiError::BadRequest(format!("csr: {e}")))
+    }
+}
