@@ -28,16 +28,37 @@ struct Cli {
 /// How client commands reach the cluster.
 #[derive(Args)]
 struct Conn {
-    /// Client config file (servers and token), as servers write it to DATA_DIR/client.yaml.
+    /// Client config file (servers, CA, credential), as servers write it to DATA_DIR/client.yaml.
     #[arg(long, global = true, env = "DROVER_CONFIG")]
     config: Option<PathBuf>,
-    /// Server address(es), comma-separated; needs --token.
+    /// Server address(es), comma-separated (replaces the config file's).
     #[arg(long, global = true, env = "DROVER_SERVER")]
     server: Option<String>,
-    /// Admin token for client commands; for `server`, the cluster's join token
-    /// (generated at bootstrap when absent, required with --join).
+    /// Admin token for client commands; for `server --join`, the server token; for `agent`/`sim`,
+    /// the node token. Prefer --token-file or DROVER_TOKEN: a command line is visible in `ps`.
     #[arg(long, global = true)]
     token: Option<String>,
+    /// Read the token from this file (e.g. DATA_DIR/node-token of a server).
+    #[arg(long, global = true, env = "DROVER_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// The cluster CA (DATA_DIR/ca.crt of a server), with --server and --token.
+    #[arg(long, global = true, env = "DROVER_CA")]
+    ca: Option<PathBuf>,
+}
+
+impl Conn {
+    /// `--token`, else `--token-file`, else `DROVER_TOKEN`.
+    fn token(&self) -> Result<Option<String>> {
+        if let Some(t) = &self.token {
+            return Ok(Some(t.clone()));
+        }
+        if let Some(p) = &self.token_file {
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("--token-file {}: cannot read it: {e}", p.display()))?;
+            return Ok(Some(t.trim().to_string()));
+        }
+        Ok(std::env::var("DROVER_TOKEN").ok().filter(|t| !t.is_empty()))
+    }
 }
 
 #[derive(Subcommand)]
@@ -54,6 +75,16 @@ enum Cmd {
     Cluster {
         #[command(subcommand)]
         cmd: ClusterCmd,
+    },
+    /// Client certificates for people and CI jobs.
+    Access {
+        #[command(subcommand)]
+        cmd: AccessCmd,
+    },
+    /// Join tokens.
+    Token {
+        #[command(subcommand)]
+        cmd: TokenCmd,
     },
     /// Generic objects in the store (low level: keys and raw values).
     Kv {
@@ -260,6 +291,9 @@ struct ServerArgs {
     /// Bootstrap only: the admin token to use instead of a generated one.
     #[arg(long)]
     admin_token: Option<String>,
+    /// How long node certificates live; agents renew theirs after two thirds of it.
+    #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
+    node_cert_ttl: Duration,
     /// Raft tick in milliseconds.
     #[arg(long, default_value_t = 100)]
     tick_ms: u64,
@@ -418,6 +452,33 @@ enum ClusterCmd {
 }
 
 #[derive(Subcommand)]
+enum AccessCmd {
+    /// Write a client config with a new certificate for a person or a CI job.
+    Issue {
+        /// Who it is for (a DNS-style name, e.g. alice or ci-deploy).
+        name: String,
+        /// admin: everything; viewer: read, watch and read logs.
+        #[arg(long, value_parser = ["admin", "viewer"])]
+        role: String,
+        /// How long the certificate lives [default: 1 year].
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<Duration>,
+        /// Where to write the client config [default: NAME.yaml].
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCmd {
+    /// Replace the server or node join token; prints the new one (joined nodes and members are not affected).
+    Rotate {
+        #[arg(value_parser = ["server", "node"])]
+        kind: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum KvCmd {
     /// Read one key (linearizable unless --local).
     Get {
@@ -488,9 +549,11 @@ fn main() {
 }
 
 fn client(conn: &Conn) -> Result<Client> {
+    let token = conn.token()?;
     let cfg = ClientConfig::resolve(
         conn.server.as_deref(),
-        conn.token.as_deref(),
+        token.as_deref(),
+        conn.ca.as_deref(),
         conn.config.as_deref(),
     )?;
     Ok(Client::new(&cfg)?)
@@ -541,7 +604,7 @@ async fn run(cli: Cli) -> Result<()> {
             Some(ServerCmd::Leave { data_dir }) => {
                 commands::server_leave(&data_dir, &mut out).await?
             }
-            None => run_server(a, cli.conn.token).await?,
+            None => run_server(a, cli.conn.token()?).await?,
         },
         Cmd::Cluster { cmd } => {
             let c = client(&cli.conn)?;
@@ -550,6 +613,26 @@ async fn run(cli: Cli) -> Result<()> {
                 ClusterCmd::Remove { member } => {
                     commands::cluster_remove(&c, &member, &mut out).await?
                 }
+            }
+        }
+        Cmd::Access { cmd } => {
+            let c = client(&cli.conn)?;
+            match cmd {
+                AccessCmd::Issue {
+                    name,
+                    role,
+                    ttl,
+                    output,
+                } => {
+                    let path = output.unwrap_or_else(|| PathBuf::from(format!("{name}.yaml")));
+                    commands::access_issue(&c, &name, &role, ttl, &path, &mut out).await?
+                }
+            }
+        }
+        Cmd::Token { cmd } => {
+            let c = client(&cli.conn)?;
+            match cmd {
+                TokenCmd::Rotate { kind } => commands::token_rotate(&c, &kind, &mut out).await?,
             }
         }
         Cmd::Kv { cmd } => {
@@ -790,6 +873,10 @@ async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
     opts.join = a.join;
     opts.token = join_token;
     opts.admin_token = a.admin_token;
+    if a.node_cert_ttl < Duration::from_secs(5) {
+        anyhow::bail!("--node-cert-ttl {:?}: at least 5s", a.node_cert_ttl);
+    }
+    opts.node_cert_ttl = a.node_cert_ttl;
     opts.tick = tick;
     opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;
     opts.snapshot_every = a.snapshot_every.max(1);
@@ -826,18 +913,15 @@ async fn run_server(a: ServerArgs, join_token: Option<String>) -> Result<()> {
     }
 }
 
-/// `--server` and `--token` of `drover agent` and `drover sim`: the servers
-/// and the cluster's join token.
+/// `--server` and the token of `drover agent` and `drover sim`: the servers
+/// and the cluster's node token (empty when none is given: an agent with a
+/// certificate in its data dir needs none).
 fn join_target(conn: &Conn) -> Result<(Vec<String>, String)> {
     let Some(servers) = &conn.server else {
         anyhow::bail!("--server ADDR[,ADDR…] is required: the servers to join");
     };
-    let Some(token) = &conn.token else {
-        anyhow::bail!(
-            "--token is required: the cluster's join token (DATA_DIR/join-token of a server)"
-        );
-    };
-    Ok((drover_agent::flags::parse_servers(servers)?, token.clone()))
+    let token = conn.token()?.unwrap_or_default();
+    Ok((drover_agent::flags::parse_servers(servers)?, token))
 }
 
 async fn shutdown_signal() {

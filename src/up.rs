@@ -123,7 +123,7 @@ pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>
     so.controller.node_timeout = opts.node_timeout;
     let mut server = Server::start(so).await?;
     let addr = server.grpc_addr.to_string();
-    let join_token = server.identity.join_token.clone();
+    let join_token = server.identity.node_token.clone();
     let config = install_client_config(&opts.data_dir.join("client.yaml"))?;
     eprintln!(
         "drover up: server {:016x} on {} (HTTP {}), data in {}",

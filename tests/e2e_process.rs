@@ -197,14 +197,21 @@ impl Member {
         w.spawn(&self.name, &args);
     }
 
+    fn ca(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ca.crt")).unwrap_or_default()
+    }
+
     fn client(&self, token: &str) -> Client {
-        let mut c = Client::single(&self.addr, token).expect("client");
+        let mut c = Client::single(&self.addr, token, &self.ca()).expect("client");
         c.deadline = Duration::from_millis(800);
         c
     }
 
     /// The member's own status, if it answers.
     async fn status(&self, token: &str) -> Option<(u64, String, u64, u64, u64)> {
+        if self.ca().is_empty() {
+            return None; // not started far enough to have its certificates
+        }
         let st = tokio::time::timeout(Duration::from_secs(2), self.client(token).status())
             .await
             .ok()?
@@ -213,7 +220,7 @@ impl Member {
     }
 }
 
-/// Waits for `DIR/client.yaml` and `DIR/join-token` of a started member.
+/// Waits for `DIR/client.yaml` and `DIR/node-token` of a started member.
 async fn credentials(w: &mut World, m: &Member) -> (ClientConfig, String) {
     let dir = m.dir.clone();
     wait_for(&format!("{}'s client.yaml", m.name), START, || {
@@ -221,11 +228,19 @@ async fn credentials(w: &mut World, m: &Member) -> (ClientConfig, String) {
         let dir = dir.clone();
         async move {
             let cfg = ClientConfig::load(&dir.join("client.yaml")).ok()?;
-            let join = std::fs::read_to_string(dir.join("join-token")).ok()?;
+            let join = std::fs::read_to_string(dir.join("node-token")).ok()?;
             Some((cfg, join.trim().to_string()))
         }
     })
     .await
+}
+
+/// `DIR/server-token` of a started member.
+fn server_token(m: &Member) -> String {
+    std::fs::read_to_string(m.dir.join("server-token"))
+        .expect("server-token is written with client.yaml")
+        .trim()
+        .to_string()
 }
 
 /// The index of the member that leads, as a majority of `members` sees it.
@@ -551,8 +566,9 @@ async fn leader_failover_keeps_every_object_and_keeps_converging() {
     let (cfg, join) = credentials(&mut w, &members[0]).await;
     let token = cfg.token.clone();
     leader(&all_members[..1], &token, START).await;
+    let server_join = server_token(&members[0]);
     for m in &members[1..] {
-        m.start(&mut w, false, Some((&members[0].addr, &join)), &[]);
+        m.start(&mut w, false, Some((&members[0].addr, &server_join)), &[]);
         let (cfg_m, _) = credentials(&mut w, m).await;
         assert_eq!(cfg_m.token, token);
     }
@@ -574,6 +590,8 @@ async fn leader_failover_keeps_every_object_and_keeps_converging() {
     let c = Client::new(&ClientConfig {
         servers: members.iter().map(|m| m.addr.clone()).collect(),
         token: token.clone(),
+        ca: cfg.ca.clone(),
+        ..Default::default()
     })
     .expect("client");
     let all = names("f-", NODES);
@@ -723,7 +741,7 @@ async fn leader_failover_keeps_every_object_and_keeps_converging() {
         (applied >= commit).then_some(())
     })
     .await;
-    let mut mc = Client::single(&m.addr, &token).expect("client");
+    let mut mc = Client::single(&m.addr, &token, &m.ca()).expect("client");
     mc.deadline = Duration::from_secs(5);
     let seen = wait_for("the restarted member's pods", START, || async {
         let p = pods(&mc).await?;

@@ -175,7 +175,8 @@ impl Member {
     }
 
     fn single(&self, token: &str) -> Client {
-        Client::single(&self.addr, token).expect("client")
+        let ca = std::fs::read_to_string(self.dir.join("ca.crt")).expect("ca.crt");
+        Client::single(&self.addr, token, &ca).expect("client")
     }
 }
 
@@ -256,8 +257,8 @@ impl Cluster {
         first.spawn(&["--listen", &addr, "--http", &http]);
         let cfg = c.wait_client_file(0).await;
         c.token = cfg.token;
-        let join_token = std::fs::read_to_string(c.members[0].dir.join("join-token"))
-            .expect("join-token is written with client.yaml")
+        let server_token = std::fs::read_to_string(c.members[0].dir.join("server-token"))
+            .expect("server-token is written with client.yaml")
             .trim()
             .to_string();
         c.wait_ready(0).await;
@@ -273,7 +274,7 @@ impl Cluster {
                 "--join",
                 &join,
                 "--token",
-                &join_token,
+                &server_token,
             ]);
             let cfg = c.wait_client_file(i).await;
             assert_eq!(cfg.token, c.token, "a joined member has the admin token");
@@ -413,9 +414,12 @@ impl Cluster {
 
     /// A client with failover over every member.
     fn client(&self) -> Client {
+        let ca = std::fs::read_to_string(self.members[0].dir.join("ca.crt")).expect("ca.crt");
         Client::new(&ClientConfig {
             servers: self.members.iter().map(|m| m.addr.clone()).collect(),
             token: self.token.clone(),
+            ca,
+            ..Default::default()
         })
         .expect("client")
     }

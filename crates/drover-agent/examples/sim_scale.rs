@@ -41,7 +41,7 @@ fn main() -> anyhow::Result<()> {
                 o.listen = Some("127.0.0.1:0".into());
                 o.http = Some("127.0.0.1:0".into());
                 let s = drover_server::Server::start(o).await?;
-                println!("{} {}", s.grpc_addr, s.identity.join_token);
+                println!("{} {}", s.grpc_addr, s.identity.node_token);
                 let _ = s.stopped().await;
                 Ok(())
             })

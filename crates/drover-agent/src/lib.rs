@@ -285,10 +285,20 @@ pub async fn run_agent_with<R: Runtime>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let servers = normalize_servers(&opts.servers)?;
-    if opts.token.is_empty() {
-        bail!("--token: the cluster's join token is required");
-    }
-    let token = link::bearer(&opts.token)?;
+    // The token is needed only until the node has a certificate (kept in
+    // the data dir: a restart needs none).
+    let has_cert = opts
+        .data_dir
+        .as_deref()
+        .is_some_and(|d| d.join("node.crt").exists());
+    let token = if opts.token.is_empty() {
+        if !has_cert {
+            bail!("--token: the cluster's node token is required (node-token in a server's data dir) until this node has a certificate in its data dir");
+        }
+        None
+    } else {
+        Some(link::node_token(&opts.token)?)
+    };
     let runtime_version = runtime.version();
     let host_ip = node::host_ip(&servers).await;
     {
@@ -313,7 +323,6 @@ pub async fn run_agent_with<R: Runtime>(
         }
         None => Vec::new(),
     };
-    let channels = link::Channels::new(&servers, 1, opts.tuning.connect_timeout)?;
     let seed = opts.tuning.seed.unwrap_or_else(|| rand::rng().random());
     let shared = Arc::new(agent::Shared {
         servers,
@@ -322,7 +331,6 @@ pub async fn run_agent_with<R: Runtime>(
         taints: opts.taints.clone(),
         tuning: opts.tuning.clone(),
         clock,
-        channels,
         gate: None,
         loud: true,
         sim_facts: false,
@@ -333,7 +341,6 @@ pub async fn run_agent_with<R: Runtime>(
         shared,
         opts.name.clone(),
         host_ip,
-        0,
         opts.data_dir.clone(),
         runtime,
         seed,

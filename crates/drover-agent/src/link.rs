@@ -1,11 +1,12 @@
-//! The agent's side of the wire: gRPC channels to the servers and the
-//! opening of an `Agent.Session` stream.
+//! The agent's side of the wire: the node's certificate and its TLS
+//! channels to the servers ([`NodeTls`]), getting or renewing that
+//! certificate (`Cluster.Certify`, [`certify`]), and the opening of an
+//! `Agent.Session` stream ([`open`]).
 //!
-//! A channel is one HTTP/2 connection that carries many sessions. Servers
-//! accept 200 concurrent streams per connection (hyper's default), so a sim
-//! process spreads its nodes over several connections per server
-//! ([`Channels`], `sessions_per_connection`, 100 by default). Channels
-//! connect lazily and reconnect by themselves.
+//! Every node has its own certificate, so its own connection to each
+//! server (a sim process holds one per node): the server knows which node
+//! a session is from by the connection's TLS, not by what the hello says.
+//! Channels connect lazily and reconnect by themselves.
 //!
 //! Sessions use small codec buffers (1 KiB, growing as needed) instead of
 //! tonic's 8 KiB, which matters at 10,000 sessions in one process.
@@ -15,8 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tonic::codec::{BufferSettings, Codec, Streaming};
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
+use drover_pki::{Credential, JoinToken, Role};
+use std::path::Path;
+use std::time::SystemTime;
+use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
@@ -45,37 +48,156 @@ impl Codec for AgentCodec {
     }
 }
 
-/// Lazily connected channels: `slots` per server.
-pub(crate) struct Channels {
-    per_server: Vec<Vec<Channel>>,
+/// A node's certificate, the CA it trusts, and its TLS channels, one per
+/// server (connected lazily).
+pub(crate) struct NodeTls {
+    pub(crate) cred: Credential,
+    pub(crate) ca: String,
+    issued: SystemTime,
+    not_after: SystemTime,
+    channels: Vec<Channel>,
 }
 
-impl Channels {
-    /// Channels to every server (`host:port`), `slots` connections each.
+impl NodeTls {
+    /// Channels to every server with `cred` (certificate and key) under
+    /// `ca`.
     pub(crate) fn new(
+        cred: Credential,
+        ca: String,
         servers: &[String],
-        slots: usize,
         connect_timeout: Duration,
-    ) -> anyhow::Result<Channels> {
-        let mut per_server = Vec::with_capacity(servers.len());
+    ) -> Result<NodeTls, Status> {
+        let peer = cred
+            .peer()
+            .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
+        let tls = drover_pki::tls::client_config(&ca, Some((&cred.cert_pem, &cred.key_pem)))
+            .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
+        let mut channels = Vec::with_capacity(servers.len());
         for s in servers {
-            let ep = Endpoint::from_shared(format!("http://{s}"))
-                .map_err(|e| anyhow::anyhow!("--server {s}: not a host:port address ({e})"))?
-                .connect_timeout(connect_timeout)
-                .tcp_nodelay(true)
-                .http2_keep_alive_interval(Duration::from_secs(10))
-                .keep_alive_timeout(Duration::from_secs(5))
-                .keep_alive_while_idle(true);
-            per_server.push((0..slots.max(1)).map(|_| ep.connect_lazy()).collect());
+            channels.push(drover_pki::net::lazy(endpoint(s, connect_timeout)?, tls.clone()));
         }
-        Ok(Channels { per_server })
+        let issued = SystemTime::now();
+        Ok(NodeTls {
+            cred,
+            ca,
+            issued,
+            not_after: peer.not_after,
+            channels,
+        })
     }
 
-    /// The channel of `slot` to server `server`.
-    pub(crate) fn get(&self, server: usize, slot: usize) -> Channel {
-        let list = &self.per_server[server % self.per_server.len()];
-        list[slot % list.len()].clone()
+    /// The channel to server `i`.
+    pub(crate) fn channel(&self, i: usize) -> Channel {
+        self.channels[i % self.channels.len()].clone()
     }
+
+    /// Whether the certificate has used two thirds of its life (counted
+    /// from when this agent got it or started with it).
+    pub(crate) fn renewal_due(&self, now: SystemTime) -> bool {
+        let life = self
+            .not_after
+            .duration_since(self.issued)
+            .unwrap_or_default();
+        now >= self.issued + life * 2 / 3
+    }
+
+    /// Reads `DIR/node.crt`, `DIR/node.key` and `DIR/ca.crt`.
+    pub(crate) fn load(dir: &Path) -> anyhow::Result<Option<(Credential, String)>> {
+        let Some(cred) = Credential::load(dir, "node")? else {
+            return Ok(None);
+        };
+        let Some(ca) = drover_pki::read_optional(&dir.join("ca.crt"))? else {
+            return Ok(None);
+        };
+        Ok(Some((cred, ca)))
+    }
+
+    /// Writes `DIR/node.crt`, `DIR/node.key` and `DIR/ca.crt` (0600).
+    pub(crate) fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        self.cred.save(dir, "node")?;
+        drover_pki::write_private(&dir.join("ca.crt"), self.ca.as_bytes())?;
+        Ok(())
+    }
+}
+
+fn endpoint(server: &str, connect_timeout: Duration) -> Result<tonic::transport::Endpoint, Status> {
+    Ok(drover_pki::net::endpoint(server)
+        .map_err(|e| Status::invalid_argument(format!("--server {server}: {e}")))?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true))
+}
+
+/// Gets a certificate for node `name`: with the node token (a join, over
+/// TLS pinned to the CA digest the token carries) or, with `renew`, over
+/// the node's own authenticated channel. Answers the credential and CA.
+pub(crate) async fn certify(
+    server: &str,
+    name: &str,
+    token: Option<&JoinToken>,
+    renew: Option<&NodeTls>,
+    server_index: usize,
+    timeout: Duration,
+) -> Result<(Credential, String), Status> {
+    let cn = Role::Node(name.to_string()).common_name();
+    let (mut cred, channel, token_text) = match (renew, token) {
+        (Some(current), _) => {
+            let cred = current
+                .cred
+                .renew_request(&cn)
+                .map_err(|e| Status::internal(format!("cannot make a signing request: {e}")))?;
+            (cred, current.channel(server_index), String::new())
+        }
+        (None, Some(t)) => {
+            let cred = Credential::generate(&cn)
+                .map_err(|e| Status::internal(format!("cannot make a key: {e}")))?;
+            let pinned = drover_pki::tls::pinned_client_config(&t.ca_digest)
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let ep = endpoint(server, timeout)?;
+            let ch = drover_pki::net::connect(ep, pinned).await.map_err(|e| {
+                Status::unavailable(format!("cannot reach {server} over TLS: {}", chain(&e)))
+            })?;
+            (cred, ch, t.to_string())
+        }
+        (None, None) => {
+            return Err(Status::failed_precondition(
+                "this node has no certificate and no node token: pass --token (node-token in a server's data dir)",
+            ))
+        }
+    };
+    let mut req = Request::new(pb::CertifyRequest {
+        token: token_text,
+        csr: cred.csr_pem.clone(),
+        node: name.to_string(),
+        ..Default::default()
+    });
+    req.set_timeout(timeout);
+    let resp = tokio::time::timeout(
+        timeout,
+        pb::cluster_client::ClusterClient::new(channel).certify(req),
+    )
+    .await
+    .map_err(|_| Status::deadline_exceeded(format!("no certificate within {timeout:?}")))??
+    .into_inner();
+    cred.cert_pem = resp.cert;
+    Ok((cred, resp.ca))
+}
+
+/// An error and its causes on one line.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
 }
 
 /// An open session: the outbound queue, the inbound stream and what the
@@ -86,6 +208,9 @@ pub(crate) struct Session {
     pub(crate) output: mpsc::Sender<pb::AgentMessage>,
     pub(crate) inbound: Streaming<pb::ServerMessage>,
     pub(crate) welcome: pb::Welcome,
+    /// The certificate the session was opened with (new when it was
+    /// just issued or renewed).
+    pub(crate) tls: Option<Arc<NodeTls>>,
 }
 
 /// Whether a failure is the server refusing this agent (bad token, bad
@@ -100,7 +225,6 @@ pub(crate) fn is_refusal(s: &Status) -> bool {
 /// Says hello on a new `Agent.Session` stream and waits for the welcome.
 pub(crate) async fn open(
     channel: Channel,
-    token: MetadataValue<Ascii>,
     hello: pb::Hello,
     timeout: Duration,
     gate: Option<Arc<Semaphore>>,
@@ -122,8 +246,7 @@ pub(crate) async fn open(
         .await
         .map_err(|_| Status::internal("the session's queue closed"))?;
         let (output, output_rx) = mpsc::channel(crate::remote::OUTPUT_QUEUE);
-        let mut req = Request::new(crate::remote::Outbound::new(rx, output_rx));
-        req.metadata_mut().insert("authorization", token);
+        let req = Request::new(crate::remote::Outbound::new(rx, output_rx));
         let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_MESSAGE);
         grpc.ready()
             .await
@@ -138,6 +261,7 @@ pub(crate) async fn open(
                 output,
                 inbound,
                 welcome,
+                tls: None,
             }),
             Some(other) => Err(Status::internal(format!(
                 "the server's first message was not a welcome: {other:?}"
@@ -153,9 +277,14 @@ pub(crate) async fn open(
     }
 }
 
-/// `Bearer <token>` as a header value.
-pub(crate) fn bearer(token: &str) -> anyhow::Result<MetadataValue<Ascii>> {
-    format!("Bearer {token}")
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--token: not a valid token (printable ASCII only)"))
+/// Reads `--token` (a node token).
+pub(crate) fn node_token(text: &str) -> anyhow::Result<JoinToken> {
+    let t = JoinToken::parse(text, "--token")?;
+    if t.kind != drover_pki::TokenKind::Node {
+        anyhow::bail!(
+            "--token: a {} token cannot join a node; use the node token (node-token in a server's data dir)",
+            t.kind.as_str()
+        );
+    }
+    Ok(t)
 }

@@ -8,8 +8,9 @@
 //!   thread; a node's only timer is the one its loop re-arms;
 //! - the simulated runtime computes container states from the clock when
 //!   asked, so a container costs no timer either;
-//! - sessions share HTTP/2 connections, `sessions_per_connection` (100) per
-//!   connection, under the server's limit of 200 streams per connection;
+//! - every node joins with its own key and certificate (made at start, kept
+//!   in memory) and so holds its own TLS connection: the server knows each
+//!   node by its certificate, as it knows a real agent;
 //! - at most `max_joining` (256) nodes register at once, so a start or a
 //!   reconnect storm queues instead of piling up on the server;
 //! - heartbeats start at a random phase and are skipped right after a
@@ -18,7 +19,7 @@
 
 use crate::agent::{NodeAgent, Shared, Stats};
 use crate::clock::{Clock, TokioClock};
-use crate::link::{self, Channels};
+use crate::link;
 use crate::node;
 use crate::runtime::Runtime;
 use crate::sim_runtime::{SimConfig, SimRuntime};
@@ -56,8 +57,6 @@ pub struct SimOptions {
     pub sim: SimConfig,
     /// Timings (the defaults suit; resync is 10 s for sim nodes).
     pub tuning: Tuning,
-    /// Sessions carried by one HTTP/2 connection (servers allow 200).
-    pub sessions_per_connection: usize,
     /// Nodes registering at the same time.
     pub max_joining: usize,
 }
@@ -78,7 +77,6 @@ impl SimOptions {
                 resync: Duration::from_secs(10),
                 ..Tuning::default()
             },
-            sessions_per_connection: 100,
             max_joining: 256,
         }
     }
@@ -99,14 +97,11 @@ impl Sim {
     pub fn start(opts: SimOptions) -> Result<Sim> {
         let servers = crate::normalize_servers(&opts.servers)?;
         if opts.token.is_empty() {
-            bail!("--token: the cluster's join token is required");
+            bail!("--token: the cluster's node token is required (node-token in a server's data dir)");
         }
-        let token = link::bearer(&opts.token)?;
+        let token = Some(link::node_token(&opts.token)?);
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
         let cfg = Arc::new(opts.sim.clone());
-        let per_conn = opts.sessions_per_connection.clamp(1, 190);
-        let slots = opts.nodes.div_ceil(per_conn).max(1);
-        let channels = Channels::new(&servers, slots, opts.tuning.connect_timeout)?;
         let runtime_version = SimRuntime::new(clock.clone(), cfg.clone()).version();
         let names: Vec<String> = (0..opts.nodes)
             .map(|i| format!("{}{i}", opts.prefix))
@@ -126,7 +121,6 @@ impl Sim {
             taints: opts.taints.clone(),
             tuning: opts.tuning.clone(),
             clock: clock.clone(),
-            channels,
             gate: Some(Arc::new(Semaphore::new(opts.max_joining.max(1)))),
             loud: false,
             sim_facts: true,
@@ -148,7 +142,6 @@ impl Sim {
                 shared.clone(),
                 name.clone(),
                 node::sim_host_ip(i),
-                i / per_conn,
                 None,
                 rt,
                 seed.wrapping_add(i as u64),
@@ -167,7 +160,6 @@ impl Sim {
         }
         tracing::info!(
             nodes = opts.nodes,
-            connections = slots,
             "sim started: nodes {}0 … {}{}",
             opts.prefix,
             opts.prefix,

@@ -58,7 +58,7 @@ fn running(rt: &SimRuntime, uid: &str) -> Vec<drover_agent::ContainerInfo> {
 async fn an_agent_joins_ready_with_its_labels_and_taints_and_leaves_on_shutdown() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let mut o = options(&s.addr, &s.join_token, "edge-1", None);
+    let mut o = options(&s.addr, &s.node_token, "edge-1", None);
     o.labels.insert("zone".into(), "a".into());
     o.taints
         .push(drover_agent::flags::parse_taint("dedicated=edge:NoSchedule").unwrap());
@@ -133,7 +133,7 @@ async fn an_agent_joins_ready_with_its_labels_and_taints_and_leaves_on_shutdown(
 async fn a_pod_bound_to_the_node_runs_ready_and_a_deleted_pod_is_stopped() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = start_agent(options(&s.addr, &s.join_token, "n1", None), None);
+    let agent = start_agent(options(&s.addr, &s.node_token, "n1", None), None);
     wait_until("the node", Duration::from_secs(10), || async {
         s.node("n1").await.is_some()
     })
@@ -200,7 +200,7 @@ async fn a_pod_bound_to_the_node_runs_ready_and_a_deleted_pod_is_stopped() {
 async fn a_crashing_container_restarts_with_backoff_and_shows_crash_loop_back_off() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = start_agent(options(&s.addr, &s.join_token, "n1", None), None);
+    let agent = start_agent(options(&s.addr, &s.node_token, "n1", None), None);
     s.apply(&pod_yaml("bad", "n1", "example/crash:1")).await;
     let mut reasons = std::collections::BTreeSet::new();
     let mut counts = Vec::new();
@@ -263,7 +263,7 @@ async fn an_agent_restarted_while_the_server_is_down_keeps_running_its_pods() {
     let sdir = tmp.path().join("server");
     let data = tmp.path().join("agent");
     let s = TestServer::start(&sdir).await;
-    let (addr, token) = (s.addr.clone(), s.join_token.clone());
+    let (addr, token) = (s.addr.clone(), s.node_token.clone());
     let opts = || options(&addr, &token, "edge-1", Some(data.clone()));
 
     // 1. The agent runs a pod.
@@ -365,7 +365,7 @@ async fn an_agent_moves_past_servers_that_do_not_answer() {
     for seed in [1, 2, 3] {
         let mut o = AgentOptions::new(
             vec![dead_addr.clone(), s.addr.clone()],
-            s.join_token.clone(),
+            s.node_token.clone(),
             format!("n{seed}"),
         );
         o.tuning = Tuning {

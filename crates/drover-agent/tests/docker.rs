@@ -802,7 +802,7 @@ async fn a_daemonset_runs_one_container_per_pod_and_its_removal_removes_them() {
         return;
     };
     let s = TestServer::start(&n.dir.path().join("server")).await;
-    let agent = start_agent(&s.addr, &s.join_token, &n, None, n.rt.clone());
+    let agent = start_agent(&s.addr, &s.node_token, &n, None, n.rt.clone());
     wait_until("the node Ready", WAIT, || async {
         s.node(&n.name).await.is_some_and(|n| n.is_ready())
     })
@@ -889,7 +889,7 @@ async fn a_crashing_container_is_restarted_with_a_growing_restart_count() {
         return;
     };
     let s = TestServer::start(&n.dir.path().join("server")).await;
-    let agent = start_agent(&s.addr, &s.join_token, &n, None, n.rt.clone());
+    let agent = start_agent(&s.addr, &s.node_token, &n, None, n.rt.clone());
     s.apply(&bound_pod("crasher", &n.name, "echo dying; exit 2"))
         .await;
     wait_until("restartCount >= 2", WAIT, || async {
@@ -932,7 +932,7 @@ async fn a_restarted_agent_adopts_its_containers_and_runs_them_with_no_server() 
     let sdir = n.dir.path().join("server");
     let data = n.dir.path().join("agent");
     let s = TestServer::start(&sdir).await;
-    let (addr, token) = (s.addr.clone(), s.join_token.clone());
+    let (addr, token) = (s.addr.clone(), s.node_token.clone());
 
     // 1. The agent runs a pod.
     let a1 = start_agent(&addr, &token, &n, Some(data.clone()), n.rt.clone());

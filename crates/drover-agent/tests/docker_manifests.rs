@@ -157,7 +157,7 @@ async fn start_node(tmp: &Path, reg: &str, node: &str) -> (TestServer, TestAgent
     let rt = DockerRuntime::connect(DockerOptions::new(node, tmp))
         .await
         .expect("the engine answers");
-    let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), node);
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), node);
     o.labels = BTreeMap::from([
         ("node-role.kubernetes.io/master".to_string(), String::new()),
         ("node-type".to_string(), "monitoring".to_string()),

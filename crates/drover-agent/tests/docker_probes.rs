@@ -99,7 +99,7 @@ fn start_agent(
     dir: &Path,
     rt: DockerRuntime,
 ) -> TestAgent<DockerRuntime> {
-    let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), node);
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), node);
     o.data_dir = Some(dir.join("agent"));
     o.tuning = tuning(5);
     TestAgent::spawn(o, Arc::new(rt), Arc::new(TokioClock::new()))
@@ -650,6 +650,8 @@ async fn a_rolling_update_waits_for_the_new_pods_readiness_probe() {
     let client = Client::new(&ClientConfig {
         servers: vec![s.addr.clone()],
         token: s.server.identity.admin_token.clone(),
+        ca: s.ca.clone(),
+        ..Default::default()
     })
     .expect("client");
 

@@ -84,7 +84,7 @@ async fn start_sim(
     prefix: &str,
     tune: impl FnOnce(&mut SimOptions),
 ) -> Sim {
-    let mut o = sim_options(vec![s.addr.clone()], &s.join_token, prefix, nodes);
+    let mut o = sim_options(vec![s.addr.clone()], &s.node_token, prefix, nodes);
     tune(&mut o);
     let sim = Sim::start(o).expect("sim starts");
     let names: Vec<String> = sim.names().to_vec();

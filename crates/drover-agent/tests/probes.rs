@@ -28,7 +28,7 @@ const STOP: Duration = Duration::from_secs(10);
 
 /// An agent named `name` over a simulated runtime, joined to `s`.
 fn start_agent(s: &TestServer, name: &str) -> TestAgent<SimRuntime> {
-    let mut o = AgentOptions::new(vec![s.addr.clone()], s.join_token.clone(), name);
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), name);
     o.tuning = quick_tuning(1);
     start_sim_agent(o, SimConfig::default())
 }
@@ -64,7 +64,7 @@ fn cmd(words: &[&str]) -> Vec<String> {
 async fn a_readiness_exec_probe_gates_ready_and_the_daemon_sets_number_ready() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let o = sim_options(vec![s.addr.clone()], &s.join_token, "probe-", 2);
+    let o = sim_options(vec![s.addr.clone()], &s.node_token, "probe-", 2);
     let sim = Sim::start(o).expect("sim starts");
     for n in sim.names() {
         node_up(&s, n).await;

@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 async fn two_hundred_sim_nodes_register_run_pods_and_leave() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let mut o = SimOptions::new(vec![s.addr.clone()], s.join_token.clone(), 200);
+    let mut o = SimOptions::new(vec![s.addr.clone()], s.node_token.clone(), 200);
     o.labels.insert("pool".into(), "sim".into());
     // Two connections' worth of sessions, to exercise the sharding.
-    o.sessions_per_connection = 100;
     o.tuning.seed = Some(42);
     let t0 = Instant::now();
     let sim = Sim::start(o).expect("sim starts");
@@ -76,7 +75,7 @@ async fn two_hundred_sim_nodes_register_run_pods_and_leave() {
 async fn killed_sim_nodes_stay_registered() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let mut o = SimOptions::new(vec![s.addr.clone()], s.join_token.clone(), 5);
+    let mut o = SimOptions::new(vec![s.addr.clone()], s.node_token.clone(), 5);
     o.prefix = "k-".into();
     let sim = Sim::start(o).expect("sim starts");
     wait_until("5 nodes", Duration::from_secs(20), || async {

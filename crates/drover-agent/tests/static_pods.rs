@@ -195,7 +195,7 @@ async fn changed_and_removed_manifest_files_replace_and_remove_static_pods() {
     let file = manifests.join("static.yaml");
     std::fs::write(&file, STATIC).unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
-    let agent = start_agent(&s.addr, &s.join_token, "n1", &manifests);
+    let agent = start_agent(&s.addr, &s.node_token, "n1", &manifests);
     wait_until("the mirror Ready", WAIT, || async {
         s.pod("static-example-n1")
             .await

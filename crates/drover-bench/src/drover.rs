@@ -18,6 +18,8 @@ pub struct DroverCluster {
     dirs: Vec<PathBuf>,
     /// The admin token, known once the first member serves.
     token: String,
+    /// The cluster CA (PEM), from the first member's client.yaml.
+    ca: String,
 }
 
 impl DroverCluster {
@@ -58,12 +60,13 @@ impl DroverCluster {
             grpc,
             dirs,
             token: String::new(),
+            ca: String::new(),
         }
     }
 
     /// Waits until member `i`'s view of the cluster has `n` voters.
     async fn wait_voters(&self, i: usize, n: usize) -> Result<()> {
-        let c = Client::single(&self.grpc[i], &self.token)?;
+        let c = Client::single(&self.grpc[i], &self.token, &self.ca)?;
         poll(
             &format!("{n} voting drover members"),
             Duration::from_secs(60),
@@ -96,8 +99,9 @@ impl Cluster for DroverCluster {
         )
         .await?;
         self.token = cfg.token;
-        let join_token = std::fs::read_to_string(d1.join("join-token"))
-            .context("reading the first member's join-token")?
+        self.ca = cfg.ca;
+        let server_token = std::fs::read_to_string(d1.join("server-token"))
+            .context("reading the first member's server-token")?
             .trim()
             .to_string();
         all_healthy(&self.members[..1], Duration::from_secs(30)).await?;
@@ -114,7 +118,7 @@ impl Cluster for DroverCluster {
                 "--join".into(),
                 self.grpc[0].clone(),
             ];
-            args.extend(["--token".to_string(), join_token.clone()]);
+            args.extend(["--token".to_string(), server_token.clone()]);
             self.members[i].set_first_args(args);
             self.members[i].start()?;
             self.wait_voters(0, i + 1).await?;
@@ -133,7 +137,7 @@ impl Cluster for DroverCluster {
     }
 
     fn target(&self, i: usize) -> Result<Target> {
-        Ok(Target::Drover(Client::single(&self.grpc[i], &self.token)?))
+        Ok(Target::Drover(Client::single(&self.grpc[i], &self.token, &self.ca)?))
     }
 
     async fn leader(&self) -> Result<usize> {
@@ -142,7 +146,7 @@ impl Cluster for DroverCluster {
             Duration::from_secs(10),
             || async {
                 for (i, a) in self.grpc.iter().enumerate() {
-                    let Ok(c) = Client::single(a, &self.token) else {
+                    let Ok(c) = Client::single(a, &self.token, &self.ca) else {
                         continue;
                     };
                     if let Ok(Ok(s)) =

@@ -14,12 +14,12 @@ use drover_proto::v1::pods_client::PodsClient;
 use drover_proto::v1::store_client::StoreClient;
 use drover_proto::v1::{self as pb, op, Op};
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
 const MAX_MESSAGE: usize = 256 << 20;
@@ -27,11 +27,22 @@ const MAX_MESSAGE: usize = 256 << 20;
 /// How long one object call may take.
 const OBJECT_CALL: Duration = Duration::from_secs(12);
 
-/// Where the client finds the cluster and its credentials.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// Where the client finds the cluster and its credentials: the servers,
+/// the cluster CA (the only issuer trusted), and either the admin token or
+/// a client certificate (`drover access issue`).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 pub struct ClientConfig {
     pub servers: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
+    /// The cluster CA, PEM.
+    #[serde(default)]
+    pub ca: String,
+    /// A client certificate and its key, PEM.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cert: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
 }
 
 /// What a client call can fail with. Messages name the object and say what
@@ -97,18 +108,7 @@ impl From<Status> for ClientError {
 impl ClientConfig {
     /// Reads a `client.yaml` as servers write it.
     pub fn load(path: &Path) -> Result<ClientConfig, ClientError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ClientError::Config(format!(
-                "cannot read the client config {}: {e}",
-                path.display()
-            ))
-        })?;
-        let cfg: ClientConfig = serde_saphyr::from_str(&text).map_err(|e| {
-            ClientError::Config(format!(
-                "{} is not a drover client config (servers: [..], token: ..): {e}",
-                path.display()
-            ))
-        })?;
+        let cfg = ClientConfig::load_unchecked(path)?;
         cfg.check(&path.display().to_string())?;
         Ok(cfg)
     }
@@ -119,55 +119,84 @@ impl ClientConfig {
                 "{origin}: servers: lists no server"
             )));
         }
-        if self.token.is_empty() {
-            return Err(ClientError::Config(format!("{origin}: token: is empty")));
+        if self.token.is_empty() && self.cert.is_empty() {
+            return Err(ClientError::Config(format!(
+                "{origin}: neither a token nor a client certificate (cert, key)"
+            )));
+        }
+        if self.cert.is_empty() != self.key.is_empty() {
+            return Err(ClientError::Config(format!(
+                "{origin}: cert and key go together"
+            )));
+        }
+        if self.ca.is_empty() {
+            return Err(ClientError::Config(format!(
+                "{origin}: no ca: the cluster CA is needed to trust the servers (pass --ca DATA_DIR/ca.crt of a server, or use the client.yaml a server writes)"
+            )));
         }
         Ok(())
     }
 
-    /// Resolves the configuration the way every command does: `--server`
-    /// and `--token` first, then `--config FILE`, then `DROVER_CONFIG` (both
-    /// given by the caller as `config`), then the default path.
+    /// Resolves the configuration the way every command does: `--config
+    /// FILE` or `DROVER_CONFIG` (given by the caller as `config`), else the
+    /// default path when it exists; then `--server`, `--token` and `--ca`
+    /// replace what the file says.
     pub fn resolve(
         servers: Option<&str>,
         token: Option<&str>,
+        ca: Option<&Path>,
         config: Option<&Path>,
     ) -> Result<ClientConfig, ClientError> {
-        if let Some(s) = servers {
-            let Some(t) = token else {
-                return Err(ClientError::Config(
-                    "--server needs --token (the admin token from the server's client.yaml)".into(),
-                ));
-            };
-            let cfg = ClientConfig {
-                servers: s
-                    .split(',')
-                    .map(|x| x.trim().to_string())
-                    .filter(|x| !x.is_empty())
-                    .collect(),
-                token: t.to_string(),
-            };
-            cfg.check("--server")?;
-            return Ok(cfg);
-        }
         let path = match config {
-            Some(p) => p.to_path_buf(),
-            None => match default_config_path() {
-                Some(p) if p.exists() => p,
-                _ => {
-                    return Err(ClientError::Config(
-                        "no cluster configured: pass --server ADDR --token T, or --config FILE / DROVER_CONFIG \
-                         (every server writes DATA_DIR/client.yaml)"
-                            .into(),
-                    ))
-                }
-            },
+            Some(p) => Some(p.to_path_buf()),
+            None => default_config_path().filter(|p| p.exists()),
         };
-        let mut cfg = ClientConfig::load(&path)?;
+        let mut cfg = match &path {
+            Some(p) => ClientConfig::load_unchecked(p)?,
+            None if servers.is_none() => {
+                return Err(ClientError::Config(
+                    "no cluster configured: pass --config FILE / DROVER_CONFIG (every server writes DATA_DIR/client.yaml), or --server ADDR --token T --ca CA_FILE"
+                        .into(),
+                ))
+            }
+            None => ClientConfig::default(),
+        };
+        if let Some(s) = servers {
+            cfg.servers = s
+                .split(',')
+                .map(|x| x.trim().to_string())
+                .filter(|x| !x.is_empty())
+                .collect();
+        }
         if let Some(t) = token {
             cfg.token = t.to_string();
         }
+        if let Some(p) = ca {
+            cfg.ca = std::fs::read_to_string(p).map_err(|e| {
+                ClientError::Config(format!("--ca {}: cannot read it: {e}", p.display()))
+            })?;
+        }
+        let origin = match &path {
+            Some(p) => p.display().to_string(),
+            None => "--server".to_string(),
+        };
+        cfg.check(&origin)?;
         Ok(cfg)
+    }
+
+    fn load_unchecked(path: &Path) -> Result<ClientConfig, ClientError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ClientError::Config(format!(
+                "cannot read the client config {}: {e}",
+                path.display()
+            ))
+        })?;
+        serde_saphyr::from_str(&text).map_err(|e| {
+            ClientError::Config(format!(
+                "{} is not a drover client config (servers: [..], ca: .., token: ..): {e}",
+                path.display()
+            ))
+        })
     }
 }
 
@@ -182,6 +211,7 @@ pub fn default_config_path() -> Option<PathBuf> {
 /// A connection to a cluster.
 #[derive(Clone)]
 pub struct Client {
+    cfg: std::sync::Arc<ClientConfig>,
     servers: Vec<String>,
     channels: Vec<Channel>,
     auth: MetadataValue<tonic::metadata::Ascii>,
@@ -193,24 +223,23 @@ pub struct Client {
 impl Client {
     /// Prepares connections to every server (they connect lazily).
     pub fn new(cfg: &ClientConfig) -> Result<Client, ClientError> {
+        let identity = (!cfg.cert.is_empty()).then(|| (cfg.cert.as_str(), cfg.key.as_str()));
+        let tls = drover_pki::tls::client_config(&cfg.ca, identity)
+            .map_err(|e| ClientError::Config(format!("the client config: {e}")))?;
         let mut channels = Vec::new();
         for s in &cfg.servers {
-            let url = if s.contains("://") {
-                s.clone()
-            } else {
-                format!("http://{s}")
-            };
-            let ep = Endpoint::from_shared(url)
+            let ep = drover_pki::net::endpoint(s)
                 .map_err(|e| ClientError::Config(format!("server address {s:?} is invalid: {e}")))?
                 .connect_timeout(Duration::from_secs(1))
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(10));
-            channels.push(ep.connect_lazy());
+            channels.push(drover_pki::net::lazy(ep, tls.clone()));
         }
         let auth = MetadataValue::try_from(format!("Bearer {}", cfg.token))
             .map_err(|_| ClientError::Config("token: must be printable ASCII".into()))?;
         let start = rand::rng().random_range(0..channels.len().max(1));
         Ok(Client {
+            cfg: std::sync::Arc::new(cfg.clone()),
             servers: cfg.servers.clone(),
             channels,
             auth,
@@ -219,11 +248,14 @@ impl Client {
         })
     }
 
-    /// Connects to one server only, with no failover.
-    pub fn single(addr: &str, token: &str) -> Result<Client, ClientError> {
+    /// Connects to one server only, with no failover, with the admin token
+    /// under the cluster CA `ca` (PEM).
+    pub fn single(addr: &str, token: &str, ca: &str) -> Result<Client, ClientError> {
         let mut c = Client::new(&ClientConfig {
             servers: vec![addr.to_string()],
             token: token.to_string(),
+            ca: ca.to_string(),
+            ..Default::default()
         })?;
         c.deadline = Duration::from_secs(3);
         Ok(c)
@@ -577,6 +609,37 @@ impl Client {
             .members)
     }
 
+    /// Asks for a client certificate (`drover access issue`).
+    pub async fn issue_client(
+        &self,
+        req: pb::IssueClientRequest,
+    ) -> Result<pb::IssueClientResponse, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let req = self.req(req.clone(), Duration::from_secs(10));
+                async move { ClusterClient::new(ch).issue_client(req).await }
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Replaces a join token (`drover token rotate`); answers the new one.
+    pub async fn rotate_token(&self, kind: &str) -> Result<String, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let req = self.req(
+                    pb::RotateTokenRequest {
+                        kind: kind.to_string(),
+                    },
+                    Duration::from_secs(15),
+                );
+                async move { ClusterClient::new(ch).rotate_token(req).await }
+            })
+            .await?
+            .into_inner()
+            .token)
+    }
+
     /// Opens a container's log (`drover logs`). Errors found before any
     /// output (no such pod or container, node not connected) come back here;
     /// later ones (the runtime's) from the stream.
@@ -612,14 +675,16 @@ impl Client {
 
     /// The same client, pointed at one of its servers' peers by address.
     pub fn with_server(&self, addr: &str) -> Result<Client, ClientError> {
-        let token = self
-            .auth
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default()
-            .to_string();
-        Client::single(addr, &token)
+        let mut cfg = (*self.cfg).clone();
+        cfg.servers = vec![addr.to_string()];
+        let mut c = Client::new(&cfg)?;
+        c.deadline = Duration::from_secs(3);
+        Ok(c)
+    }
+
+    /// The configuration this client was made from.
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
     }
 }
 

@@ -136,6 +136,67 @@ pub async fn server_leave(dir: &Path, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
+/// `drover access issue NAME --role admin|viewer [--ttl D] [-o FILE]`: a
+/// key made here (it never leaves this machine), a certificate the cluster
+/// signs for it, and a client config holding both, written 0600.
+pub async fn access_issue(
+    c: &Client,
+    name: &str,
+    role: &str,
+    ttl: Option<std::time::Duration>,
+    path: &Path,
+    out: &mut impl Write,
+) -> Result<()> {
+    if path.exists() {
+        bail!(
+            "{} exists; choose another -o FILE or remove it first",
+            path.display()
+        );
+    }
+    let cred = drover_pki::Credential::generate(&format!("drover:{role}:{name}"))?;
+    let resp = c
+        .issue_client(pb::IssueClientRequest {
+            name: name.to_string(),
+            role: role.to_string(),
+            ttl_seconds: ttl.map(|t| t.as_secs()).unwrap_or(0),
+            csr: cred.csr_pem.clone(),
+        })
+        .await?;
+    let cfg = crate::ClientConfig {
+        servers: if resp.servers.is_empty() {
+            c.servers().to_vec()
+        } else {
+            resp.servers
+        },
+        token: String::new(),
+        ca: resp.ca,
+        cert: resp.cert,
+        key: cred.key_pem,
+    };
+    let yaml = serde_saphyr::to_string(&cfg).context("cannot encode the client config")?;
+    let text = format!(
+        "# drover client configuration for {role} {name}, written by `drover access issue`.\n# Use it with `drover --config {}`.\n{yaml}",
+        path.display()
+    );
+    drover_pki::write_private(path, text.as_bytes())?;
+    writeln!(
+        out,
+        "wrote {} for {role} {name}: use it with drover --config {}",
+        path.display(),
+        path.display()
+    )?;
+    Ok(())
+}
+
+/// `drover token rotate server|node`: prints the new token; every member
+/// refuses the old one from now on (nodes and members already joined keep
+/// their certificates).
+pub async fn token_rotate(c: &Client, kind: &str, out: &mut impl Write) -> Result<()> {
+    let t = c.rotate_token(kind).await?;
+    writeln!(out, "{t}")?;
+    Ok(())
+}
+
 /// Output formats of the kv commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum KvOutput {

@@ -66,7 +66,7 @@ fn start_agent<R: Runtime>(
 ) -> TestAgent<R> {
     let mut o = AgentOptions::new(
         vec![server.grpc_addr.to_string()],
-        server.identity.join_token.clone(),
+        server.identity.node_token.clone(),
         name,
     );
     o.tuning = quick_tuning(7);

@@ -40,7 +40,7 @@ struct Env {
 fn sim_options(server: &Server, prefix: &str, nodes: usize) -> SimOptions {
     let mut so = drover_testkit::sim_options(
         vec![server.grpc_addr.to_string()],
-        &server.identity.join_token,
+        &server.identity.node_token,
         prefix,
         nodes,
     );

@@ -7,7 +7,7 @@ use drover_proto::v1::agent_client::AgentClient;
 use drover_proto::v1::objects_client::ObjectsClient;
 use drover_proto::v1::{self as pb, agent_message, server_message};
 use drover_server::Server;
-use drover_testkit::{authed, grpc_channel, loopback_options};
+use drover_testkit::{authed, cert_channel, grpc_channel, loopback_options, node_certificate};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tonic::Code;
@@ -40,22 +40,47 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
         .await
         .unwrap();
     let admin = server.identity.admin_token.clone();
-    let join = server.identity.join_token.clone();
-    let ch = grpc_channel(server.grpc_addr).await;
+    let join = server.identity.node_token.clone();
+    let ca = server.trust.ca.cert_pem().to_string();
+    let ch = grpc_channel(server.grpc_addr, &ca).await;
     let mut objects = ObjectsClient::new(ch.clone());
-    let mut agent = AgentClient::new(ch);
+    let mut anonymous = AgentClient::new(ch);
 
-    // The admin token is not the join token.
-    let (tx0, rx0) = tokio::sync::mpsc::channel(4);
+    // A session needs a node certificate: not the admin token, not the
+    // node token itself.
+    for (token, code) in [
+        (admin.as_str(), Code::PermissionDenied),
+        (join.as_str(), Code::Unauthenticated),
+    ] {
+        let (tx0, rx0) = tokio::sync::mpsc::channel(4);
+        let e = anonymous
+            .session(authed(
+                tokio_stream::wrappers::ReceiverStream::new(rx0),
+                token,
+            ))
+            .await
+            .expect_err("refused without a node certificate");
+        assert_eq!(e.code(), code, "{}", e.message());
+        drop(tx0);
+    }
+
+    // The node token gets a certificate for edge-1; with it, a session as
+    // another node is refused.
+    let (cert, key) = node_certificate(server.grpc_addr, &ca, &join, "edge-1").await;
+    let mut agent = AgentClient::new(cert_channel(server.grpc_addr, &ca, &cert, &key).await);
+    let (tx1, rx1) = tokio::sync::mpsc::channel(4);
+    let other_node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "edge-2"}});
+    tx1.send(msg(agent_message::Msg::Hello(pb::Hello {
+        node: serde_json::to_vec(&other_node).unwrap(),
+        agent_version: "test".into(),
+    })))
+    .await
+    .unwrap();
     let e = agent
-        .session(authed(
-            tokio_stream::wrappers::ReceiverStream::new(rx0),
-            &admin,
-        ))
+        .session(tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx1)))
         .await
-        .expect_err("admin token refused");
-    assert_eq!(e.code(), Code::PermissionDenied);
-    drop(tx0);
+        .expect_err("a session as another node");
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
 
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let node = json!({
@@ -71,10 +96,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     .await
     .unwrap();
     let mut down = agent
-        .session(authed(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-            &join,
-        ))
+        .session(tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
         .await
         .unwrap()
         .into_inner();
@@ -128,6 +150,18 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["metadata"]["name"], "web");
     let uid = got[0]["metadata"]["uid"].as_str().unwrap().to_string();
+    let other_uid = {
+        let p: Value = serde_json::from_slice(
+            &objects
+                .get(authed(get("po", "other"), &admin))
+                .await
+                .unwrap()
+                .into_inner()
+                .object,
+        )
+        .unwrap();
+        p["metadata"]["uid"].as_str().unwrap().to_string()
+    };
 
     // Status reports are written; one for another incarnation is dropped.
     let status = json!({"phase": "Running", "podIP": "10.0.0.7"});
@@ -144,6 +178,14 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
                 name: "other".into(),
                 uid: "not-its-uid".into(),
                 status: serde_json::to_vec(&status).unwrap(),
+            },
+            // NodeRestriction: edge-2's pod, with its real uid, is not
+            // edge-1's to report.
+            pb::PodStatusUpdate {
+                namespace: "default".into(),
+                name: "other".into(),
+                uid: other_uid.clone(),
+                status: serde_json::to_vec(&json!({"phase": "Failed"})).unwrap(),
             },
         ],
     })))
@@ -181,7 +223,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     .unwrap();
     assert!(
         other["status"]["phase"].is_null(),
-        "a report for another uid is dropped"
+        "a report for another uid, or from another node, is dropped"
     );
 
     // Leave deletes the Node.

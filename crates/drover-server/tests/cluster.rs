@@ -31,7 +31,9 @@ struct Cluster {
     _tmp: tempfile::TempDir,
     members: Vec<Member>,
     token: String,
-    join_token: String,
+    node_token: String,
+    server_token: String,
+    ca: String,
     snapshot_every: u64,
     keep_entries: u64,
 }
@@ -55,7 +57,9 @@ impl Cluster {
             .await
             .expect("bootstrap");
         let token = first.identity.admin_token.clone();
-        let join_token = first.identity.join_token.clone();
+        let node_token = first.identity.node_token.clone();
+        let server_token = first.identity.server_token.clone();
+        let ca = first.trust.ca.cert_pem().to_string();
         let addr = first.grpc_addr.to_string();
         let mut c = Cluster {
             _tmp: tmp,
@@ -65,7 +69,9 @@ impl Cluster {
                 addr,
             }],
             token,
-            join_token,
+            node_token,
+            server_token,
+            ca,
             snapshot_every,
             keep_entries,
         };
@@ -82,7 +88,7 @@ impl Cluster {
         let mut o = opts(dir.clone(), self.snapshot_every, self.keep_entries);
         let via = self.live().next().expect("a live member").addr.clone();
         o.join = Some(via);
-        o.token = Some(self.join_token.clone());
+        o.token = Some(self.server_token.clone());
         let s = Server::start(o).await.expect("join");
         assert_eq!(
             s.identity.admin_token, self.token,
@@ -102,11 +108,15 @@ impl Cluster {
     }
 
     fn client(&self) -> Client {
-        client(self.live().map(|m| m.addr.clone()).collect(), &self.token)
+        client(
+            self.live().map(|m| m.addr.clone()).collect(),
+            &self.token,
+            &self.ca,
+        )
     }
 
     fn client_of(&self, i: usize) -> Client {
-        Client::single(&self.members[i].addr, &self.token).expect("client")
+        Client::single(&self.members[i].addr, &self.token, &self.ca).expect("client")
     }
 
     fn server(&self, i: usize) -> &Server {
@@ -441,7 +451,7 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     let members_before = good.status().await.expect("status").members.len();
 
     // Wrong admin token: refused, nothing written.
-    let wrong = client(vec![c.members[0].addr.clone()], "not-the-token");
+    let wrong = client(vec![c.members[0].addr.clone()], "not-the-token", &c.ca);
     let e = wrong
         .create("/b/evil", b"x".to_vec())
         .await
@@ -453,15 +463,17 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
         .await
         .expect_err("wrong token");
     assert_eq!(code(&e), Some(Code::PermissionDenied));
-    // The join token is not an admin token.
-    let joiner = Client::single(&c.members[0].addr, &c.join_token).expect("client");
-    assert_eq!(
-        code(&joiner.list("", false).await.expect_err("join token")),
-        Some(Code::PermissionDenied)
-    );
+    // Neither join token is an admin token.
+    for t in [&c.node_token, &c.server_token] {
+        let joiner = Client::single(&c.members[0].addr, t, &c.ca).expect("client");
+        assert_eq!(
+            code(&joiner.list("", false).await.expect_err("join token")),
+            Some(Code::PermissionDenied)
+        );
+    }
 
     // No token at all.
-    let ch = grpc_channel(&c.members[1].addr).await;
+    let ch = grpc_channel(&c.members[1].addr, &c.ca).await;
     let mut raw = pb::store_client::StoreClient::new(ch.clone());
     let e = raw
         .get(pb::GetRequest {
@@ -514,20 +526,34 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     let e = good.delete("/b/missing", 0).await.expect_err("missing");
     assert_eq!(code(&e), Some(Code::NotFound));
 
-    // Joining with a wrong join token.
+    // Joining without a member certificate, or certifying a member with
+    // the node token or a wrong one.
     let mut cl = pb::cluster_client::ClusterClient::new(ch.clone());
     let e = cl
         .join(pb::JoinRequest {
             id: 77,
             addr: "127.0.0.1:1".into(),
             http: String::new(),
-            join_token: "wrong".into(),
         })
         .await
-        .expect_err("wrong join token");
+        .expect_err("no member certificate");
     assert_eq!(e.code(), Code::PermissionDenied);
+    let csr = drover_pki::Credential::generate("x").expect("key").csr_pem;
+    for t in [c.node_token.clone(), "wrong".to_string()] {
+        let e = cl
+            .certify(pb::CertifyRequest {
+                token: t,
+                csr: csr.clone(),
+                member: 77,
+                ..Default::default()
+            })
+            .await
+            .expect_err("not the server token");
+        assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    }
 
-    // Garbage on the raft transport.
+    // Garbage on the raft transport from a non-member: refused before it
+    // is read.
     let mut rc = pb::raft_client::RaftClient::new(ch);
     let mut r = tonic::Request::new(pb::RaftBatch {
         from: 5,
@@ -536,11 +562,11 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     });
     r.metadata_mut().insert(
         "authorization",
-        format!("Bearer {}", c.join_token).parse().expect("ascii"),
+        format!("Bearer {}", c.node_token).parse().expect("ascii"),
     );
     assert_eq!(
         rc.send(r).await.expect_err("garbage").code(),
-        Code::InvalidArgument
+        Code::PermissionDenied
     );
     let r = tonic::Request::new(pb::RaftBatch {
         from: 5,

@@ -39,7 +39,7 @@ impl Api {
         let server = Server::start(loopback_options(tmp.path().join("s")))
             .await
             .unwrap();
-        let ch = grpc_channel(server.grpc_addr).await;
+        let ch = grpc_channel(server.grpc_addr, server.trust.ca.cert_pem()).await;
         Api {
             token: server.identity.admin_token.clone(),
             _tmp: tmp,

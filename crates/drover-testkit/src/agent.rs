@@ -99,14 +99,14 @@ pub fn quick_tuning(seed: u64) -> Tuning {
 }
 
 /// A sim of `nodes` nodes named `<prefix>0…` that joins `servers` with
-/// `join_token`, reconnecting quickly (50 ms to 500 ms).
+/// `node_token`, reconnecting quickly (50 ms to 500 ms).
 pub fn sim_options(
     servers: Vec<String>,
-    join_token: &str,
+    node_token: &str,
     prefix: &str,
     nodes: usize,
 ) -> SimOptions {
-    let mut o = SimOptions::new(servers, join_token, nodes);
+    let mut o = SimOptions::new(servers, node_token, nodes);
     o.prefix = prefix.into();
     o.tuning.reconnect_min = Duration::from_millis(50);
     o.tuning.reconnect_max = Duration::from_millis(500);

@@ -36,7 +36,7 @@ pub use cli::{Ran, SharedBuf};
 pub use net::{free_port, free_ports};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use server::{
-    authed, client, client_of, fast_options, grpc_channel, loopback_options, restart_options,
+    authed, client, client_of, fast_options, grpc_channel, cert_channel, node_certificate, loopback_options, restart_options,
     start_servers, TestServer,
 };
 pub use wait::{wait_for, wait_until, wait_until_blocking, wait_until_every};

@@ -57,7 +57,7 @@ pub async fn start_servers(dir: &Path, n: usize) -> Vec<Server> {
         .expect("bootstrap");
     let (via, join) = (
         first.grpc_addr.to_string(),
-        first.identity.join_token.clone(),
+        first.identity.server_token.clone(),
     );
     let mut all = vec![first];
     for i in 1..n {
@@ -69,27 +69,58 @@ pub async fn start_servers(dir: &Path, n: usize) -> Vec<Server> {
     all
 }
 
-/// A client of `servers` (with failover between them) with `token`.
-pub fn client(servers: Vec<String>, token: &str) -> Client {
+/// A client of `servers` (with failover between them) with `token`,
+/// trusting the cluster CA `ca` (PEM).
+pub fn client(servers: Vec<String>, token: &str, ca: &str) -> Client {
     Client::new(&ClientConfig {
         servers,
         token: token.to_string(),
+        ca: ca.to_string(),
+        ..Default::default()
     })
     .expect("client")
 }
 
 /// A client of `s` alone, with its admin token.
 pub fn client_of(s: &Server) -> Client {
-    client(vec![s.grpc_addr.to_string()], &s.identity.admin_token)
+    client(
+        vec![s.grpc_addr.to_string()],
+        &s.identity.admin_token,
+        s.trust.ca.cert_pem(),
+    )
 }
 
-/// A raw gRPC channel to the member at `addr` (`host:port`), connected.
-pub async fn grpc_channel(addr: impl std::fmt::Display) -> Channel {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("endpoint")
-        .connect()
+/// A raw gRPC channel to the member at `addr` (`host:port`), over TLS
+/// under the CA `ca`, with no client certificate; connected.
+pub async fn grpc_channel(addr: impl std::fmt::Display, ca: &str) -> Channel {
+    let tls = drover_pki::tls::client_config(ca, None).expect("client TLS");
+    let ep = drover_pki::net::endpoint(&addr.to_string()).expect("endpoint");
+    drover_pki::net::connect(ep, tls).await.expect("connect")
+}
+
+/// A raw gRPC channel to `addr` with a client certificate (`cert`, `key`).
+pub async fn cert_channel(addr: impl std::fmt::Display, ca: &str, cert: &str, key: &str) -> Channel {
+    let tls = drover_pki::tls::client_config(ca, Some((cert, key))).expect("client TLS");
+    let ep = drover_pki::net::endpoint(&addr.to_string()).expect("endpoint");
+    drover_pki::net::connect(ep, tls).await.expect("connect")
+}
+
+/// A certificate for node `name`, got from `addr` with the node token, as
+/// an agent gets it: (certificate, key).
+pub async fn node_certificate(addr: impl std::fmt::Display, ca: &str, token: &str, name: &str) -> (String, String) {
+    let cred = drover_pki::Credential::generate("test").expect("key");
+    let ch = grpc_channel(addr, ca).await;
+    let resp = drover_proto::v1::cluster_client::ClusterClient::new(ch)
+        .certify(drover_proto::v1::CertifyRequest {
+            token: token.to_string(),
+            csr: cred.csr_pem.clone(),
+            node: name.to_string(),
+            ..Default::default()
+        })
         .await
-        .expect("connect")
+        .expect("certify")
+        .into_inner();
+    (resp.cert, cred.key_pem)
 }
 
 /// A gRPC request carrying `token` as its bearer token.
@@ -110,7 +141,10 @@ pub struct TestServer {
     pub objects: Objects,
     /// The gRPC address (`host:port`).
     pub addr: String,
-    pub join_token: String,
+    /// The node token (`drover-node-…`).
+    pub node_token: String,
+    /// The cluster CA (PEM).
+    pub ca: String,
 }
 
 impl TestServer {
@@ -144,13 +178,15 @@ impl TestServer {
         let server = Server::start(o).await.expect("server starts");
         let objects = server.objects();
         let addr = server.grpc_addr.to_string();
-        let join_token = server.identity.join_token.clone();
+        let node_token = server.identity.node_token.clone();
+        let ca = server.trust.ca.cert_pem().to_string();
         let s = TestServer {
             server,
             dir,
             objects,
             addr,
-            join_token,
+            node_token,
+            ca,
         };
         wait_until("a leader", leader_within, || async {
             s.server.store.leader().is_leader

@@ -5,7 +5,7 @@
 
 use super::shared::{Identity, Shared};
 use crate::backoff::Reconnect;
-use crate::link::{self as wire, Session};
+use crate::link::{self as wire, NodeTls, Session};
 use crate::node::{self, NodeFacts};
 use drover_proto::v1::{self as pb, agent_message};
 use rand::rngs::SmallRng;
@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -47,8 +48,6 @@ pub(super) enum LinkEvent {
 /// One node's session with a server, and how it gets the next one.
 pub(super) struct Link {
     state: State,
-    /// Which of the shared connections to each server this node uses.
-    slot: usize,
     /// The server of the session (or of the next attempt), an index in
     /// `Shared::servers`.
     server: usize,
@@ -56,6 +55,8 @@ pub(super) struct Link {
     reconnect: Reconnect,
     /// Server choice, reconnect jitter, heartbeat phase.
     rng: SmallRng,
+    /// The node's certificate and channels, once it has one.
+    creds: Option<Arc<NodeTls>>,
 }
 
 /// The Node of this agent's hello.
@@ -78,16 +79,31 @@ fn hello(shared: &Shared, me: &Identity) -> pb::Hello {
 
 impl Link {
     /// Down, with a first attempt due at `now` on a server chosen by `seed`.
-    pub(super) fn new(shared: &Shared, slot: usize, seed: u64, now: Instant) -> Link {
+    pub(super) fn new(shared: &Shared, seed: u64, now: Instant) -> Link {
         let mut rng = SmallRng::seed_from_u64(seed);
         let server = rng.random_range(0..shared.servers.len().max(1));
         Link {
             state: State::Down,
-            slot,
             server,
             retry_at: now,
             reconnect: Reconnect::new(shared.tuning.reconnect_min, shared.tuning.reconnect_max),
             rng,
+            creds: None,
+        }
+    }
+
+    /// Takes up the certificate kept in `dir`, if any (a restart needs no
+    /// token).
+    pub(super) fn load_certificate(&mut self, shared: &Shared, dir: &std::path::Path, name: &str) {
+        match NodeTls::load(dir) {
+            Ok(Some((cred, ca))) => {
+                match NodeTls::new(cred, ca, &shared.servers, shared.tuning.connect_timeout) {
+                    Ok(t) => self.creds = Some(Arc::new(t)),
+                    Err(e) => tracing::warn!(node = %name, "ignoring the certificate in {}: {}", dir.display(), e.message()),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(node = %name, "ignoring the certificate in {}: {e:#}", dir.display()),
         }
     }
 
@@ -132,6 +148,18 @@ impl Link {
         if matches!(self.state, State::Down) && now >= self.retry_at {
             self.open(shared, me);
         }
+        if self.is_up()
+            && self
+                .creds
+                .as_ref()
+                .is_some_and(|c| c.renewal_due(shared.clock.wall()))
+        {
+            // A new certificate needs a new connection: close the session
+            // and open the next one at once, renewing first.
+            self.down(shared, &me.name, "renewing the node certificate");
+            self.retry_at = now;
+            self.open(shared, me);
+        }
         if let State::Up(up) = &mut self.state {
             if now >= up.next_heartbeat {
                 // Keep the phase; after a stall, start again from now.
@@ -150,14 +178,52 @@ impl Link {
     }
 
     fn open(&mut self, shared: &Shared, me: &Identity) {
-        let channel = shared.channels.get(self.server, self.slot);
-        let fut = wire::open(
-            channel,
-            shared.token.clone(),
-            hello(shared, me),
-            shared.tuning.connect_timeout,
-            shared.gate.clone(),
-        );
+        let server = self.server;
+        let addr = self.server_addr(shared).to_string();
+        let current = self.creds.clone();
+        let token = shared.token.clone();
+        let name = me.name.clone();
+        let dir = me.data_dir.clone();
+        let servers = shared.servers.clone();
+        let timeout = shared.tuning.connect_timeout;
+        let hello = hello(shared, me);
+        let gate = shared.gate.clone();
+        let wall = shared.clock.wall();
+        let fut = async move {
+            // A sim process lets only so many nodes join at once.
+            let _permit = match gate {
+                Some(g) => Some(
+                    g.acquire_owned()
+                        .await
+                        .map_err(|_| Status::cancelled("shutting down"))?,
+                ),
+                None => None,
+            };
+            let creds = match current {
+                Some(c) if !c.renewal_due(wall) => c,
+                other => {
+                    let (cred, ca) = wire::certify(
+                        &addr,
+                        &name,
+                        token.as_ref(),
+                        other.as_deref(),
+                        server,
+                        timeout.max(Duration::from_secs(5)),
+                    )
+                    .await?;
+                    let t = Arc::new(NodeTls::new(cred, ca, &servers, timeout)?);
+                    if let Some(d) = &dir {
+                        if let Err(e) = t.save(d) {
+                            tracing::warn!(node = %name, "cannot keep the node certificate in {}: {e:#}", d.display());
+                        }
+                    }
+                    t
+                }
+            };
+            let mut s = wire::open(creds.channel(server), hello, timeout, None).await?;
+            s.tls = Some(creds);
+            Ok(s)
+        };
         self.state = State::Opening(Box::pin(fut));
     }
 
@@ -178,6 +244,9 @@ impl Link {
     ) -> bool {
         match r {
             Ok(session) => {
+                if let Some(t) = &session.tls {
+                    self.creds = Some(t.clone());
+                }
                 let now = shared.clock.now();
                 let every = shared.tuning.heartbeat.unwrap_or_else(|| {
                     match session.welcome.heartbeat_interval_ms {
@@ -284,10 +353,9 @@ impl Link {
                     if left.is_zero() {
                         break;
                     }
-                    let channel = shared.channels.get(self.server, self.slot);
+                    let Some(creds) = &self.creds else { break };
                     let r = wire::open(
-                        channel,
-                        shared.token.clone(),
+                        creds.channel(self.server),
                         hello(shared, me),
                         left.min(shared.tuning.connect_timeout),
                         None,

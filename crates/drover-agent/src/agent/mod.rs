@@ -151,14 +151,16 @@ impl<R: Runtime> NodeAgent<R> {
         shared: Arc<Shared>,
         name: String,
         host_ip: String,
-        slot: usize,
         data_dir: Option<PathBuf>,
         runtime: Arc<R>,
         seed: u64,
         saved: Vec<Pod>,
     ) -> Self {
         let now = shared.clock.now();
-        let link = Link::new(&shared, slot, seed, now);
+        let mut link = Link::new(&shared, seed, now);
+        if let Some(dir) = &data_dir {
+            link.load_certificate(&shared, dir, &name);
+        }
         let wall = rfc3339(shared.clock.wall());
         let pods = saved
             .into_iter()
@@ -168,7 +170,11 @@ impl<R: Runtime> NodeAgent<R> {
         let remote = crate::remote::Remote::new(runtime.clone(), shared.clock.clone());
         NodeAgent {
             remote,
-            me: Identity { name, host_ip },
+            me: Identity {
+                name,
+                host_ip,
+                data_dir: data_dir.clone(),
+            },
             data_dir,
             runtime,
             pods,

@@ -1,10 +1,8 @@
-//! What the agents of one process share (servers, token, tuning, clock,
-//! connections) and the counters they keep; nothing in it changes once the
+//! What the agents of one process share (servers, token, tuning, clock) and the counters they keep; nothing in it changes once the
 //! agents run, except the counters.
 
 use crate::backoff::RestartPolicy;
 use crate::clock::Clock;
-use crate::link::Channels;
 use crate::Tuning;
 use drover_api::Taint;
 use std::collections::BTreeMap;
@@ -12,7 +10,6 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tonic::metadata::{Ascii, MetadataValue};
 
 /// A status the server has not shown back after this many status
 /// intervals is sent again.
@@ -30,12 +27,12 @@ pub struct Stats {
 /// What the agents of one process share.
 pub(crate) struct Shared {
     pub(crate) servers: Vec<String>,
-    pub(crate) token: MetadataValue<Ascii>,
+    /// The node token, for nodes without a certificate yet.
+    pub(crate) token: Option<drover_pki::JoinToken>,
     pub(crate) labels: BTreeMap<String, String>,
     pub(crate) taints: Vec<Taint>,
     pub(crate) tuning: Tuning,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) channels: Channels,
     pub(crate) gate: Option<Arc<Semaphore>>,
     /// Lone agent (info logs, the machine's facts) or sim node (debug logs,
     /// fixed facts).
@@ -83,4 +80,6 @@ pub(super) struct Identity {
     pub(super) name: String,
     /// The node's address (the pods' `hostIP`).
     pub(super) host_ip: String,
+    /// Where its certificate is kept (`None`: in memory only, a sim node).
+    pub(super) data_dir: Option<std::path::PathBuf>,
 }

@@ -82,6 +82,11 @@ pub fn authorize<T>(
         return Err(Reason::Joining
             .status("this server is still joining its cluster; ask another member or retry"));
     }
+    if caller == Caller::Anonymous && auth::token_of(req).is_some() {
+        return Err(Reason::Forbidden.status(format!(
+            "wrong token for {what}: use the admin token from the server's client.yaml"
+        )));
+    }
     Err(refusal(&caller, what, access))
 }
 
