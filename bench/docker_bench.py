@@ -288,8 +288,8 @@ class Bench:
         self.cfg = os.path.join(sdir, "client.yaml")
         self.start("server", [self.bin, "server", "--data-dir", sdir, "--listen", f"127.0.0.1:{grpc}",
                               "--http", f"127.0.0.1:{http_}"])
-        self.wait("the server's client.yaml", lambda: os.path.exists(self.cfg) and os.path.exists(os.path.join(sdir, "join-token")), 30)
-        token = open(os.path.join(sdir, "join-token")).read().strip()
+        self.wait("the server's client.yaml", lambda: os.path.exists(self.cfg) and os.path.exists(os.path.join(sdir, "node-token")), 30)
+        token = open(os.path.join(sdir, "node-token")).read().strip()
         env = {"DROVER_LOG": self.a.agent_log} if self.a.agent_log else None
         self.start("agent", [self.bin, "agent", "--server", f"127.0.0.1:{grpc}", "--token", token,
                              "--name", self.node, "--runtime", "docker",

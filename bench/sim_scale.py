@@ -127,7 +127,7 @@ class Run:
                              "--listen", f"127.0.0.1:{grpc}", "--http", f"127.0.0.1:{http}",
                              "--node-timeout", "5s"], "server.log")
         self.wait("client.yaml", lambda: os.path.exists(self.cfg), 30)
-        token = open(os.path.join(self.work, "server", "join-token")).read().strip()
+        token = open(os.path.join(self.work, "server", "node-token")).read().strip()
         return server, grpc, token
 
     def run(self):

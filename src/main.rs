@@ -39,7 +39,12 @@ struct Conn {
     #[arg(long, global = true)]
     token: Option<String>,
     /// Read the token from this file (e.g. DATA_DIR/node-token of a server).
-    #[arg(long, global = true, env = "DROVER_TOKEN_FILE", conflicts_with = "token")]
+    #[arg(
+        long,
+        global = true,
+        env = "DROVER_TOKEN_FILE",
+        conflicts_with = "token"
+    )]
     token_file: Option<PathBuf>,
     /// The cluster CA (DATA_DIR/ca.crt of a server), with --server and --token.
     #[arg(long, global = true, env = "DROVER_CA")]
@@ -53,8 +58,9 @@ impl Conn {
             return Ok(Some(t.clone()));
         }
         if let Some(p) = &self.token_file {
-            let t = std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("--token-file {}: cannot read it: {e}", p.display()))?;
+            let t = std::fs::read_to_string(p).map_err(|e| {
+                anyhow::anyhow!("--token-file {}: cannot read it: {e}", p.display())
+            })?;
             return Ok(Some(t.trim().to_string()));
         }
         Ok(std::env::var("DROVER_TOKEN").ok().filter(|t| !t.is_empty()))

@@ -92,16 +92,17 @@ fn logs_and_exec_with_the_real_binary() {
         "the server's client files",
         Duration::from_secs(20),
         POLL,
-        || data.join("client.yaml").exists() && data.join("join-token").exists(),
+        || data.join("client.yaml").exists() && data.join("node-token").exists(),
     );
-    let join = std::fs::read_to_string(data.join("join-token")).expect("join-token");
+    // The token from a file, as on a real node (never on the command line).
+    let token_file = data.join("node-token").display().to_string();
     procs.0.push(spawn(
         &[
             "agent",
             "--server",
             &grpc,
-            "--token",
-            join.trim(),
+            "--token-file",
+            &token_file,
             "--name",
             "n1",
             "--runtime",

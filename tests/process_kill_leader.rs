@@ -34,7 +34,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// Members of the cluster.
 const MEMBERS: usize = 3;
@@ -69,22 +68,13 @@ where
 
 use drover_testkit::free_ports;
 
-/// The HTTP status code of `GET path` on `addr`, or None when it does not
-/// answer (a minimal HTTP/1.1 client: the root package has no HTTP client).
-async fn http_status(addr: &str, path: &str) -> Option<u16> {
-    let attempt = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf);
-        text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
-    };
-    tokio::time::timeout(Duration::from_secs(2), attempt)
+/// The HTTP status code of `GET path` on `addr` (HTTPS under the CA in
+/// `dir`), or None when it does not answer.
+async fn http_status(addr: &str, path: &str, dir: &std::path::Path) -> Option<u16> {
+    let ca = std::fs::read_to_string(dir.join("ca.crt")).ok()?;
+    drover_testkit::https_get(addr, path, &ca, None)
         .await
-        .ok()
-        .flatten()
+        .map(|(code, _)| code)
 }
 
 /// One server process; SIGKILLed and reaped when dropped.
@@ -321,9 +311,10 @@ impl Cluster {
     async fn wait_ready(&mut self, i: usize) {
         let deadline = Instant::now() + START_TIMEOUT;
         let http = self.members[i].http.clone();
+        let dir = self.members[i].dir.clone();
         loop {
             self.members[i].assert_alive();
-            if http_status(&http, "/health").await == Some(200) {
+            if http_status(&http, "/health", &dir).await == Some(200) {
                 break;
             }
             assert!(

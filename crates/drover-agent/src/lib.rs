@@ -285,6 +285,13 @@ pub async fn run_agent_with<R: Runtime>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let servers = normalize_servers(&opts.servers)?;
+    let runtime_version = runtime.version();
+    let host_ip = node::host_ip(&servers).await;
+    {
+        let facts = node::machine_facts(&opts.name, &host_ip, &runtime_version);
+        let n = node::node_object(&opts.name, &opts.labels, &opts.taints, &facts);
+        drover_api::validation::validate_node(&n).context("--name, --label or --taint")?;
+    }
     // The token is needed only until the node has a certificate (kept in
     // the data dir: a restart needs none).
     let has_cert = opts
@@ -299,13 +306,7 @@ pub async fn run_agent_with<R: Runtime>(
     } else {
         Some(link::node_token(&opts.token)?)
     };
-    let runtime_version = runtime.version();
-    let host_ip = node::host_ip(&servers).await;
-    {
-        let facts = node::machine_facts(&opts.name, &host_ip, &runtime_version);
-        let n = node::node_object(&opts.name, &opts.labels, &opts.taints, &facts);
-        drover_api::validation::validate_node(&n).context("--name, --label or --taint")?;
-    }
+
     let saved = match &opts.data_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)

@@ -11,14 +11,14 @@
 //! Sessions use small codec buffers (1 KiB, growing as needed) instead of
 //! tonic's 8 KiB, which matters at 10,000 sessions in one process.
 
+use drover_pki::{Credential, JoinToken, Role};
 use drover_proto::v1::{self as pb, agent_message, server_message};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::SystemTime;
 use tokio::sync::{mpsc, Semaphore};
 use tonic::codec::{BufferSettings, Codec, Streaming};
-use drover_pki::{Credential, JoinToken, Role};
-use std::path::Path;
-use std::time::SystemTime;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
@@ -74,7 +74,10 @@ impl NodeTls {
             .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
         let mut channels = Vec::with_capacity(servers.len());
         for s in servers {
-            channels.push(drover_pki::net::lazy(endpoint(s, connect_timeout)?, tls.clone()));
+            channels.push(drover_pki::net::lazy(
+                endpoint(s, connect_timeout)?,
+                tls.clone(),
+            ));
         }
         let issued = SystemTime::now();
         Ok(NodeTls {

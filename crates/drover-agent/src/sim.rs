@@ -97,7 +97,9 @@ impl Sim {
     pub fn start(opts: SimOptions) -> Result<Sim> {
         let servers = crate::normalize_servers(&opts.servers)?;
         if opts.token.is_empty() {
-            bail!("--token: the cluster's node token is required (node-token in a server's data dir)");
+            bail!(
+                "--token: the cluster's node token is required (node-token in a server's data dir)"
+            );
         }
         let token = Some(link::node_token(&opts.token)?);
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());

@@ -59,14 +59,15 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
         "apiVersion: v1\nkind: Pod\nmetadata: {name: edge, labels: {app: edge}}\nspec:\n  containers: [{name: c, image: busybox}]\n",
     )
     .unwrap();
-    // A port where no server listens yet.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    drop(l);
+    // A cluster made and stopped: its node token is known, no server
+    // listens at its address yet.
+    let server_dir = tmp.path().join("server");
+    let first = TestServer::start(&server_dir).await;
+    let (addr, token) = (first.addr.clone(), first.node_token.clone());
+    first.shutdown().await;
 
     // 1. No server: the static pods run anyway.
-    let token = "drover-join-static-pods-test";
-    let agent = start_agent(&addr, token, "edge-1", &manifests);
+    let agent = start_agent(&addr, &token, "edge-1", &manifests);
     let took = wait_until("the static pods running offline", WAIT, || async {
         running(&agent.runtime, "static-example-edge-1").is_some()
             && running(&agent.runtime, "edge-edge-1").is_some()
@@ -76,12 +77,7 @@ async fn static_pods_run_without_a_server_and_appear_as_read_only_mirror_pods() 
     let c0 = running(&agent.runtime, "static-example-edge-1").unwrap();
 
     // 2. A server on that address: the node joins, mirror pods appear.
-    let a = addr.clone();
-    let s = TestServer::start_tuned(&tmp.path().join("server"), move |o| {
-        o.listen = Some(a);
-        o.token = Some(token.into());
-    })
-    .await;
+    let s = TestServer::restart(&server_dir).await;
     let t = Instant::now();
     wait_until("mirror pods Running and Ready", WAIT, || async {
         let a = s.pod("static-example-edge-1").await;

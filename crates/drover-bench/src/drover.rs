@@ -137,7 +137,11 @@ impl Cluster for DroverCluster {
     }
 
     fn target(&self, i: usize) -> Result<Target> {
-        Ok(Target::Drover(Client::single(&self.grpc[i], &self.token, &self.ca)?))
+        Ok(Target::Drover(Client::single(
+            &self.grpc[i],
+            &self.token,
+            &self.ca,
+        )?))
     }
 
     async fn leader(&self) -> Result<usize> {

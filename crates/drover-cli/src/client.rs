@@ -223,7 +223,7 @@ pub struct Client {
 impl Client {
     /// Prepares connections to every server (they connect lazily).
     pub fn new(cfg: &ClientConfig) -> Result<Client, ClientError> {
-        let identity = (!cfg.cert.is_empty()).then(|| (cfg.cert.as_str(), cfg.key.as_str()));
+        let identity = (!cfg.cert.is_empty()).then_some((cfg.cert.as_str(), cfg.key.as_str()));
         let tls = drover_pki::tls::client_config(&cfg.ca, identity)
             .map_err(|e| ClientError::Config(format!("the client config: {e}")))?;
         let mut channels = Vec::new();

@@ -94,7 +94,7 @@ pub fn write_private(path: &std::path::Path, data: &[u8]) -> Result<(), Error> {
             opts.mode(0o600);
         }
         let mut f = opts.open(&tmp).map_err(io("cannot write", &tmp))?;
-        f.write_all(&data).map_err(io("cannot write", &tmp))?;
+        f.write_all(data).map_err(io("cannot write", &tmp))?;
         f.sync_all().map_err(io("cannot write", &tmp))?;
     }
     std::fs::rename(&tmp, path).map_err(io("cannot write", path))

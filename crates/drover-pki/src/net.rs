@@ -28,23 +28,19 @@ pub fn endpoint(addr: &str) -> Result<Endpoint, Error> {
         .map_err(|e| Error::Tls(format!("{addr:?} is not a host:port address ({e})")))
 }
 
+/// A client-side TLS connection, as hyper reads it.
+type ClientIo = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+
+/// What the connector's service answers.
+type Connecting = Pin<Box<dyn std::future::Future<Output = std::io::Result<ClientIo>> + Send>>;
+
 fn connector(
     tls: Arc<ClientConfig>,
-) -> impl tower::Service<
-    Uri,
-    Response = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>,
-    Error = std::io::Error,
-    Future = Pin<
-        Box<
-            dyn std::future::Future<
-                    Output = std::io::Result<TokioIo<tokio_rustls::client::TlsStream<TcpStream>>>,
-                > + Send,
-        >,
-    >,
-> + Clone {
+) -> impl tower::Service<Uri, Response = ClientIo, Error = std::io::Error, Future = Connecting> + Clone
+{
     tower::service_fn(move |uri: Uri| {
         let tls = tls.clone();
-        let fut: Pin<Box<dyn std::future::Future<Output = _> + Send>> = Box::pin(async move {
+        let fut: Connecting = Box::pin(async move {
             let host = uri
                 .host()
                 .unwrap_or_default()

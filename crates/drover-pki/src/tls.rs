@@ -106,6 +106,18 @@ pub fn client_config(
     Ok(Arc::new(c))
 }
 
+/// A client configuration for HTTPS (HTTP/1.1) to the HTTP port, trusting
+/// the cluster CA only.
+pub fn https_client_config(ca_pem: &str) -> Result<Arc<ClientConfig>, Error> {
+    let mut c = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls_err("TLS 1.3"))?
+        .with_root_certificates(roots(ca_pem)?)
+        .with_no_client_auth();
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(c))
+}
+
 /// A client configuration for joining: trusts whatever CA the server
 /// presents in its chain if and only if its SHA-256 is `ca_digest`, and
 /// then checks the server's certificate against it.

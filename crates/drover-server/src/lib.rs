@@ -180,7 +180,9 @@ impl Server {
         let (identity, init, trust) = match existing {
             Some(id) => {
                 let hosts = hosts_for(&id.addr);
-                let Some(t) = trust::Trust::load(dir, id.id, &hosts, &id.server_token, &id.node_token)? else {
+                let Some(t) =
+                    trust::Trust::load(dir, id.id, &hosts, &id.server_token, &id.node_token)?
+                else {
                     bail!(
                         "{} has a member identity but no certificate (ca.crt, member.crt): it never finished joining; start with an empty data dir",
                         dir.display()
@@ -483,10 +485,16 @@ async fn certify_member(
                                 | tonic::Code::AlreadyExists
                                 | tonic::Code::FailedPrecondition
                         );
-                        (refused, format!("{target} refused the join: {}", s.message()))
+                        (
+                            refused,
+                            format!("{target} refused the join: {}", s.message()),
+                        )
                     })
             }
-            Err(e) => Err((false, format!("cannot reach {target} over TLS: {}", error_chain(&e)))),
+            Err(e) => Err((
+                false,
+                format!("cannot reach {target} over TLS: {}", error_chain(&e)),
+            )),
         };
         match res {
             Ok(resp) => return trust::Trust::from_certified(dir, cred.key_pem, &resp),

@@ -46,8 +46,7 @@ pub fn hosts_of(addrs: &[&str]) -> Vec<String> {
             Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
             None => a,
         };
-        if !host.is_empty() && host != "0.0.0.0" && host != "::" && !out.iter().any(|h| h == host)
-        {
+        if !host.is_empty() && host != "0.0.0.0" && host != "::" && !out.iter().any(|h| h == host) {
             out.push(host.to_string());
         }
     }
@@ -149,7 +148,8 @@ impl Trust {
         key_pem: String,
         resp: &drover_proto::v1::CertifyResponse,
     ) -> Result<Trust> {
-        let ca = Ca::from_pem(&resp.ca, &resp.ca_key).context("the cluster sent an unreadable CA")?;
+        let ca =
+            Ca::from_pem(&resp.ca, &resp.ca_key).context("the cluster sent an unreadable CA")?;
         ca.save(dir)?;
         let member = Credential {
             key_pem,
@@ -163,10 +163,11 @@ impl Trust {
     }
 
     fn build(ca: Ca, member: Credential, server: JoinToken, node: JoinToken) -> Result<Trust> {
-        let grpc = tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Grpc)?;
-        let http = tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Http)?;
-        let client =
-            tls::client_config(ca.cert_pem(), Some((&member.cert_pem, &member.key_pem)))?;
+        let grpc =
+            tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Grpc)?;
+        let http =
+            tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Http)?;
+        let client = tls::client_config(ca.cert_pem(), Some((&member.cert_pem, &member.key_pem)))?;
         Ok(Trust {
             ca,
             grpc: ServerTls::new(grpc),

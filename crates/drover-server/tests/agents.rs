@@ -49,7 +49,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     // A session needs a node certificate: not the admin token, not the
     // node token itself.
     for (token, code) in [
-        (admin.as_str(), Code::PermissionDenied),
+        (admin.as_str(), Code::Unauthenticated),
         (join.as_str(), Code::Unauthenticated),
     ] {
         let (tx0, rx0) = tokio::sync::mpsc::channel(4);
@@ -77,7 +77,9 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     .await
     .unwrap();
     let e = agent
-        .session(tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx1)))
+        .session(tonic::Request::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx1),
+        ))
         .await
         .expect_err("a session as another node");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
@@ -96,7 +98,9 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     .await
     .unwrap();
     let mut down = agent
-        .session(tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        .session(tonic::Request::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
         .await
         .unwrap()
         .into_inner();

@@ -33,10 +33,10 @@ pub mod wait;
 
 pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, TestAgent};
 pub use cli::{Ran, SharedBuf};
-pub use net::{free_port, free_ports};
+pub use net::{free_port, free_ports, https_get};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use server::{
-    authed, client, client_of, fast_options, grpc_channel, cert_channel, node_certificate, loopback_options, restart_options,
-    start_servers, TestServer,
+    authed, cert_channel, client, client_of, fast_options, grpc_channel, loopback_options,
+    node_certificate, restart_options, start_servers, TestServer,
 };
 pub use wait::{wait_for, wait_until, wait_until_blocking, wait_until_every};

@@ -99,7 +99,12 @@ pub async fn grpc_channel(addr: impl std::fmt::Display, ca: &str) -> Channel {
 }
 
 /// A raw gRPC channel to `addr` with a client certificate (`cert`, `key`).
-pub async fn cert_channel(addr: impl std::fmt::Display, ca: &str, cert: &str, key: &str) -> Channel {
+pub async fn cert_channel(
+    addr: impl std::fmt::Display,
+    ca: &str,
+    cert: &str,
+    key: &str,
+) -> Channel {
     let tls = drover_pki::tls::client_config(ca, Some((cert, key))).expect("client TLS");
     let ep = drover_pki::net::endpoint(&addr.to_string()).expect("endpoint");
     drover_pki::net::connect(ep, tls).await.expect("connect")
@@ -107,7 +112,12 @@ pub async fn cert_channel(addr: impl std::fmt::Display, ca: &str, cert: &str, ke
 
 /// A certificate for node `name`, got from `addr` with the node token, as
 /// an agent gets it: (certificate, key).
-pub async fn node_certificate(addr: impl std::fmt::Display, ca: &str, token: &str, name: &str) -> (String, String) {
+pub async fn node_certificate(
+    addr: impl std::fmt::Display,
+    ca: &str,
+    token: &str,
+    name: &str,
+) -> (String, String) {
     let cred = drover_pki::Credential::generate("test").expect("key");
     let ch = grpc_channel(addr, ca).await;
     let resp = drover_proto::v1::cluster_client::ClusterClient::new(ch)

@@ -99,11 +99,15 @@ impl Link {
             Ok(Some((cred, ca))) => {
                 match NodeTls::new(cred, ca, &shared.servers, shared.tuning.connect_timeout) {
                     Ok(t) => self.creds = Some(Arc::new(t)),
-                    Err(e) => tracing::warn!(node = %name, "ignoring the certificate in {}: {}", dir.display(), e.message()),
+                    Err(e) => {
+                        tracing::warn!(node = %name, "ignoring the certificate in {}: {}", dir.display(), e.message())
+                    }
                 }
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(node = %name, "ignoring the certificate in {}: {e:#}", dir.display()),
+            Err(e) => {
+                tracing::warn!(node = %name, "ignoring the certificate in {}: {e:#}", dir.display())
+            }
         }
     }
 
@@ -339,12 +343,27 @@ impl Link {
     /// stream (it deleted the Node). `true` when a server took the Leave.
     pub(super) async fn leave(&mut self, shared: &Shared, me: &Identity) -> bool {
         let state = std::mem::replace(&mut self.state, State::Down);
-        let session = match state {
+        let opened = match state {
             State::Up(up) => {
                 shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
                 Some(up.session)
             }
-            _ => {
+            // A session being opened (the node may already exist: its join
+            // made it): let it finish, then leave on it.
+            State::Opening(f) => match tokio::time::timeout(shared.tuning.leave_timeout, f).await {
+                Ok(Ok(s)) => {
+                    if let Some(t) = &s.tls {
+                        self.creds = Some(t.clone());
+                    }
+                    Some(s)
+                }
+                _ => None,
+            },
+            State::Down => None,
+        };
+        let session = match opened {
+            Some(s) => Some(s),
+            None => {
                 // Not connected: one round over the servers.
                 let deadline = shared.clock.now() + shared.tuning.leave_timeout;
                 let mut found = None;

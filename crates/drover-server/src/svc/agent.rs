@@ -33,12 +33,17 @@ impl agent_server::Agent for AgentSvc {
         req: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let caller = crate::auth::caller(&req, "");
-        let crate::auth::Caller::Node { name, serial } = caller else {
-            return Err(super::refusal(
-                &caller,
-                "an agent session (it needs a node certificate: `drover agent` gets one with the node token)",
-                super::Access::Member,
-            ));
+        let (name, serial) = match caller {
+            crate::auth::Caller::Node { name, serial } => (name, serial),
+            crate::auth::Caller::Anonymous => {
+                return Err(Reason::Unauthorized.status(
+                    "an agent session needs a node certificate: `drover agent` gets one with the node token (--token-file DATA_DIR/node-token of a server)",
+                ))
+            }
+            other => {
+                return Err(Reason::Forbidden
+                    .status(format!("{other} may not open an agent session")))
+            }
         };
         let mut inbound = req.into_inner();
         let first = inbound.message().await?.ok_or_else(|| {

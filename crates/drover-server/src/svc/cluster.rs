@@ -8,9 +8,9 @@ use super::{admin, reader};
 use crate::api::Objects;
 use crate::auth::{self, Caller};
 use crate::ctx::{hops, Ctx, Forwarding};
+use crate::error::ApiError;
 use crate::trust;
 use drover_pki::{Role, TokenKind};
-use crate::error::ApiError;
 use drover_proto::reason::Reason;
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::{self as pb, cluster_server};
@@ -81,11 +81,18 @@ impl ClusterSvc {
             }
         }
         if r.hosts.len() > 16 || r.hosts.iter().any(|h| h.len() > 253) {
-            return Err(Reason::BadRequest.status("hosts: at most 16 names of at most 253 characters"));
+            return Err(
+                Reason::BadRequest.status("hosts: at most 16 names of at most 253 characters")
+            );
         }
         let issued = ctx
             .trust
-            .sign(&r.csr, &Role::Member(r.member), &r.hosts, trust::MEMBER_CERT_TTL)
+            .sign(
+                &r.csr,
+                &Role::Member(r.member),
+                &r.hosts,
+                trust::MEMBER_CERT_TTL,
+            )
             .map_err(super::status)?;
         tracing::info!("certified member {:016x}", r.member);
         Ok(pb::CertifyResponse {
@@ -140,7 +147,12 @@ impl ClusterSvc {
         }
         let issued = ctx
             .trust
-            .sign(&r.csr, &Role::Node(r.node.clone()), &[], ctx.trust.node_cert_ttl)
+            .sign(
+                &r.csr,
+                &Role::Node(r.node.clone()),
+                &[],
+                ctx.trust.node_cert_ttl,
+            )
             .map_err(super::status)?;
         Objects::new(ctx.clone())
             .bind_node_cert(&r.node, &issued.serial, from.as_deref())
@@ -307,10 +319,9 @@ impl cluster_server::Cluster for ClusterSvc {
         let caller = auth::caller(&req, "");
         let r = req.into_inner();
         if r.csr.len() > CSR_MAX {
-            return Err(Reason::BadRequest.status(format!(
-                "csr: {} bytes; at most {CSR_MAX}",
-                r.csr.len()
-            )));
+            return Err(
+                Reason::BadRequest.status(format!("csr: {} bytes; at most {CSR_MAX}", r.csr.len()))
+            );
         }
         let resp = match (r.member, r.node.is_empty()) {
             (0, false) => self.certify_node(&caller, &r).await?,
@@ -335,8 +346,10 @@ impl cluster_server::Cluster for ClusterSvc {
         let bad = drover_api::validation::is_dns1123_subdomain(&r.name);
         if !bad.is_empty() {
             let shown: String = r.name.chars().take(64).collect();
-            return Err(Reason::Invalid
-                .status(format!("name: Invalid value: {shown:?}: {}", bad.join("; "))));
+            return Err(Reason::Invalid.status(format!(
+                "name: Invalid value: {shown:?}: {}",
+                bad.join("; ")
+            )));
         }
         let role = match r.role.as_str() {
             "admin" => Role::Admin(r.name.clone()),
@@ -350,9 +363,8 @@ impl cluster_server::Cluster for ClusterSvc {
         };
         let ttl = match r.ttl_seconds {
             0 => trust::CLIENT_CERT_TTL,
-            s if s < 60 || s > 10 * 365 * 86_400 => {
-                return Err(Reason::Invalid
-                    .status("ttl: between one minute and ten years"))
+            s if !(60..=10 * 365 * 86_400).contains(&s) => {
+                return Err(Reason::Invalid.status("ttl: between one minute and ten years"))
             }
             s => Duration::from_secs(s),
         };
@@ -378,9 +390,8 @@ impl cluster_server::Cluster for ClusterSvc {
             "server" => TokenKind::Server,
             "node" => TokenKind::Node,
             _ => {
-                return Err(Reason::Invalid.status(
-                    "kind: Unsupported value: supported values: \"server\", \"node\"",
-                ))
+                return Err(Reason::Invalid
+                    .status("kind: Unsupported value: supported values: \"server\", \"node\""))
             }
         };
         let token = drover_pki::JoinToken::generate(kind, self.0.trust.ca.digest());

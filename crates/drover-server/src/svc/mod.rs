@@ -69,12 +69,12 @@ pub fn authorize<T>(
 ) -> Result<Caller, Status> {
     let token = ctx.admin_token();
     let caller = auth::caller(req, &token);
-    let ok = match (&caller, access) {
-        (Caller::Member(_), _) => true,
-        (Caller::Admin(_), Access::Read | Access::Write) => true,
-        (Caller::Viewer(_), Access::Read) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (&caller, access),
+        (Caller::Member(_), _)
+            | (Caller::Admin(_), Access::Read | Access::Write)
+            | (Caller::Viewer(_), Access::Read)
+    );
     if ok {
         return Ok(caller);
     }
