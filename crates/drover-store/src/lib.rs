@@ -51,11 +51,13 @@ mod types;
 mod watch;
 
 pub use drover_proto::v1::event::Type as EventType;
-pub use drover_proto::v1::{op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Update};
+pub use drover_proto::v1::{
+    op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Txn, Update,
+};
 pub use error::{Error, Result};
 pub use node::{Reporter, Transport};
 pub use raft::eraftpb::Message as RaftMessage;
-pub use store::{Consistency, Init, Store, WriteResult};
+pub use store::{private_dir, Consistency, Init, Store, WriteResult};
 pub use types::{MemberChange, Role, Status, StoreConfig};
 pub use watch::{WatchBatch, WatchStream};
 
