@@ -10,7 +10,7 @@
 //!
 //! 1. leaves: [`error`] ([`ApiError`]), [`auth`], [`identity`],
 //!    [`heartbeats`], [`sessions`] (agent sessions' log/exec streams),
-//!    [`transport`] (raft messages out);
+//!    [`transport`] (raft messages out), [`limits`] (every limit);
 //! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
 //!    sessions) and forwarding to the leader;
 //! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
@@ -36,6 +36,7 @@ pub mod error;
 pub mod heartbeats;
 pub mod http;
 pub mod identity;
+pub mod limits;
 pub mod loops;
 pub mod sessions;
 pub mod svc;
@@ -131,8 +132,12 @@ impl Server {
     /// Starts a member: see the crate docs for the order of things.
     pub async fn start(opts: ServerOptions) -> Result<Server> {
         let dir = &opts.data_dir;
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the data dir {}", dir.display()))?;
+        drover_store::private_dir(dir).with_context(|| {
+            format!(
+                "cannot create the data dir {} readable by its owner only (0700); check its parent's permissions",
+                dir.display()
+            )
+        })?;
         let existing = Identity::load(dir)?;
         if let Some(id) = &existing {
             for (flag, given, kept) in [
@@ -267,7 +272,7 @@ impl Server {
                 informer.clone(),
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(serve_http(http_l, store.clone(), shutdown_rx.clone())),
+            tokio::spawn(serve_http(http_l, ctx.clone(), shutdown_rx.clone())),
         ];
 
         let mut server = Server {
@@ -420,14 +425,14 @@ async fn serve_grpc(
     cache: cache::Informer,
     mut stop: watch::Receiver<bool>,
 ) {
-    use auth::MAX_MESSAGE;
+    use limits::{MAX_RAFT_MESSAGE_BYTES as MAX_MESSAGE, MAX_REQUEST_BYTES};
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
     let r = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .add_service(
             StoreServer::new(svc::store::StoreSvc(ctx.clone()))
-                .max_decoding_message_size(MAX_MESSAGE)
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServer::new(svc::cluster::ClusterSvc(ctx.clone())))
@@ -435,10 +440,11 @@ async fn serve_grpc(
             ctx: ctx.clone(),
             objects: api::Objects::new(ctx.clone()),
             cache,
+            hello_timeout: limits::HELLO_TIMEOUT,
         }))
         .add_service(
             ObjectsServer::new(svc::objects::ObjectsSvc(api::Objects::new(ctx.clone())))
-                .max_decoding_message_size(MAX_MESSAGE)
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(PodsServer::new(svc::pods::PodsSvc {
@@ -459,8 +465,8 @@ async fn serve_grpc(
     }
 }
 
-async fn serve_http(l: TcpListener, store: Store, mut stop: watch::Receiver<bool>) {
-    let r = axum::serve(l, http::router(store))
+async fn serve_http(l: TcpListener, ctx: Arc<ctx::Ctx>, mut stop: watch::Receiver<bool>) {
+    let r = axum::serve(l, http::router(ctx))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
         })

@@ -1,12 +1,14 @@
-//! `apply`: a manifest stream, validated as a whole, then each object
-//! created or updated (kept unchanged when nothing differs).
+//! `apply`: a manifest stream, validated as a whole, then every object
+//! created or updated (kept unchanged when nothing differs) in one store
+//! write: all or nothing.
 
-use super::codec::{self, decode, encode, key, new_uid, now_rfc3339};
+use super::codec::{self, decode, encode, encode_for_write, key, new_uid, now_rfc3339};
 use super::{mirror, Objects, ATTEMPTS};
 use crate::error::ApiError;
 use drover_api::validation::{validate_manifest, validate_manifest_update};
 use drover_api::{defaults, parse_manifests, Kind, Manifest};
 use drover_proto::v1::{self as pb, op};
+use std::collections::HashSet;
 
 /// The outcome of applying one object.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +37,12 @@ impl Applied {
 }
 
 impl Objects {
-    /// Validates every object of a stream, then creates or updates each.
-    /// Nothing is written when any object is invalid.
+    /// Validates every object of a stream, then writes them all in one
+    /// store write (one raft entry, a transaction with a compare-and-swap
+    /// on each object read), or none. Nothing is written when any object
+    /// is invalid, too large, or a mirror pod. When another writer changed
+    /// an object meanwhile, the whole stream is read, checked and written
+    /// again, up to [`ATTEMPTS`] times.
     pub async fn apply(
         &self,
         text: &str,
@@ -47,23 +53,78 @@ impl Objects {
         if manifests.is_empty() {
             return Err(ApiError::BadRequest("no objects passed to apply".into()));
         }
-        let mut invalid = Vec::new();
-        let mut existing = Vec::with_capacity(manifests.len());
-        for m in manifests.iter_mut() {
+        let mut seen = HashSet::with_capacity(manifests.len());
+        for (i, m) in manifests.iter_mut().enumerate() {
             m.default_namespace();
             defaults::default_manifest(m);
-            let kind = Kind::of(m);
-            let old = match self.read(&key(kind, m.namespace(), m.name())).await? {
+            if !seen.insert(key(Kind::of(m), m.namespace(), m.name())) {
+                return Err(ApiError::BadRequest(format!(
+                    "{} appears more than once in the stream (again as object {}); apply each object once",
+                    m.reference(),
+                    i + 1
+                )));
+            }
+        }
+        for _ in 0..ATTEMPTS {
+            let existing = self.read_and_check(&manifests).await?;
+            if dry_run {
+                return dry_run_outcomes(manifests, existing);
+            }
+            let (ops, mut out) = plan(&manifests, existing)?;
+            let op = match ops.len() {
+                0 => return Ok(out),
+                1 => ops.into_iter().next().and_then(|o| o.op),
+                _ => Some(op::Op::Txn(pb::Txn { ops })),
+            };
+            let Some(op) = op else {
+                return Err(ApiError::Internal("apply planned an empty write".into()));
+            };
+            match self.write(op).await {
+                Ok(w) => {
+                    for (applied, _) in out.iter_mut() {
+                        if let Applied::Created(m) | Applied::Configured(m) = applied {
+                            m.metadata_mut().resource_version = w.revision.to_string();
+                        }
+                    }
+                    return Ok(out);
+                }
+                // Someone else wrote one of the objects meanwhile: read
+                // them all again and retry.
+                Err(ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotFound(_)) => {
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let names: Vec<String> = manifests.iter().map(Manifest::reference).collect();
+        Err(ApiError::Conflict(format!(
+            "{} kept changing while {} applied; apply again",
+            names.join(", "),
+            if names.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            }
+        )))
+    }
+
+    /// Reads each object's current version and checks the manifest against
+    /// it: validation (of an update when it exists) and the mirror pods'
+    /// rule. Every object's errors at once; nothing when all are fine.
+    async fn read_and_check(&self, manifests: &[Manifest]) -> Result<Vec<Existing>, ApiError> {
+        let mut invalid = Vec::new();
+        let mut existing = Vec::with_capacity(manifests.len());
+        for m in manifests {
+            let old = match self
+                .read(&key(Kind::of(m), m.namespace(), m.name()))
+                .await?
+            {
                 Some(kv) => Some((decode(&kv)?, kv.mod_revision)),
                 None => None,
             };
-            if let Some(Err(e)) = old.as_ref().map(|(o, _)| mirror::refuse_write(o)) {
-                invalid.push(e);
-                existing.push(old);
-                continue;
-            }
             let check = match &old {
-                Some((o, _)) => validate_manifest(m).and_then(|_| validate_manifest_update(m, o)),
+                Some((o, _)) => mirror::refuse_write(o)
+                    .and_then(|_| validate_manifest(m))
+                    .and_then(|_| validate_manifest_update(m, o)),
                 None => validate_manifest(m),
             };
             if let Err(e) = check {
@@ -74,87 +135,80 @@ impl Objects {
         if !invalid.is_empty() {
             return Err(ApiError::invalid(invalid));
         }
-        let mut out = Vec::with_capacity(manifests.len());
-        for (m, old) in manifests.into_iter().zip(existing) {
-            let warnings = m.warnings();
-            let applied = if dry_run {
-                match old {
-                    None => Applied::Created(m),
-                    Some((o, _)) => {
-                        // The same comparison as a real apply makes.
-                        let new = merge_for_update(&m, &o);
-                        if encode(&new)? == encode(&o)? {
-                            Applied::Unchanged(o)
-                        } else {
-                            Applied::Configured(new)
-                        }
-                    }
-                }
-            } else {
-                self.apply_one(m, old).await?
-            };
-            out.push((applied, warnings));
-        }
-        Ok(out)
+        Ok(existing)
     }
+}
 
-    async fn apply_one(
-        &self,
-        m: Manifest,
-        mut old: Option<(Manifest, u64)>,
-    ) -> Result<Applied, ApiError> {
-        let kind = Kind::of(&m);
-        let k = key(kind, m.namespace(), m.name());
-        for _ in 0..ATTEMPTS {
-            match old.take() {
-                None => {
-                    let mut new = m.clone();
-                    let meta = new.metadata_mut();
-                    meta.uid = new_uid();
-                    meta.creation_timestamp = Some(now_rfc3339());
-                    meta.generation = Some(1);
-                    let r = self
-                        .write(op::Op::Create(pb::Create {
-                            key: k.clone(),
-                            value: encode(&new)?,
-                        }))
-                        .await;
-                    match r {
-                        Ok(w) => {
-                            new.metadata_mut().resource_version = w.revision.to_string();
-                            return Ok(Applied::Created(new));
-                        }
-                        Err(ApiError::AlreadyExists(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some((o, rev)) => {
-                    let new = merge_for_update(&m, &o);
-                    if encode(&new)? == encode(&o)? {
-                        return Ok(Applied::Unchanged(o));
-                    }
-                    match self.swap(&k, new, rev).await {
-                        Ok(new) => return Ok(Applied::Configured(new)),
-                        Err(ApiError::Conflict(_) | ApiError::NotFound(_)) => {}
-                        Err(e) => return Err(e),
-                    }
+/// An object as read before an apply, and its revision.
+type Existing = Option<(Manifest, u64)>;
+
+/// What an apply would do, without writing.
+fn dry_run_outcomes(
+    manifests: Vec<Manifest>,
+    existing: Vec<Existing>,
+) -> Result<Vec<(Applied, Vec<String>)>, ApiError> {
+    let mut out = Vec::with_capacity(manifests.len());
+    for (m, old) in manifests.into_iter().zip(existing) {
+        let warnings = m.warnings();
+        let applied = match old {
+            None => Applied::Created(m),
+            Some((o, _)) => {
+                // The same comparison as a real apply makes.
+                let new = merge_for_update(&m, &o);
+                if encode(&new)? == encode(&o)? {
+                    Applied::Unchanged(o)
+                } else {
+                    Applied::Configured(new)
                 }
             }
-            // Someone else wrote meanwhile: read again and retry.
-            old = match self.read(&k).await? {
-                Some(kv) => {
-                    let o = decode(&kv)?;
-                    validate_manifest_update(&m, &o).map_err(|e| ApiError::invalid(vec![e]))?;
-                    Some((o, kv.mod_revision))
-                }
-                None => None,
-            };
-        }
-        Err(ApiError::Conflict(format!(
-            "{} kept changing while it was applied; retry",
-            m.reference()
-        )))
+        };
+        out.push((applied, warnings));
     }
+    Ok(out)
+}
+
+/// The write of an apply: one op per object that changes (a create, or an
+/// update guarded by the revision read), and each object's outcome.
+fn plan(
+    manifests: &[Manifest],
+    existing: Vec<Existing>,
+) -> Result<(Vec<pb::Op>, Vec<(Applied, Vec<String>)>), ApiError> {
+    let mut ops = Vec::new();
+    let mut out = Vec::with_capacity(manifests.len());
+    for (m, old) in manifests.iter().zip(existing) {
+        let k = key(Kind::of(m), m.namespace(), m.name());
+        let applied = match old {
+            None => {
+                let mut new = m.clone();
+                let meta = new.metadata_mut();
+                meta.uid = new_uid();
+                meta.creation_timestamp = Some(now_rfc3339());
+                meta.generation = Some(1);
+                ops.push(op::Op::Create(pb::Create {
+                    key: k,
+                    value: encode_for_write(&new)?,
+                }));
+                Applied::Created(new)
+            }
+            Some((o, rev)) => {
+                let new = merge_for_update(m, &o);
+                if encode(&new)? == encode(&o)? {
+                    Applied::Unchanged(o)
+                } else {
+                    ops.push(op::Op::Update(pb::Update {
+                        key: k,
+                        value: encode_for_write(&new)?,
+                        expected_revision: rev,
+                        upsert: false,
+                    }));
+                    Applied::Configured(new)
+                }
+            }
+        };
+        out.push((applied, m.warnings()));
+    }
+    let ops = ops.into_iter().map(|o| pb::Op { op: Some(o) }).collect();
+    Ok((ops, out))
 }
 
 /// The object an apply writes over an existing one: the manifest's content,
