@@ -105,7 +105,7 @@ async fn a_name_of_10000_characters_is_refused_as_invalid_with_its_field_path() 
             "{}",
             e.message()
         );
-        assert!(e.message().contains("(9872 more bytes)"), "{}", e.message());
+        assert!(e.message().contains("(9744 more bytes)"), "{}", e.message());
         assert!(e.message().len() <= drover_server::limits::MAX_STATUS_MESSAGE_BYTES);
     }
     api.server.shutdown().await;

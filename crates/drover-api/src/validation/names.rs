@@ -36,8 +36,10 @@ pub const TOTAL_LABEL_SIZE_LIMIT: usize = 64 * 1024;
 pub const MAX_CONTAINERS: usize = 64;
 /// How many bytes of a value an error message echoes; the rest is counted,
 /// not shown (a 10,000-character name must not make a message too long for
-/// the transport's headers).
-pub const ECHOED_VALUE_MAX_BYTES: usize = 128;
+/// the transport's headers). Above the longest valid name (253), so that a
+/// name one character too long is still shown whole, as the API server
+/// does.
+pub const ECHOED_VALUE_MAX_BYTES: usize = 256;
 
 pub(super) fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
     let mut out = message.to_owned();
