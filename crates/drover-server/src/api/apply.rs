@@ -142,11 +142,14 @@ impl Objects {
 /// An object as read before an apply, and its revision.
 type Existing = Option<(Manifest, u64)>;
 
+/// Each object's outcome and warnings.
+type Outcomes = Vec<(Applied, Vec<String>)>;
+
 /// What an apply would do, without writing.
 fn dry_run_outcomes(
     manifests: Vec<Manifest>,
     existing: Vec<Existing>,
-) -> Result<Vec<(Applied, Vec<String>)>, ApiError> {
+) -> Result<Outcomes, ApiError> {
     let mut out = Vec::with_capacity(manifests.len());
     for (m, old) in manifests.into_iter().zip(existing) {
         let warnings = m.warnings();
@@ -172,7 +175,7 @@ fn dry_run_outcomes(
 fn plan(
     manifests: &[Manifest],
     existing: Vec<Existing>,
-) -> Result<(Vec<pb::Op>, Vec<(Applied, Vec<String>)>), ApiError> {
+) -> Result<(Vec<pb::Op>, Outcomes), ApiError> {
     let mut ops = Vec::new();
     let mut out = Vec::with_capacity(manifests.len());
     for (m, old) in manifests.iter().zip(existing) {
