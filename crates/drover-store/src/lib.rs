@@ -7,7 +7,8 @@
 //! # How a write flows
 //!
 //! 1. A caller awaits [`Store::write`] with one [`Op`] (create, update with
-//!    compare-and-swap on the object's revision, or delete).
+//!    compare-and-swap on the object's revision, delete, or a [`Txn`] of
+//!    those, applied all or none at one revision).
 //! 2. The request goes over a channel to the *raft thread*, the one owner of
 //!    the `RawNode` (see `node.rs`). Every request that arrived while the
 //!    previous round was being flushed is packed into one raft entry, so many
@@ -22,6 +23,10 @@
 //!
 //! Reads are linearizable by default (raft ReadIndex, then wait until the
 //! local state machine has applied that index) or local when the caller asks.
+//!
+//! A committed entry that does not decode is logged and skipped, as a no-op,
+//! by every member alike: it never stops the store. The data dir is its
+//! owner's only ([`private_dir`]; sled's files are made 0600 at open).
 //!
 //! # Layout of the sled tree
 //!
