@@ -79,6 +79,8 @@ impl Objects {
             let Some(op) = op else {
                 return Err(ApiError::Internal("apply planned an empty write".into()));
             };
+            #[cfg(test)]
+            tests::before_write().await;
             match self.write(op).await {
                 Ok(w) => {
                     for (applied, _) in out.iter_mut() {
@@ -235,4 +237,84 @@ fn merge_for_update(m: &Manifest, old: &Manifest) -> Manifest {
     let bump = i64::from(codec::spec_of(m) != codec::spec_of(old));
     nm.generation = Some(om.generation.unwrap_or(1) + bump);
     new
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Server, ServerOptions};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use tokio::sync::{mpsc, oneshot};
+
+    /// When set, an apply tells it when it is about to write (after it read
+    /// and planned) and waits until told to go on.
+    static BEFORE_WRITE: Mutex<Option<mpsc::Sender<oneshot::Sender<()>>>> = Mutex::new(None);
+
+    pub(super) async fn before_write() {
+        let hook = BEFORE_WRITE.lock().ok().and_then(|h| h.clone());
+        if let Some(hook) = hook {
+            let (go, wait) = oneshot::channel();
+            if hook.send(go).await.is_ok() {
+                let _ = wait.await;
+            }
+        }
+    }
+
+    fn node(name: &str, label: &str) -> String {
+        format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{l: {label}}}}}\n")
+    }
+
+    #[tokio::test]
+    async fn an_apply_whose_last_object_keeps_changing_writes_none_of_its_objects() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = ServerOptions::new(tmp.path().join("s"));
+        opts.listen = Some("127.0.0.1:0".into());
+        opts.http = Some("127.0.0.1:0".into());
+        let mut server = Server::start(opts).await.unwrap();
+        let objects = server.objects();
+        objects.apply(&node("b", "old"), false).await.unwrap();
+
+        let (hook, mut planned) = mpsc::channel(1);
+        *BEFORE_WRITE.lock().unwrap() = Some(hook);
+        let stream = format!("{}---\n{}", node("a", "new"), node("b", "new"));
+        let applying = tokio::spawn({
+            let objects = objects.clone();
+            async move { objects.apply(&stream, false).await }
+        });
+        // Before each attempt writes, another writer changes b.
+        for i in 0..ATTEMPTS {
+            let go = tokio::time::timeout(Duration::from_secs(10), planned.recv())
+                .await
+                .expect("the apply plans its write within 10 s")
+                .expect("the hook is held");
+            let Manifest::Node(mut b) = objects.get(Kind::Node, "", "b").await.unwrap() else {
+                panic!("b is a node");
+            };
+            b.metadata.labels.insert("l".into(), format!("other-{i}"));
+            objects.update(Manifest::Node(b)).await.unwrap();
+            go.send(()).unwrap();
+        }
+        let r = tokio::time::timeout(Duration::from_secs(10), applying)
+            .await
+            .expect("the apply answers within 10 s")
+            .unwrap();
+        assert!(matches!(r, Err(ApiError::Conflict(_))), "{r:?}");
+        *BEFORE_WRITE.lock().unwrap() = None;
+        assert!(
+            matches!(
+                objects.get(Kind::Node, "", "a").await,
+                Err(ApiError::NotFound(_))
+            ),
+            "a, which did not conflict, was not written either"
+        );
+        // Left alone, the same apply writes both, at one revision.
+        let stream = format!("{}---\n{}", node("a", "new"), node("b", "new"));
+        let out = objects.apply(&stream, false).await.unwrap();
+        let actions: Vec<_> = out.iter().map(|(a, _)| a.action()).collect();
+        assert_eq!(actions, ["created", "configured"]);
+        let rv = |a: &Applied| a.object().metadata().resource_version.clone();
+        assert_eq!(rv(&out[0].0), rv(&out[1].0));
+        server.shutdown().await;
+    }
 }
