@@ -22,6 +22,12 @@ pub const MAX_OBJECT_BYTES: usize = 1_572_864;
 /// `OUT_OF_RANGE` ("decoded message length too large") before it is read.
 pub const MAX_REQUEST_BYTES: usize = 16 << 20;
 
+/// The most bytes one apply writes, all its objects encoded as stored
+/// (statuses kept from the existing objects included): 32 MiB, twice
+/// [`MAX_REQUEST_BYTES`]. An apply is one raft entry; a bigger one is
+/// refused (BadRequest), asking for smaller groups of objects.
+pub const MAX_APPLY_WRITE_BYTES: usize = 32 << 20;
+
 /// The largest message the `Raft` service decodes, and the largest answer
 /// the services encode: 256 MiB (raft carries snapshots of the whole store,
 /// a list answers every object of a kind).

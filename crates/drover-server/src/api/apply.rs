@@ -5,6 +5,7 @@
 use super::codec::{self, decode, encode, encode_for_write, key, new_uid, now_rfc3339};
 use super::{mirror, Objects, ATTEMPTS};
 use crate::error::ApiError;
+use crate::limits::MAX_APPLY_WRITE_BYTES;
 use drover_api::validation::{validate_manifest, validate_manifest_update};
 use drover_api::{defaults, parse_manifests, Kind, Manifest};
 use drover_proto::v1::{self as pb, op};
@@ -180,6 +181,17 @@ fn plan(
 ) -> Result<(Vec<pb::Op>, Outcomes), ApiError> {
     let mut ops = Vec::new();
     let mut out = Vec::with_capacity(manifests.len());
+    let mut total = 0usize;
+    let mut add = |o: op::Op, size: usize| -> Result<(), ApiError> {
+        total += size;
+        if total > MAX_APPLY_WRITE_BYTES {
+            return Err(ApiError::BadRequest(format!(
+                "this apply would write more than {MAX_APPLY_WRITE_BYTES} bytes (32 MiB) of objects in one step; apply the objects in smaller groups"
+            )));
+        }
+        ops.push(o);
+        Ok(())
+    };
     for (m, old) in manifests.iter().zip(existing) {
         let k = key(Kind::of(m), m.namespace(), m.name());
         let applied = match old {
@@ -189,10 +201,9 @@ fn plan(
                 meta.uid = new_uid();
                 meta.creation_timestamp = Some(now_rfc3339());
                 meta.generation = Some(1);
-                ops.push(op::Op::Create(pb::Create {
-                    key: k,
-                    value: encode_for_write(&new)?,
-                }));
+                let value = encode_for_write(&new)?;
+                let size = value.len();
+                add(op::Op::Create(pb::Create { key: k, value }), size)?;
                 Applied::Created(new)
             }
             Some((o, rev)) => {
@@ -200,12 +211,15 @@ fn plan(
                 if encode(&new)? == encode(&o)? {
                     Applied::Unchanged(o)
                 } else {
-                    ops.push(op::Op::Update(pb::Update {
+                    let value = encode_for_write(&new)?;
+                    let size = value.len();
+                    let update = pb::Update {
                         key: k,
-                        value: encode_for_write(&new)?,
+                        value,
                         expected_revision: rev,
                         upsert: false,
-                    }));
+                    };
+                    add(op::Op::Update(update), size)?;
                     Applied::Configured(new)
                 }
             }
@@ -259,6 +273,24 @@ mod tests {
                 let _ = wait.await;
             }
         }
+    }
+
+    #[test]
+    fn an_apply_that_would_write_more_than_32_mib_is_refused() {
+        let arg = "x".repeat(1 << 20);
+        let text: Vec<String> = (0..40)
+            .map(|i| {
+                format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  containers:\n  - {{name: c, image: busybox, args: [\"{arg}\"]}}\n"
+                )
+            })
+            .collect();
+        let manifests = drover_api::parse_manifests(&text.join("---\n")).unwrap();
+        let fits = plan(&manifests[..30], vec![None; 30]).unwrap();
+        assert_eq!(fits.0.len(), 30);
+        let e = plan(&manifests, vec![None; 40]).unwrap_err();
+        assert!(matches!(e, ApiError::BadRequest(_)), "{e:?}");
+        assert!(e.to_string().contains("smaller groups"), "{e}");
     }
 
     fn node(name: &str, label: &str) -> String {
