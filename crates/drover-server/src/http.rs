@@ -39,7 +39,17 @@ async fn health(State(ctx): State<Arc<Ctx>>) -> (StatusCode, Json<Value>) {
 }
 
 /// Refuses a request without the admin token (401) or with another (403).
+/// A member still joining has no admin token yet: 503.
 fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)> {
+    let token = ctx.admin_token();
+    if token.is_empty() {
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "error": "this server is still joining its cluster; ask another member or retry"
+            })),
+        ));
+    }
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -51,7 +61,7 @@ fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)
                 "error": "/status needs the admin token: send `authorization: Bearer T` with the token from the server's client.yaml"
             })),
         )),
-        Some(t) if same_token(t, &ctx.admin_token()) => Ok(()),
+        Some(t) if same_token(t, &token) => Ok(()),
         Some(_) => Err((
             StatusCode::FORBIDDEN,
             Json(json!({
