@@ -278,6 +278,12 @@ async fn health_says_only_healthy_and_status_needs_the_admin_token() {
     assert_eq!(code, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["member"], format!("{:016x}", api.server.identity.id));
+    // A stopped store: unhealthy, and still nothing more.
+    api.server.store.shutdown().await;
+    let (code, body) = http_get(addr, "/health", None).await;
+    assert_eq!(code, 503, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v, serde_json::json!({"health": "false"}));
     api.server.shutdown().await;
 }
 
