@@ -528,8 +528,27 @@ enum KvCmd {
     },
 }
 
+/// Makes every file and directory this process creates its owner's only
+/// (0600, 0700): the data dirs of `drover server`, `agent`, `up` and `sim`
+/// hold credentials and the cluster's objects. Called before any thread
+/// starts (the umask is the process's).
+fn private_umask() {
+    #[cfg(unix)]
+    // SAFETY: umask only sets the process's file mode mask; it cannot fail
+    // and touches no memory of ours.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if matches!(
+        &cli.cmd,
+        Cmd::Server(_) | Cmd::Agent(_) | Cmd::Up(_) | Cmd::Sim(_)
+    ) {
+        private_umask();
+    }
     let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -762,3 +762,53 @@ async fn leader_failover_keeps_every_object_and_keeps_converging() {
     w.assert_alive();
     eprintln!("whole test {:?}", t0.elapsed());
 }
+
+/// Every dir under `dir` (itself included) 0700 and every file 0600; the
+/// paths that are not, with their modes.
+fn open_paths(dir: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut open = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue; // gone meanwhile (a temporary file)
+        };
+        let mode = m.permissions().mode() & 0o777;
+        if m.is_dir() {
+            if mode != 0o700 {
+                open.push(format!("{} {mode:o}", p.display()));
+            }
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                todo.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()));
+            }
+        } else if m.is_file() && mode != 0o600 {
+            open.push(format!("{} {mode:o}", p.display()));
+        }
+    }
+    open
+}
+
+#[tokio::test]
+async fn a_servers_data_dir_and_every_file_in_it_are_its_owners_only() {
+    let mut w = World::new();
+    let p = free_ports(2);
+    let m = Member::new(&w, "m0", (p[0], p[1]));
+    m.start(&mut w, true, None, &[]);
+    let (cfg, _) = credentials(&mut w, &m).await;
+    let c = m.client(&cfg.token);
+    wait_for("a write", START, || async {
+        // An upsert: a retry after a lost answer is harmless.
+        c.update("/limits/x", b"1".to_vec(), 0, true).await.ok()
+    })
+    .await;
+    let open = open_paths(&m.dir);
+    assert!(open.is_empty(), "not the owner's only: {open:?}");
+    let status = w.terminate("m0", START).await;
+    assert!(status.success(), "{status}");
+    // What the store wrote on its way out, too.
+    let open = open_paths(&m.dir);
+    assert!(
+        open.is_empty(),
+        "not the owner's only after stopping: {open:?}"
+    );
+}

@@ -310,7 +310,17 @@ pub async fn run_agent_with<R: Runtime>(
     let saved = match &opts.data_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the data dir {}", dir.display()))?;
+                .and_then(|()| {
+                    // The agent's own files are its user's only.
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                })
+                .with_context(|| {
+                    format!(
+                        "cannot create the data dir {} readable by its owner only (0700)",
+                        dir.display()
+                    )
+                })?;
             let pods = persist::load(dir, &opts.name)?;
             if !pods.is_empty() {
                 tracing::info!(

@@ -731,3 +731,86 @@ fn surge_with_host_port_or_host_network_is_warned_about() {
     });
     assert!(Manifest::DaemonSet(Box::new(ds)).warnings().is_empty());
 }
+
+#[test]
+fn a_pod_template_has_at_most_64_containers() {
+    let with = |n: usize| {
+        move |ds: &mut DaemonSet| {
+            let container = ds.spec.template.spec.containers[0].clone();
+            ds.spec.template.spec.containers = (0..n)
+                .map(|i| {
+                    let mut c = container.clone();
+                    c.name = format!("c{i}");
+                    c.ports.clear();
+                    c
+                })
+                .collect();
+        }
+    };
+    let at_the_limit = errors(with(64));
+    assert!(at_the_limit.is_empty(), "{at_the_limit:?}");
+    assert_error(
+        with(65),
+        "spec.template.spec.containers: Too many: 65: must have at most 64 items",
+    );
+}
+
+#[test]
+fn labels_have_a_count_and_a_size_limit() {
+    let many = |n: usize| {
+        move |ds: &mut DaemonSet| {
+            ds.metadata.labels = (0..n).map(|i| (format!("k{i}"), "v".to_string())).collect();
+        }
+    };
+    assert!(errors(many(256)).is_empty());
+    assert_error(
+        many(257),
+        "metadata.labels: Too many: 257: must have at most 256 items",
+    );
+    // 200 labels of 63-byte values and 253+1+63-byte keys: over 64 KiB.
+    let big = |ds: &mut DaemonSet| {
+        ds.metadata.labels = (0..200)
+            .map(|i| {
+                let prefix = format!("{}{i:03}.example.com", "p".repeat(200));
+                (format!("{prefix}/{}", "n".repeat(63)), "v".repeat(63))
+            })
+            .collect();
+    };
+    assert_error(
+        big,
+        "metadata.labels: Too long: must have at most 65536 bytes",
+    );
+    // Annotations: 256 KiB in all, as Kubernetes.
+    assert_error(
+        |ds| {
+            ds.metadata
+                .annotations
+                .insert("a".into(), "x".repeat(256 * 1024));
+        },
+        "metadata.annotations: Too long: must have at most 262144 bytes",
+    );
+}
+
+#[test]
+fn long_values_are_shortened_in_messages() {
+    let long = "a".repeat(10_000);
+    let mut ds = base();
+    ds.metadata.name = long.clone();
+    let e = validate_daemon_set(&ds).unwrap_err().to_string();
+    assert!(e.len() < 1_000, "{} bytes: {e}", e.len());
+    let shown = format!("\"{}\"\u{2026} (9744 more bytes)", "a".repeat(256));
+    assert!(
+        e.starts_with(&format!("DaemonSet.apps {shown} is invalid: ")),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "metadata.name: Invalid value: {shown}: must be no more than 253 characters"
+        )),
+        "{e}"
+    );
+    // Multi-byte characters are cut at a boundary.
+    let accented = format!("a{}", "é".repeat(200));
+    let (shown, more) = drover_api::validation::shorten(&accented);
+    assert_eq!((shown.len(), more), (255, 146));
+}

@@ -1,43 +1,81 @@
-//! The HTTP port: health and status as JSON (API and metrics come later).
+//! The HTTP port: health for anyone, status for the admin.
+//!
+//! `/health` (and `/healthz`) say only whether this member is healthy: 200
+//! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
+//! about the cluster (member ids, terms, errors) leaks to whoever can reach
+//! the port. `/status` tells it all and needs the admin token
+//! (`authorization: Bearer T`): without one it answers 401, with another
+//! one 403.
 
+use crate::auth::same_token;
+use crate::ctx::Ctx;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
-use drover_store::Store;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
-pub fn router(store: Store) -> Router {
+pub fn router(ctx: Arc<Ctx>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/healthz", get(health))
         .route("/status", get(status))
-        .with_state(store)
+        .with_state(ctx)
 }
 
 /// 200 when this member knows a leader and its store runs; 503 otherwise.
-async fn health(State(store): State<Store>) -> (StatusCode, Json<Value>) {
-    let leader = store.leader();
-    let stopped = store.stop_state();
-    let ok = leader.leader.is_some() && stopped.is_none();
-    let body = json!({
-        "health": if ok { "true" } else { "false" },
-        "member": format!("{:016x}", store.id()),
-        "leader": leader.leader.map(|l| format!("{l:016x}")),
-        "term": leader.term,
-        "applied": store.applied(),
-        "reason": stopped.map(|e| e.to_string()).or_else(|| (!ok).then(|| "no leader elected".to_string())),
-    });
-    let code = if ok {
-        StatusCode::OK
+async fn health(State(ctx): State<Arc<Ctx>>) -> (StatusCode, Json<Value>) {
+    let store = &ctx.store;
+    let ok = store.leader().leader.is_some() && store.stop_state().is_none();
+    if ok {
+        (StatusCode::OK, Json(json!({ "health": "true" })))
     } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, Json(body))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "health": "false" })),
+        )
+    }
 }
 
-async fn status(State(store): State<Store>) -> (StatusCode, Json<Value>) {
-    match store.status().await {
+/// Refuses a request without the admin token (401) or with another (403).
+/// A member still joining has no admin token yet: 503.
+fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)> {
+    let token = ctx.admin_token();
+    if token.is_empty() {
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "error": "this server is still joining its cluster; ask another member or retry"
+            })),
+        ));
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        None => Err((
+            StatusCode::UNAUTHORIZED,
+            Json(json!({
+                "error": "/status needs the admin token: send `authorization: Bearer T` with the token from the server's client.yaml"
+            })),
+        )),
+        Some(t) if same_token(t, &token) => Ok(()),
+        Some(_) => Err((
+            StatusCode::FORBIDDEN,
+            Json(json!({
+                "error": "wrong token for /status: use the admin token from the server's client.yaml"
+            })),
+        )),
+    }
+}
+
+async fn status(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> (StatusCode, Json<Value>) {
+    if let Err(refused) = admin(&ctx, &headers) {
+        return refused;
+    }
+    match ctx.store.status().await {
         Ok(s) => (
             StatusCode::OK,
             Json(json!({

@@ -10,7 +10,8 @@
 //!
 //! 1. leaves: [`error`] ([`ApiError`]), [`auth`] (who calls), [`identity`],
 //!    [`trust`] (CA, certificates, tokens), [`heartbeats`], [`sessions`]
-//!    (agent sessions' log/exec streams), [`transport`] (raft messages out);
+//!    (agent sessions' log/exec streams), [`transport`] (raft messages out),
+//!    [`limits`] (every limit);
 //! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
 //!    sessions) and forwarding to the leader;
 //! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
@@ -39,6 +40,7 @@ pub mod error;
 pub mod heartbeats;
 pub mod http;
 pub mod identity;
+pub mod limits;
 pub mod loops;
 pub mod sessions;
 pub mod svc;
@@ -139,8 +141,12 @@ impl Server {
     /// Starts a member: see the crate docs for the order of things.
     pub async fn start(opts: ServerOptions) -> Result<Server> {
         let dir = &opts.data_dir;
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the data dir {}", dir.display()))?;
+        drover_store::private_dir(dir).with_context(|| {
+            format!(
+                "cannot create the data dir {} readable by its owner only (0700); check its parent's permissions",
+                dir.display()
+            )
+        })?;
         let existing = Identity::load(dir)?;
         if let Some(id) = &existing {
             for (flag, given, kept) in [
@@ -539,7 +545,7 @@ async fn serve_grpc(
     cache: cache::Informer,
     mut stop: watch::Receiver<bool>,
 ) {
-    use auth::MAX_MESSAGE;
+    use limits::{MAX_RAFT_MESSAGE_BYTES as MAX_MESSAGE, MAX_REQUEST_BYTES};
     use tokio_stream::StreamExt;
     let incoming = drover_pki::net::incoming(l, ctx.trust.grpc.clone(), Default::default());
     let incoming =
@@ -550,7 +556,7 @@ async fn serve_grpc(
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .add_service(
             StoreServer::new(svc::store::StoreSvc(ctx.clone()))
-                .max_decoding_message_size(MAX_MESSAGE)
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServer::new(svc::cluster::ClusterSvc(ctx.clone())))
@@ -558,10 +564,11 @@ async fn serve_grpc(
             ctx: ctx.clone(),
             objects: api::Objects::new(ctx.clone()),
             cache,
+            hello_timeout: limits::HELLO_TIMEOUT,
         }))
         .add_service(
             ObjectsServer::new(svc::objects::ObjectsSvc(api::Objects::new(ctx.clone())))
-                .max_decoding_message_size(MAX_MESSAGE)
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(PodsServer::new(svc::pods::PodsSvc {
@@ -620,7 +627,7 @@ async fn serve_http(l: TcpListener, ctx: Arc<ctx::Ctx>, mut stop: watch::Receive
         }
     };
     let rx = drover_pki::net::incoming(l, ctx.trust.http.clone(), Default::default());
-    let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.store.clone()))
+    let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.clone()))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
         })

@@ -7,7 +7,8 @@
 //! # How a write flows
 //!
 //! 1. A caller awaits [`Store::write`] with one [`Op`] (create, update with
-//!    compare-and-swap on the object's revision, or delete).
+//!    compare-and-swap on the object's revision, delete, or a [`Txn`] of
+//!    those, applied all or none at one revision).
 //! 2. The request goes over a channel to the *raft thread*, the one owner of
 //!    the `RawNode` (see `node.rs`). Every request that arrived while the
 //!    previous round was being flushed is packed into one raft entry, so many
@@ -22,6 +23,10 @@
 //!
 //! Reads are linearizable by default (raft ReadIndex, then wait until the
 //! local state machine has applied that index) or local when the caller asks.
+//!
+//! A committed entry that does not decode is logged and skipped, as a no-op,
+//! by every member alike: it never stops the store. The data dir is its
+//! owner's only ([`private_dir`]; sled's files are made 0600 at open).
 //!
 //! # Layout of the sled tree
 //!
@@ -51,11 +56,13 @@ mod types;
 mod watch;
 
 pub use drover_proto::v1::event::Type as EventType;
-pub use drover_proto::v1::{op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Update};
+pub use drover_proto::v1::{
+    op, Create, Delete, Event, KeyValue, Member, Op, StoredValue, Txn, Update,
+};
 pub use error::{Error, Result};
 pub use node::{Reporter, Transport};
 pub use raft::eraftpb::Message as RaftMessage;
-pub use store::{Consistency, Init, Store, WriteResult};
+pub use store::{private_dir, Consistency, Init, Store, WriteResult};
 pub use types::{MemberChange, Role, Status, StoreConfig};
 pub use watch::{WatchBatch, WatchStream};
 

@@ -8,10 +8,10 @@
 
 use crate::error::{Error, Result};
 use crate::keys::{dedup_key, hist_key, member_key, prefixed, DEDUP, HIST, KV, MEMBER};
-use crate::{op, DedupRecord, Event, EventType, KeyValue, Member, Op, StoredValue};
+use crate::{op, DedupRecord, Event, EventType, KeyValue, Member, Op, StoredValue, Txn};
 use drover_proto::v1::{Proposal, SnapshotData};
 use prost::Message as _;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The answer to one write.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,15 +54,50 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// The key an op writes; a transaction has none of its own (empty).
 pub(crate) fn op_key(op: &Op) -> Result<&str> {
     match &op.op {
         Some(op::Op::Create(c)) => Ok(&c.key),
         Some(op::Op::Update(u)) => Ok(&u.key),
         Some(op::Op::Delete(d)) => Ok(&d.key),
+        Some(op::Op::Txn(_)) => Ok(""),
         None => Err(Error::Invalid(
-            "op: one of create, update or delete is required".into(),
+            "op: one of create, update, delete or txn is required".into(),
         )),
     }
+}
+
+/// Validates an op before it is proposed: its key, or for a transaction
+/// every op's (at least one op, no nested transaction, no key twice).
+pub(crate) fn check_op(op: &Op) -> Result<()> {
+    match &op.op {
+        Some(op::Op::Txn(t)) => check_txn(t),
+        _ => check_key(op_key(op)?),
+    }
+}
+
+fn check_txn(t: &Txn) -> Result<()> {
+    if t.ops.is_empty() {
+        return Err(Error::Invalid(
+            "txn.ops: a transaction needs at least one op".into(),
+        ));
+    }
+    let mut seen = HashSet::with_capacity(t.ops.len());
+    for (i, o) in t.ops.iter().enumerate() {
+        if matches!(o.op, Some(op::Op::Txn(_))) {
+            return Err(Error::Invalid(format!(
+                "txn.ops[{i}]: a transaction cannot hold another; list its ops instead"
+            )));
+        }
+        let key = op_key(o).map_err(|e| Error::Invalid(format!("txn.ops[{i}]: {e}")))?;
+        check_key(key).map_err(|e| Error::Invalid(format!("txn.ops[{i}].{e}")))?;
+        if !seen.insert(key) {
+            return Err(Error::Invalid(format!(
+                "txn.ops[{i}].key: {key:?} is written twice in one transaction; write it once"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Collects the writes of one raft round.
@@ -161,13 +196,14 @@ impl<'a> Applier<'a> {
     ) -> Result<Result<WriteResult>> {
         let Some(op) = op.and_then(|o| o.op.as_ref()) else {
             return Ok(Err(Error::Invalid(
-                "op: one of create, update or delete is required".into(),
+                "op: one of create, update, delete or txn is required".into(),
             )));
         };
         let key = match op {
             op::Op::Create(c) => &c.key,
             op::Op::Update(u) => &u.key,
             op::Op::Delete(d) => &d.key,
+            op::Op::Txn(t) => return self.apply_txn(rev, t, events),
         };
         if let Err(e) = check_key(key) {
             return Ok(Err(e));
@@ -222,6 +258,11 @@ impl<'a> Applier<'a> {
                     EventType::Put,
                 )
             }
+            (op::Op::Txn(_), _) => {
+                return Ok(Err(Error::Invalid(
+                    "txn: a transaction cannot hold another".into(),
+                )))
+            }
             (op::Op::Delete(_), None) => return Ok(Err(Error::NotFound { key: key.clone() })),
             (op::Op::Delete(d), Some(cur)) => {
                 if d.expected_revision != 0 && d.expected_revision != cur.mod_revision {
@@ -259,6 +300,68 @@ impl<'a> Applier<'a> {
             kv,
             replayed: false,
         }))
+    }
+
+    /// Applies a transaction: every op's guard is checked against the state
+    /// before it (the ops touch distinct keys, so none sees another's
+    /// write); the first that fails is the answer and nothing is written.
+    /// Otherwise every op is applied at `rev`. The answer's kv has no key
+    /// (the transaction's objects are its ops' keys, all at `rev`).
+    fn apply_txn(
+        &mut self,
+        rev: u64,
+        t: &Txn,
+        events: &mut Vec<Event>,
+    ) -> Result<Result<WriteResult>> {
+        if let Err(e) = check_txn(t) {
+            return Ok(Err(e));
+        }
+        for o in &t.ops {
+            if let Err(e) = self.guard(o)? {
+                return Ok(Err(e));
+            }
+        }
+        for o in &t.ops {
+            if let Err(e) = self.apply_op(rev, Some(o), events)? {
+                // The guards held, so this cannot happen; refuse to leave
+                // half a transaction either way.
+                return Err(Error::Storage(format!(
+                    "a transaction's op failed after its guard passed: {e}"
+                )));
+            }
+        }
+        Ok(Ok(WriteResult {
+            revision: rev,
+            kv: KeyValue::default(),
+            replayed: false,
+        }))
+    }
+
+    /// Whether `o` (a create, update or delete) would succeed now: the same
+    /// checks as [`Applier::apply_op`], without writing.
+    fn guard(&self, o: &Op) -> Result<Result<()>> {
+        let (key, expected, create, upsert) = match &o.op {
+            Some(op::Op::Create(c)) => (&c.key, 0, true, false),
+            Some(op::Op::Update(u)) => (&u.key, u.expected_revision, false, u.upsert),
+            Some(op::Op::Delete(d)) => (&d.key, d.expected_revision, false, false),
+            _ => {
+                return Ok(Err(Error::Invalid(
+                    "txn.ops: each op is a create, an update or a delete".into(),
+                )))
+            }
+        };
+        let cur = self.get_object(key)?;
+        Ok(match cur {
+            Some(_) if create => Err(Error::AlreadyExists { key: key.clone() }),
+            Some(cur) if expected != 0 && expected != cur.mod_revision => Err(Error::Conflict {
+                key: key.clone(),
+                expected,
+                actual: cur.mod_revision,
+            }),
+            Some(_) => Ok(()),
+            None if create || (upsert && expected == 0) => Ok(()),
+            None => Err(Error::NotFound { key: key.clone() }),
+        })
     }
 }
 

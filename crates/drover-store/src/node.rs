@@ -54,6 +54,10 @@ pub(crate) enum Msg {
     Status(oneshot::Sender<Status>),
     TransferLeader(u64),
     Shutdown,
+    /// Proposes `data` as it is (a test seam: entries no proposer of ours
+    /// would make).
+    #[cfg(test)]
+    ProposeRaw(Vec<u8>),
 }
 
 /// Sends raft messages to peers. Implemented over gRPC by the server; must
@@ -332,6 +336,12 @@ impl Node {
             }
             Msg::TransferLeader(to) => self.raw.transfer_leader(to),
             Msg::Shutdown => return true,
+            #[cfg(test)]
+            Msg::ProposeRaw(data) => {
+                if let Err(e) = self.raw.propose(vec![], data) {
+                    tracing::warn!("raw proposal refused: {e}");
+                }
+            }
         }
         false
     }
@@ -755,20 +765,47 @@ impl Node {
         for e in entries {
             match e.get_entry_type() {
                 EntryType::EntryNormal if e.data.is_empty() => {}
-                EntryType::EntryNormal => {
-                    let p = Proposal::decode(e.data.as_ref())?;
-                    self.last_proposal_ms = self.last_proposal_ms.max(p.time_ms);
-                    outcomes.extend(app.apply_proposal(e.index, p)?);
-                }
+                // An entry that does not decode is skipped, as a no-op, by
+                // every member alike (the decision depends on the entry's
+                // bytes only), so one bad entry cannot stop the store on
+                // every start. No caller waits for it: its proposer's
+                // requests could not be read, and our own proposals always
+                // decode.
+                EntryType::EntryNormal => match Proposal::decode(e.data.as_ref()) {
+                    Ok(p) => {
+                        self.last_proposal_ms = self.last_proposal_ms.max(p.time_ms);
+                        outcomes.extend(app.apply_proposal(e.index, p)?);
+                    }
+                    Err(err) => tracing::error!(
+                        member = %format!("{:x}", self.id),
+                        index = e.index,
+                        term = e.term,
+                        "skipping committed entry {}: it is not a proposal ({err}); every member skips it",
+                        e.index
+                    ),
+                },
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
                     let ctx = ConfChangeContext::decode(e.context.as_ref()).unwrap_or_default();
                     let r = if e.get_entry_type() == EntryType::EntryConfChange {
-                        let cc = ConfChange::parse_from_bytes(&e.data)?;
-                        self.apply_conf_change(app, &cc, ctx.member.as_ref())
+                        ConfChange::parse_from_bytes(&e.data)
+                            .map(|cc| self.apply_conf_change(app, &cc, ctx.member.as_ref()))
                     } else {
-                        let cc = ConfChangeV2::parse_from_bytes(&e.data)?;
-                        self.apply_conf_change(app, &cc, ctx.member.as_ref())
+                        ConfChangeV2::parse_from_bytes(&e.data)
+                            .map(|cc| self.apply_conf_change(app, &cc, ctx.member.as_ref()))
                     };
+                    let r = r.unwrap_or_else(|err| {
+                        tracing::error!(
+                            member = %format!("{:x}", self.id),
+                            index = e.index,
+                            term = e.term,
+                            "skipping committed membership change {}: it does not decode ({err}); every member skips it",
+                            e.index
+                        );
+                        Err(Error::Invalid(format!(
+                            "the membership change at index {} could not be decoded and was skipped; retry it",
+                            e.index
+                        )))
+                    });
                     member_outcomes.push((ctx.origin, ctx.id, r));
                 }
             }

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 pub use crate::machine::WriteResult;
-use crate::machine::{self, check_key, op_key};
+use crate::machine::{self, check_op};
 use crate::node::{self, Msg, Node, Reporter, Shared, Transport};
 use crate::storage::SledStorage;
 use crate::types::{LeaderState, MemberChange, Status, StoreConfig};
@@ -68,8 +68,12 @@ impl Store {
         if cfg.id == 0 {
             return Err(Error::Invalid("member id 0 is reserved".into()));
         }
-        std::fs::create_dir_all(&cfg.dir)
-            .map_err(|e| Error::Storage(format!("cannot create {}: {e}", cfg.dir.display())))?;
+        private_dir(&cfg.dir).map_err(|e| {
+            Error::Storage(format!(
+                "cannot create {} readable by its owner only: {e}; check the permissions of its parent",
+                cfg.dir.display()
+            ))
+        })?;
         let config = sled::Config::new()
             .path(&cfg.dir)
             .cache_capacity(64 << 20)
@@ -81,6 +85,14 @@ impl Store {
                     cfg.dir.display()
                 ))
             })?;
+        // sled creates its files with the process umask; whatever it made,
+        // and whatever an older version left, is the owner's only.
+        private_files(&cfg.dir).map_err(|e| {
+            Error::Storage(format!(
+                "cannot make the files in {} readable by their owner only: {e}",
+                cfg.dir.display()
+            ))
+        })?;
         let tree = db.open_tree("drover")?;
         let storage = SledStorage::open(tree.clone())?;
         if storage.cache().removed {
@@ -178,7 +190,7 @@ impl Store {
     /// answer [`Error::NotLeader`]. A non-zero `client_request_id` makes a
     /// retry of the same write safe: it is applied at most once.
     pub async fn write(&self, op: Op, client_request_id: u64) -> Result<WriteResult> {
-        check_key(op_key(&op)?)?;
+        check_op(&op)?;
         self.ask(
             |tx| Msg::Write {
                 op,
@@ -346,6 +358,47 @@ impl Store {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
     }
+}
+
+/// Creates `dir` (and missing parents) readable by its owner only (0700),
+/// or makes an existing `dir` so. Data dirs hold credentials and every
+/// object of the cluster.
+pub fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// Makes everything under `dir` its owner's only: directories 0700, files
+/// 0600 (symlinks are left alone).
+fn private_files(dir: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let ty = entry.file_type()?;
+            if ty.is_dir() {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o700))?;
+                private_files(&entry.path())?;
+            } else if ty.is_file() {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600))?;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
 }
 
 /// How many times a list scans without the apply lock before it scans under
@@ -567,5 +620,124 @@ mod tests {
         assert_eq!(scans, 2, "the first scan could not be brought forward");
         assert_eq!(rev, last);
         assert_eq!((kvs, rev), state_now(&s, "/p/"));
+    }
+
+    #[tokio::test]
+    async fn a_committed_entry_that_is_no_proposal_is_skipped_and_the_store_goes_on() {
+        let d = tempfile::tempdir().unwrap();
+        let before = {
+            let s = open(d.path(), 10_000, 5_000).await;
+            s.write(create("/a", "1"), 0).await.unwrap();
+            let before = s.applied();
+            // Not a protobuf message: a length-delimited field cut short.
+            s.send(Msg::ProposeRaw(vec![0x0a, 0xff, 0xff])).unwrap();
+            let mut applied = s.inner.shared.applied.subscribe();
+            timeout(Duration::from_secs(10), applied.wait_for(|a| *a > before))
+                .await
+                .expect("the bad entry is applied (skipped) within 10 s")
+                .unwrap();
+            assert_eq!(s.stop_state(), None, "the store still runs");
+            let w = s.write(create("/b", "2"), 0).await.unwrap();
+            assert!(w.revision > before + 1, "written after the bad entry");
+            s.shutdown().await;
+            before
+        };
+        // It reopens, with everything written, and takes writes.
+        let s = open(d.path(), 10_000, 5_000).await;
+        assert!(s.applied() > before + 1);
+        let (kvs, _) = s.list("/", Consistency::Linearizable).await.unwrap();
+        assert_eq!(
+            kvs.iter().map(|kv| kv.key.as_str()).collect::<Vec<_>>(),
+            ["/a", "/b"]
+        );
+        s.write(create("/c", "3"), 0).await.unwrap();
+        assert_eq!(s.stop_state(), None);
+        s.shutdown().await;
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_data_dir_and_every_file_in_it_are_the_owners_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("store");
+        // An existing dir with open permissions is closed too.
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = open(&dir, 10_000, 5_000).await;
+        s.write(create("/a", "1"), 0).await.unwrap();
+        s.shutdown().await;
+        drop(s);
+        // Opened again: what sled wrote at shutdown is closed as well.
+        let s = open(&dir, 10_000, 5_000).await;
+        let mut seen = 0;
+        let mut todo = vec![dir.clone()];
+        while let Some(p) = todo.pop() {
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let mode = m.permissions().mode() & 0o777;
+            if m.is_dir() {
+                assert_eq!(mode, 0o700, "{}", p.display());
+                todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            } else if m.is_file() {
+                assert_eq!(mode, 0o600, "{}", p.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 2, "sled's files were checked ({seen})");
+        s.shutdown().await;
+    }
+
+    fn txn(ops: Vec<Op>) -> Op {
+        Op {
+            op: Some(op::Op::Txn(crate::Txn { ops })),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transaction_is_one_revision_all_or_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path(), 10_000, 5_000).await;
+        let a = s.write(create("/a", "1"), 0).await.unwrap().revision;
+        let stale = Op {
+            op: Some(op::Op::Update(Update {
+                key: "/a".into(),
+                value: "x".into(),
+                expected_revision: a + 100,
+                upsert: false,
+            })),
+        };
+        let r = s
+            .write(txn(vec![create("/b", "1"), create("/c", "1"), stale]), 0)
+            .await;
+        assert!(
+            matches!(r, Err(Error::Conflict { ref key, .. }) if key == "/a"),
+            "{r:?}"
+        );
+        let (kvs, _) = s.list("/", Consistency::Linearizable).await.unwrap();
+        assert_eq!(
+            kvs.len(),
+            1,
+            "nothing of the failed transaction was written"
+        );
+        let fresh = Op {
+            op: Some(op::Op::Update(Update {
+                key: "/a".into(),
+                value: "2".into(),
+                expected_revision: a,
+                upsert: false,
+            })),
+        };
+        let w = s
+            .write(txn(vec![create("/b", "1"), create("/c", "1"), fresh]), 0)
+            .await
+            .unwrap();
+        let (kvs, _) = s.list("/", Consistency::Linearizable).await.unwrap();
+        assert_eq!(kvs.len(), 3);
+        assert!(kvs.iter().all(|kv| kv.mod_revision == w.revision));
+        // The same key twice, or no op at all, is refused before proposing.
+        for bad in [txn(vec![create("/d", "1"), delete("/d")]), txn(vec![])] {
+            assert!(matches!(s.write(bad, 0).await, Err(Error::Invalid(_))));
+        }
+        s.shutdown().await;
     }
 }

@@ -209,9 +209,14 @@ fn host_path(path: &Path, ty: Option<&HostPathType>) -> Result<(), String> {
         }
     };
     match ty {
+        // Created 0755 whatever the agent's umask (0077: its own files are
+        // private, a pod's directory is not), as Docker would create it.
         None => match meta {
             Ok(_) => Ok(()),
             Err(_) => std::fs::create_dir_all(path)
+                .and_then(|()| {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+                })
                 .map_err(|e| format!("hostPath {shown}: cannot create the directory: {e}")),
         },
         Some(HostPathType::DirectoryOrCreate) => match meta {

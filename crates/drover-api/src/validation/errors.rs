@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::names::ECHOED_VALUE_MAX_BYTES;
 use crate::meta::IntOrString;
 use crate::Resource;
 
@@ -28,6 +29,8 @@ pub enum ErrorType {
     Forbidden,
     /// A value that is too long (`Too long`).
     TooLong,
+    /// A list or map with too many items (`Too many`).
+    TooMany,
 }
 
 impl fmt::Display for ErrorType {
@@ -40,6 +43,7 @@ impl fmt::Display for ErrorType {
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
         })
     }
 }
@@ -111,14 +115,52 @@ impl From<&IntOrString> for BadValue {
     }
 }
 
+/// A value as an error message echoes it: at most
+/// [`ECHOED_VALUE_MAX_BYTES`] bytes of it (cut at a character boundary),
+/// and how many bytes were left out. Answers the shown part and that count.
+pub fn shorten(value: &str) -> (&str, usize) {
+    if value.len() <= ECHOED_VALUE_MAX_BYTES {
+        return (value, 0);
+    }
+    let mut end = ECHOED_VALUE_MAX_BYTES;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&value[..end], value.len() - end)
+}
+
+/// Writes `shown` (already formatted) and, when bytes were left out, `…
+/// (N more bytes)`.
+fn write_shortened(f: &mut fmt::Formatter<'_>, shown: &str, more: usize) -> fmt::Result {
+    f.write_str(shown)?;
+    if more > 0 {
+        write!(f, "\u{2026} ({more} more bytes)")?;
+    }
+    Ok(())
+}
+
+/// A string quoted as `{:?}` does, shortened by [`shorten`].
+pub(crate) struct Quoted<'a>(pub &'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (shown, more) = shorten(self.0);
+        write_shortened(f, &format!("{shown:?}"), more)
+    }
+}
+
 impl fmt::Display for BadValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BadValue::None => Ok(()),
-            BadValue::String(s) => write!(f, "{s:?}"),
+            BadValue::String(s) => write!(f, "{}", Quoted(s)),
             BadValue::Int(i) => write!(f, "{i}"),
             BadValue::Bool(b) => write!(f, "{b}"),
-            BadValue::Json(v) => write!(f, "{v}"),
+            BadValue::Json(v) => {
+                let text = v.to_string();
+                let (shown, more) = shorten(&text);
+                write_shortened(f, shown, more)
+            }
         }
     }
 }
@@ -186,6 +228,16 @@ impl FieldError {
         Self::new(path, ErrorType::NotFound, value.into(), "")
     }
 
+    /// `Too many: <count>: must have at most <max> items`.
+    pub fn too_many(path: &Path, count: usize, max: usize) -> Self {
+        Self::new(
+            path,
+            ErrorType::TooMany,
+            BadValue::Int(i64::try_from(count).unwrap_or(i64::MAX)),
+            format!("must have at most {max} items"),
+        )
+    }
+
     /// `Too long: must have at most <max> bytes`.
     pub fn too_long(path: &Path, max: usize) -> Self {
         Self::new(
@@ -237,7 +289,7 @@ impl fmt::Display for Invalid {
             .map(ToString::to_string)
             .filter(|m| seen.insert(m.clone()))
             .collect();
-        write!(f, "{} {:?} is invalid: ", self.kind, self.name)?;
+        write!(f, "{} {} is invalid: ", self.kind, Quoted(&self.name))?;
         if messages.len() == 1 {
             f.write_str(&messages[0])
         } else {

@@ -6,7 +6,7 @@
 use super::errors::{FieldError, Path};
 use super::names::{
     inclusive_range_error, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
-    is_valid_label_value, TOTAL_ANNOTATION_SIZE_LIMIT,
+    is_valid_label_value, MAX_LABELS, TOTAL_ANNOTATION_SIZE_LIMIT, TOTAL_LABEL_SIZE_LIMIT,
 };
 use crate::meta::Labels;
 use crate::quantity::Quantity;
@@ -72,9 +72,18 @@ pub(super) fn validate_quantity(quantity: &Quantity, path: &Path) -> Vec<FieldEr
 }
 
 /// Errors of a label map (`metadata.labels`, a node selector): every key a
-/// qualified name, every value a label value. The path is the map's.
+/// qualified name, every value a label value, at most [`MAX_LABELS`]
+/// entries of at most [`TOTAL_LABEL_SIZE_LIMIT`] bytes in all. The path is
+/// the map's.
 pub fn validate_labels(labels: &Labels, path: &Path) -> Vec<FieldError> {
     let mut errors = Vec::new();
+    if labels.len() > MAX_LABELS {
+        errors.push(FieldError::too_many(path, labels.len(), MAX_LABELS));
+    }
+    let total: usize = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > TOTAL_LABEL_SIZE_LIMIT {
+        errors.push(FieldError::too_long(path, TOTAL_LABEL_SIZE_LIMIT));
+    }
     for (key, value) in labels {
         errors.extend(validate_qualified_name(key, path));
         errors.extend(

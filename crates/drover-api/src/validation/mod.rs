@@ -46,14 +46,15 @@ pub use container::DOWNWARD_API_FIELD_PATHS;
 pub use daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_spec, validate_daemon_set_update,
 };
-pub use errors::{BadValue, ErrorType, FieldError, Invalid, Path};
+pub use errors::{shorten, BadValue, ErrorType, FieldError, Invalid, Path};
 pub use fields::validate_labels;
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::{
     is_dns1123_label, is_dns1123_subdomain, is_env_var_name, is_qualified_name,
     is_valid_label_value, is_valid_percent, is_valid_port_name, is_valid_port_num,
-    DNS1123_LABEL_MAX_LENGTH, DNS1123_SUBDOMAIN_MAX_LENGTH, LABEL_VALUE_MAX_LENGTH,
-    TOTAL_ANNOTATION_SIZE_LIMIT,
+    DNS1123_LABEL_MAX_LENGTH, DNS1123_SUBDOMAIN_MAX_LENGTH, ECHOED_VALUE_MAX_BYTES,
+    LABEL_VALUE_MAX_LENGTH, MAX_CONTAINERS, MAX_LABELS, TOTAL_ANNOTATION_SIZE_LIMIT,
+    TOTAL_LABEL_SIZE_LIMIT,
 };
 pub use other_kinds::{
     validate_controller_revision, validate_event, validate_node, validate_node_update,

@@ -23,8 +23,23 @@ pub const DNS1123_LABEL_MAX_LENGTH: usize = 63;
 pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
 /// Longest label value, and longest name part of a label key.
 pub const LABEL_VALUE_MAX_LENGTH: usize = 63;
-/// Most bytes all annotations of an object may take.
+/// Most bytes all annotations of an object may take (keys and values).
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+/// Most labels one map (an object's, a template's, a node selector) may
+/// hold. drover's own cap: Kubernetes has none, etcd's object size is the
+/// only bound there.
+pub const MAX_LABELS: usize = 256;
+/// Most bytes all labels of one map may take (keys and values); drover's
+/// own cap, as [`MAX_LABELS`].
+pub const TOTAL_LABEL_SIZE_LIMIT: usize = 64 * 1024;
+/// Most containers a pod (or a pod template) may have.
+pub const MAX_CONTAINERS: usize = 64;
+/// How many bytes of a value an error message echoes; the rest is counted,
+/// not shown (a 10,000-character name must not make a message too long for
+/// the transport's headers). Above the longest valid name (253), so that a
+/// name one character too long is still shown whole, as the API server
+/// does.
+pub const ECHOED_VALUE_MAX_BYTES: usize = 256;
 
 pub(super) fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
     let mut out = message.to_owned();

@@ -11,6 +11,7 @@ use super::fields::{
     validate_nonnegative, validate_quantity,
 };
 use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::names::MAX_CONTAINERS;
 use super::selectors::{validate_node_selector, validate_node_selector_term};
 use super::taints::validate_tolerations;
 use crate::core_v1::{Pod, PodSecurityContext, PodSpec, RestartPolicy, Volume};
@@ -113,6 +114,13 @@ pub fn validate_pod_spec(
     let containers = path.child("containers");
     if spec.containers.is_empty() {
         errors.push(FieldError::required(&containers, ""));
+    }
+    if spec.containers.len() > MAX_CONTAINERS {
+        errors.push(FieldError::too_many(
+            &containers,
+            spec.containers.len(),
+            MAX_CONTAINERS,
+        ));
     }
     let mut names = BTreeSet::new();
     let mut port_names = BTreeSet::new();

@@ -1,12 +1,15 @@
-//! `apply`: a manifest stream, validated as a whole, then each object
-//! created or updated (kept unchanged when nothing differs).
+//! `apply`: a manifest stream, validated as a whole, then every object
+//! created or updated (kept unchanged when nothing differs) in one store
+//! write: all or nothing.
 
-use super::codec::{self, decode, encode, key, new_uid, now_rfc3339};
+use super::codec::{self, decode, encode, encode_for_write, key, new_uid, now_rfc3339};
 use super::{mirror, Objects, ATTEMPTS};
 use crate::error::ApiError;
+use crate::limits::MAX_APPLY_WRITE_BYTES;
 use drover_api::validation::{validate_manifest, validate_manifest_update};
 use drover_api::{defaults, parse_manifests, Kind, Manifest};
 use drover_proto::v1::{self as pb, op};
+use std::collections::HashSet;
 
 /// The outcome of applying one object.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +38,12 @@ impl Applied {
 }
 
 impl Objects {
-    /// Validates every object of a stream, then creates or updates each.
-    /// Nothing is written when any object is invalid.
+    /// Validates every object of a stream, then writes them all in one
+    /// store write (one raft entry, a transaction with a compare-and-swap
+    /// on each object read), or none. Nothing is written when any object
+    /// is invalid, too large, or a mirror pod. When another writer changed
+    /// an object meanwhile, the whole stream is read, checked and written
+    /// again, up to [`ATTEMPTS`] times.
     pub async fn apply(
         &self,
         text: &str,
@@ -47,23 +54,80 @@ impl Objects {
         if manifests.is_empty() {
             return Err(ApiError::BadRequest("no objects passed to apply".into()));
         }
-        let mut invalid = Vec::new();
-        let mut existing = Vec::with_capacity(manifests.len());
-        for m in manifests.iter_mut() {
+        let mut seen = HashSet::with_capacity(manifests.len());
+        for (i, m) in manifests.iter_mut().enumerate() {
             m.default_namespace();
             defaults::default_manifest(m);
-            let kind = Kind::of(m);
-            let old = match self.read(&key(kind, m.namespace(), m.name())).await? {
+            if !seen.insert(key(Kind::of(m), m.namespace(), m.name())) {
+                return Err(ApiError::BadRequest(format!(
+                    "{} appears more than once in the stream (again as object {}); apply each object once",
+                    m.reference(),
+                    i + 1
+                )));
+            }
+        }
+        for _ in 0..ATTEMPTS {
+            let existing = self.read_and_check(&manifests).await?;
+            if dry_run {
+                return dry_run_outcomes(manifests, existing);
+            }
+            let (ops, mut out) = plan(&manifests, existing)?;
+            let op = match ops.len() {
+                0 => return Ok(out),
+                1 => ops.into_iter().next().and_then(|o| o.op),
+                _ => Some(op::Op::Txn(pb::Txn { ops })),
+            };
+            let Some(op) = op else {
+                return Err(ApiError::Internal("apply planned an empty write".into()));
+            };
+            #[cfg(test)]
+            tests::before_write().await;
+            match self.write(op).await {
+                Ok(w) => {
+                    for (applied, _) in out.iter_mut() {
+                        if let Applied::Created(m) | Applied::Configured(m) = applied {
+                            m.metadata_mut().resource_version = w.revision.to_string();
+                        }
+                    }
+                    return Ok(out);
+                }
+                // Someone else wrote one of the objects meanwhile: read
+                // them all again and retry.
+                Err(ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotFound(_)) => {
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let names: Vec<String> = manifests.iter().map(Manifest::reference).collect();
+        Err(ApiError::Conflict(format!(
+            "{} kept changing while {} applied; apply again",
+            names.join(", "),
+            if names.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            }
+        )))
+    }
+
+    /// Reads each object's current version and checks the manifest against
+    /// it: validation (of an update when it exists) and the mirror pods'
+    /// rule. Every object's errors at once; nothing when all are fine.
+    async fn read_and_check(&self, manifests: &[Manifest]) -> Result<Vec<Existing>, ApiError> {
+        let mut invalid = Vec::new();
+        let mut existing = Vec::with_capacity(manifests.len());
+        for m in manifests {
+            let old = match self
+                .read(&key(Kind::of(m), m.namespace(), m.name()))
+                .await?
+            {
                 Some(kv) => Some((decode(&kv)?, kv.mod_revision)),
                 None => None,
             };
-            if let Some(Err(e)) = old.as_ref().map(|(o, _)| mirror::refuse_write(o)) {
-                invalid.push(e);
-                existing.push(old);
-                continue;
-            }
             let check = match &old {
-                Some((o, _)) => validate_manifest(m).and_then(|_| validate_manifest_update(m, o)),
+                Some((o, _)) => mirror::refuse_write(o)
+                    .and_then(|_| validate_manifest(m))
+                    .and_then(|_| validate_manifest_update(m, o)),
                 None => validate_manifest(m),
             };
             if let Err(e) = check {
@@ -74,87 +138,96 @@ impl Objects {
         if !invalid.is_empty() {
             return Err(ApiError::invalid(invalid));
         }
-        let mut out = Vec::with_capacity(manifests.len());
-        for (m, old) in manifests.into_iter().zip(existing) {
-            let warnings = m.warnings();
-            let applied = if dry_run {
-                match old {
-                    None => Applied::Created(m),
-                    Some((o, _)) => {
-                        // The same comparison as a real apply makes.
-                        let new = merge_for_update(&m, &o);
-                        if encode(&new)? == encode(&o)? {
-                            Applied::Unchanged(o)
-                        } else {
-                            Applied::Configured(new)
-                        }
-                    }
-                }
-            } else {
-                self.apply_one(m, old).await?
-            };
-            out.push((applied, warnings));
-        }
-        Ok(out)
+        Ok(existing)
     }
+}
 
-    async fn apply_one(
-        &self,
-        m: Manifest,
-        mut old: Option<(Manifest, u64)>,
-    ) -> Result<Applied, ApiError> {
-        let kind = Kind::of(&m);
-        let k = key(kind, m.namespace(), m.name());
-        for _ in 0..ATTEMPTS {
-            match old.take() {
-                None => {
-                    let mut new = m.clone();
-                    let meta = new.metadata_mut();
-                    meta.uid = new_uid();
-                    meta.creation_timestamp = Some(now_rfc3339());
-                    meta.generation = Some(1);
-                    let r = self
-                        .write(op::Op::Create(pb::Create {
-                            key: k.clone(),
-                            value: encode(&new)?,
-                        }))
-                        .await;
-                    match r {
-                        Ok(w) => {
-                            new.metadata_mut().resource_version = w.revision.to_string();
-                            return Ok(Applied::Created(new));
-                        }
-                        Err(ApiError::AlreadyExists(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some((o, rev)) => {
-                    let new = merge_for_update(&m, &o);
-                    if encode(&new)? == encode(&o)? {
-                        return Ok(Applied::Unchanged(o));
-                    }
-                    match self.swap(&k, new, rev).await {
-                        Ok(new) => return Ok(Applied::Configured(new)),
-                        Err(ApiError::Conflict(_) | ApiError::NotFound(_)) => {}
-                        Err(e) => return Err(e),
-                    }
+/// An object as read before an apply, and its revision.
+type Existing = Option<(Manifest, u64)>;
+
+/// Each object's outcome and warnings.
+type Outcomes = Vec<(Applied, Vec<String>)>;
+
+/// What an apply would do, without writing.
+fn dry_run_outcomes(
+    manifests: Vec<Manifest>,
+    existing: Vec<Existing>,
+) -> Result<Outcomes, ApiError> {
+    let mut out = Vec::with_capacity(manifests.len());
+    for (m, old) in manifests.into_iter().zip(existing) {
+        let warnings = m.warnings();
+        let applied = match old {
+            None => Applied::Created(m),
+            Some((o, _)) => {
+                // The same comparison as a real apply makes.
+                let new = merge_for_update(&m, &o);
+                if encode(&new)? == encode(&o)? {
+                    Applied::Unchanged(o)
+                } else {
+                    Applied::Configured(new)
                 }
             }
-            // Someone else wrote meanwhile: read again and retry.
-            old = match self.read(&k).await? {
-                Some(kv) => {
-                    let o = decode(&kv)?;
-                    validate_manifest_update(&m, &o).map_err(|e| ApiError::invalid(vec![e]))?;
-                    Some((o, kv.mod_revision))
-                }
-                None => None,
-            };
-        }
-        Err(ApiError::Conflict(format!(
-            "{} kept changing while it was applied; retry",
-            m.reference()
-        )))
+        };
+        out.push((applied, warnings));
     }
+    Ok(out)
+}
+
+/// The write of an apply: one op per object that changes (a create, or an
+/// update guarded by the revision read), and each object's outcome.
+fn plan(
+    manifests: &[Manifest],
+    existing: Vec<Existing>,
+) -> Result<(Vec<pb::Op>, Outcomes), ApiError> {
+    let mut ops = Vec::new();
+    let mut out = Vec::with_capacity(manifests.len());
+    let mut total = 0usize;
+    let mut add = |o: op::Op, size: usize| -> Result<(), ApiError> {
+        total += size;
+        if total > MAX_APPLY_WRITE_BYTES {
+            return Err(ApiError::BadRequest(format!(
+                "this apply would write more than {MAX_APPLY_WRITE_BYTES} bytes (32 MiB) of objects in one step; apply the objects in smaller groups"
+            )));
+        }
+        ops.push(o);
+        Ok(())
+    };
+    for (m, old) in manifests.iter().zip(existing) {
+        let k = key(Kind::of(m), m.namespace(), m.name());
+        let applied = match old {
+            None => {
+                let mut new = m.clone();
+                let meta = new.metadata_mut();
+                meta.uid = new_uid();
+                meta.creation_timestamp = Some(now_rfc3339());
+                meta.generation = Some(1);
+                let value = encode_for_write(&new)?;
+                let size = value.len();
+                add(op::Op::Create(pb::Create { key: k, value }), size)?;
+                Applied::Created(new)
+            }
+            Some((o, rev)) => {
+                let new = merge_for_update(m, &o);
+                if encode(&new)? == encode(&o)? {
+                    Applied::Unchanged(o)
+                } else {
+                    let value = encode_for_write(&new)?;
+                    let size = value.len();
+                    let update = pb::Update {
+                        key: k,
+                        value,
+                        expected_revision: rev,
+                        upsert: false,
+                    };
+                    add(op::Op::Update(update), size)?;
+                    Applied::Configured(new)
+                }
+            }
+        };
+        out.push((applied, m.warnings()));
+    }
+    let ops = ops.into_iter().map(|o| pb::Op { op: Some(o) }).collect();
+    Ok((ops, out))
 }
 
 /// The object an apply writes over an existing one: the manifest's content,
@@ -178,4 +251,102 @@ fn merge_for_update(m: &Manifest, old: &Manifest) -> Manifest {
     let bump = i64::from(codec::spec_of(m) != codec::spec_of(old));
     nm.generation = Some(om.generation.unwrap_or(1) + bump);
     new
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Server, ServerOptions};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use tokio::sync::{mpsc, oneshot};
+
+    /// When set, an apply tells it when it is about to write (after it read
+    /// and planned) and waits until told to go on.
+    static BEFORE_WRITE: Mutex<Option<mpsc::Sender<oneshot::Sender<()>>>> = Mutex::new(None);
+
+    pub(super) async fn before_write() {
+        let hook = BEFORE_WRITE.lock().ok().and_then(|h| h.clone());
+        if let Some(hook) = hook {
+            let (go, wait) = oneshot::channel();
+            if hook.send(go).await.is_ok() {
+                let _ = wait.await;
+            }
+        }
+    }
+
+    #[test]
+    fn an_apply_that_would_write_more_than_32_mib_is_refused() {
+        let arg = "x".repeat(1 << 20);
+        let text: Vec<String> = (0..40)
+            .map(|i| {
+                format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  containers:\n  - {{name: c, image: busybox, args: [\"{arg}\"]}}\n"
+                )
+            })
+            .collect();
+        let manifests = drover_api::parse_manifests(&text.join("---\n")).unwrap();
+        let fits = plan(&manifests[..30], vec![None; 30]).unwrap();
+        assert_eq!(fits.0.len(), 30);
+        let e = plan(&manifests, vec![None; 40]).unwrap_err();
+        assert!(matches!(e, ApiError::BadRequest(_)), "{e:?}");
+        assert!(e.to_string().contains("smaller groups"), "{e}");
+    }
+
+    fn node(name: &str, label: &str) -> String {
+        format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{l: {label}}}}}\n")
+    }
+
+    #[tokio::test]
+    async fn an_apply_whose_last_object_keeps_changing_writes_none_of_its_objects() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = ServerOptions::new(tmp.path().join("s"));
+        opts.listen = Some("127.0.0.1:0".into());
+        opts.http = Some("127.0.0.1:0".into());
+        let mut server = Server::start(opts).await.unwrap();
+        let objects = server.objects();
+        objects.apply(&node("b", "old"), false).await.unwrap();
+
+        let (hook, mut planned) = mpsc::channel(1);
+        *BEFORE_WRITE.lock().unwrap() = Some(hook);
+        let stream = format!("{}---\n{}", node("a", "new"), node("b", "new"));
+        let applying = tokio::spawn({
+            let objects = objects.clone();
+            async move { objects.apply(&stream, false).await }
+        });
+        // Before each attempt writes, another writer changes b.
+        for i in 0..ATTEMPTS {
+            let go = tokio::time::timeout(Duration::from_secs(10), planned.recv())
+                .await
+                .expect("the apply plans its write within 10 s")
+                .expect("the hook is held");
+            let Manifest::Node(mut b) = objects.get(Kind::Node, "", "b").await.unwrap() else {
+                panic!("b is a node");
+            };
+            b.metadata.labels.insert("l".into(), format!("other-{i}"));
+            objects.update(Manifest::Node(b)).await.unwrap();
+            go.send(()).unwrap();
+        }
+        let r = tokio::time::timeout(Duration::from_secs(10), applying)
+            .await
+            .expect("the apply answers within 10 s")
+            .unwrap();
+        assert!(matches!(r, Err(ApiError::Conflict(_))), "{r:?}");
+        *BEFORE_WRITE.lock().unwrap() = None;
+        assert!(
+            matches!(
+                objects.get(Kind::Node, "", "a").await,
+                Err(ApiError::NotFound(_))
+            ),
+            "a, which did not conflict, was not written either"
+        );
+        // Left alone, the same apply writes both, at one revision.
+        let stream = format!("{}---\n{}", node("a", "new"), node("b", "new"));
+        let out = objects.apply(&stream, false).await.unwrap();
+        let actions: Vec<_> = out.iter().map(|(a, _)| a.action()).collect();
+        assert_eq!(actions, ["created", "configured"]);
+        let rv = |a: &Applied| a.object().metadata().resource_version.clone();
+        assert_eq!(rv(&out[0].0), rv(&out[1].0));
+        server.shutdown().await;
+    }
 }

@@ -5,6 +5,7 @@
 //! in on every read. Also the identity the server gives new objects.
 
 use crate::error::ApiError;
+use crate::limits::MAX_OBJECT_BYTES;
 use drover_api::{Kind, Manifest};
 use drover_store::KeyValue;
 use rand::Rng;
@@ -69,6 +70,20 @@ pub fn encode(m: &Manifest) -> Result<Vec<u8>, ApiError> {
     m.metadata_mut().resource_version.clear();
     serde_json::to_vec(&m)
         .map_err(|e| ApiError::Internal(format!("cannot encode {}: {e}", m.reference())))
+}
+
+/// The stored form of an object about to be written, refused (BadRequest)
+/// when it is larger than [`MAX_OBJECT_BYTES`].
+pub fn encode_for_write(m: &Manifest) -> Result<Vec<u8>, ApiError> {
+    let v = encode(m)?;
+    if v.len() > MAX_OBJECT_BYTES {
+        return Err(ApiError::BadRequest(format!(
+            "{}: the object is {} bytes encoded, more than the limit of {MAX_OBJECT_BYTES} bytes (1.5 MiB); make it smaller (keep large data in an image or a volume, not in the object's fields or annotations)",
+            m.reference(),
+            v.len()
+        )));
+    }
+    Ok(v)
 }
 
 /// The JSON a client gets.

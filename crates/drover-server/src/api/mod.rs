@@ -15,7 +15,9 @@ pub mod mirror;
 pub mod node_certs;
 
 pub use apply::Applied;
-pub use codec::{decode, encode, key, new_uid, now_rfc3339, prefix, revision_of, to_json};
+pub use codec::{
+    decode, encode, encode_for_write, key, new_uid, now_rfc3339, prefix, revision_of, to_json,
+};
 
 use crate::ctx::Ctx;
 use crate::error::ApiError;
@@ -91,7 +93,7 @@ impl Objects {
         let w = self
             .write(op::Op::Update(pb::Update {
                 key: key.to_string(),
-                value: encode(&m)?,
+                value: encode_for_write(&m)?,
                 expected_revision: expected,
                 upsert: false,
             }))
@@ -146,7 +148,7 @@ impl Objects {
         let w = self
             .write(op::Op::Create(pb::Create {
                 key: key(kind, m.namespace(), m.name()),
-                value: encode(&m)?,
+                value: encode_for_write(&m)?,
             }))
             .await
             .map_err(|e| match e {

@@ -12,6 +12,7 @@ use crate::loops::session;
 use drover_proto::reason::Reason;
 use drover_proto::v1::{self as pb, agent_message, agent_server};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -22,6 +23,9 @@ pub struct AgentSvc {
     pub ctx: Arc<Ctx>,
     pub objects: Objects,
     pub cache: Informer,
+    /// A stream that sends no hello within this is dropped
+    /// ([`crate::limits::HELLO_TIMEOUT`]; shorter in tests).
+    pub hello_timeout: Duration,
 }
 
 #[tonic::async_trait]
@@ -46,9 +50,19 @@ impl agent_server::Agent for AgentSvc {
             }
         };
         let mut inbound = req.into_inner();
-        let first = inbound.message().await?.ok_or_else(|| {
-            Reason::BadRequest.status("the agent closed the stream before saying hello")
-        })?;
+        // Until the hello, nothing is registered: on timeout the stream is
+        // dropped with this call, which is all the session holds.
+        let first = tokio::time::timeout(self.hello_timeout, inbound.message())
+            .await
+            .map_err(|_| {
+                Reason::Timeout.status(format!(
+                    "no hello within {} s: an agent session must start with the agent's hello; reconnect and send it first",
+                    self.hello_timeout.as_secs_f64()
+                ))
+            })??
+            .ok_or_else(|| {
+                Reason::BadRequest.status("the agent closed the stream before saying hello")
+            })?;
         let Some(agent_message::Msg::Hello(hello)) = first.msg else {
             return Err(
                 Reason::BadRequest.status("the first message of an agent session must be hello")

@@ -34,12 +34,32 @@ pub mod store;
 use crate::auth::{self, Caller};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
+use crate::limits::MAX_STATUS_MESSAGE_BYTES;
 use drover_proto::reason::Reason;
 use tonic::{Request, Status};
 
-/// The wire form of an error.
+/// The wire form of an error: its reason's code and reason code, and its
+/// message cut to [`MAX_STATUS_MESSAGE_BYTES`] (the message travels in a
+/// header; the start names the object and the field path).
 pub fn status(e: ApiError) -> Status {
-    e.reason().status(e.to_string())
+    e.reason().status(capped(e.to_string()))
+}
+
+/// `message`, or its first [`MAX_STATUS_MESSAGE_BYTES`] (at a character
+/// boundary, room left for the note) and how many bytes were left out.
+fn capped(mut message: String) -> String {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return message;
+    }
+    let total = message.len();
+    // The note is at most 40 bytes.
+    let mut end = MAX_STATUS_MESSAGE_BYTES - 40;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message.truncate(end);
+    message.push_str(&format!("\u{2026} ({} more bytes)", total - end));
+    message
 }
 
 impl From<ApiError> for Status {
@@ -130,5 +150,21 @@ mod tests {
         let s = status(ApiError::NotLeader("x".into()));
         assert_eq!(s.code(), tonic::Code::Unavailable);
         assert_eq!(Reason::of(&s), Some(Reason::NotLeader));
+    }
+
+    #[test]
+    fn long_messages_are_cut_keeping_their_start_and_reason() {
+        let long = format!("spec.x: Invalid value: {}", "é".repeat(10_000));
+        let s = status(ApiError::BadRequest(long.clone()));
+        assert!(
+            s.message().len() <= MAX_STATUS_MESSAGE_BYTES,
+            "{}",
+            s.message().len()
+        );
+        assert!(s.message().starts_with("spec.x: Invalid value: é"));
+        assert!(s.message().ends_with(" more bytes)"), "{}", s.message());
+        assert_eq!(Reason::of(&s), Some(Reason::BadRequest));
+        let short = status(ApiError::BadRequest("short".into()));
+        assert_eq!(short.message(), "short");
     }
 }

@@ -1,0 +1,45 @@
+//! Every limit a member enforces, in one place (a leaf). `docs/security.md`
+//! ("Limits") lists them with the error a caller sees; the limits on the
+//! objects themselves (containers, labels, annotations) belong to their
+//! validation in `drover-api` and are re-exported here so that this is the
+//! whole list.
+
+use std::time::Duration;
+
+pub use drover_api::validation::{
+    ECHOED_VALUE_MAX_BYTES, MAX_CONTAINERS, MAX_LABELS, TOTAL_ANNOTATION_SIZE_LIMIT,
+    TOTAL_LABEL_SIZE_LIMIT,
+};
+
+/// The largest object, encoded as it is stored (JSON), that create, apply
+/// and update write: 1.5 MiB, etcd's default request limit. A bigger one is
+/// refused (BadRequest) naming the object, its size and this limit.
+pub const MAX_OBJECT_BYTES: usize = 1_572_864;
+
+/// The largest request the `Objects` and `Store` services decode: 16 MiB
+/// (an apply of many objects fits; one object is at most
+/// [`MAX_OBJECT_BYTES`]). A bigger one is refused by tonic with
+/// `OUT_OF_RANGE` ("decoded message length too large") before it is read.
+pub const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// The most bytes one apply writes, all its objects encoded as stored
+/// (statuses kept from the existing objects included): 32 MiB, twice
+/// [`MAX_REQUEST_BYTES`]. An apply is one raft entry; a bigger one is
+/// refused (BadRequest), asking for smaller groups of objects.
+pub const MAX_APPLY_WRITE_BYTES: usize = 32 << 20;
+
+/// The largest message the `Raft` service decodes, and the largest answer
+/// the services encode: 256 MiB (raft carries snapshots of the whole store,
+/// a list answers every object of a kind).
+pub const MAX_RAFT_MESSAGE_BYTES: usize = 256 << 20;
+
+/// The largest message of an error status: 4 KiB. Longer ones are cut (at a
+/// character boundary) and say how much was left out; the status's code and
+/// reason code (`x-drover-reason`) are kept. gRPC sends the message in a
+/// header, and HTTP/2 peers refuse header blocks over 16 KiB (the
+/// percent-encoding of the message can triple its size).
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 4 << 10;
+
+/// How long an agent session may take to send its hello before the server
+/// drops the stream (`DEADLINE_EXCEEDED`, reason Timeout).
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
