@@ -645,15 +645,24 @@ async fn keep_client_file(
     dir: PathBuf,
     mut stop: watch::Receiver<bool>,
 ) {
+    let tokens = |ctx: &ctx::Ctx| {
+        (
+            ctx.trust.token(drover_pki::TokenKind::Server),
+            ctx.trust.token(drover_pki::TokenKind::Node),
+        )
+    };
     let mut last = server_list(&ctx.store, &me);
+    let mut last_tokens = tokens(&ctx);
     loop {
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
-        let tokens_changed = loops::tokens::refresh(&ctx).await;
+        loops::tokens::refresh(&ctx).await;
         let now = server_list(&ctx.store, &me);
-        if now != last || tokens_changed {
+        let now_tokens = tokens(&ctx);
+        if now != last || now_tokens != last_tokens {
+            last_tokens = now_tokens;
             // The identity on disk has the admin token once joined.
             if let Ok(Some(mut id)) = Identity::load(&dir) {
                 id.server_token = ctx.trust.token(drover_pki::TokenKind::Server).to_string();
