@@ -29,24 +29,27 @@
 //! # Flags
 //!
 //! ```text
-//! drover agent --server ADDR[,ADDR…] --token T --name NAME [--label k=v]…
+//! drover agent --server ADDR[,ADDR…] --token-file F --name NAME [--label k=v]…
 //!              [--taint k=v:Effect]… [--runtime docker|sim] [--docker-host URL]
 //!              [--data-dir DIR]
 //!              [--manifest-dir DIR]
-//! drover sim   --server ADDR[,ADDR…] --token T --nodes N [--prefix sim-]
+//! drover sim   --server ADDR[,ADDR…] --token-file F --nodes N [--prefix sim-]
 //!              [--label k=v]… [--taint k=v:Effect]…
 //! ```
 //!
 //! map to [`AgentOptions`] and [`SimOptions`]; [`flags`] has clap value
 //! parsers for `--server`, `--label` and `--taint`. The token is the
-//! cluster's join token (`join-token` in a server's data dir).
+//! cluster's node token (`node-token` in a server's data dir,
+//! `drover-node-<CA digest>-<secret>`): a node uses it once, to get its
+//! certificate over TLS pinned to that CA (`link.rs`), and keeps the
+//! certificate in `--data-dir` (a sim node keeps it in memory).
 //!
 //! ```no_run
 //! use drover_agent::{flags, run_agent, run_sim, AgentOptions, SimOptions};
 //!
 //! # async fn wiring() -> anyhow::Result<()> {
 //! let servers = flags::parse_servers("10.0.0.1:7600,10.0.0.2:7600")?;
-//! let mut o = AgentOptions::new(servers.clone(), "drover-join-…", "edge-1");
+//! let mut o = AgentOptions::new(servers.clone(), "drover-node-…", "edge-1");
 //! o.labels = flags::labels(&[flags::parse_label("zone=eu-1")?])?;
 //! o.taints = flags::taints(&[flags::parse_taint("dedicated=edge:NoSchedule")?])?;
 //! o.data_dir = Some("/var/lib/drover/agent".into());
@@ -56,7 +59,7 @@
 //! };
 //! run_agent(o, shutdown).await?;
 //!
-//! let mut s = SimOptions::new(servers, "drover-join-…", 10_000);
+//! let mut s = SimOptions::new(servers, "drover-node-…", 10_000);
 //! s.prefix = "sim-".into();
 //! run_sim(s, async {
 //!     let _ = tokio::signal::ctrl_c().await;
