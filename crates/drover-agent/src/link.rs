@@ -160,7 +160,14 @@ pub(crate) async fn certify(
                 .map_err(|e| Status::internal(e.to_string()))?;
             let ep = endpoint(server, timeout)?;
             let ch = drover_pki::net::connect(ep, pinned).await.map_err(|e| {
-                Status::unavailable(format!("cannot reach {server} over TLS: {}", chain(&e)))
+                match drover_pki::tls::ca_mismatch(&e) {
+                    // Not the cluster the token was made for: a refusal.
+                    Some(why) => Status::permission_denied(format!("{server}: {why}")),
+                    None => Status::unavailable(format!(
+                        "cannot reach {server} over TLS: {}",
+                        chain(&e)
+                    )),
+                }
             })?;
             (cred, ch, t.to_string())
         }

@@ -136,6 +136,58 @@ pub fn pinned_client_config(ca_digest: &str) -> Result<Arc<ClientConfig>, Error>
     Ok(Arc::new(c))
 }
 
+/// A joiner's refusal of a server whose CA is not the one its token pins.
+#[derive(Debug)]
+pub struct CaMismatch {
+    /// The digest the token carries.
+    pub digest: String,
+}
+
+impl std::fmt::Display for CaMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server does not present the CA whose SHA-256 the token carries ({}…): a wrong token, or not the cluster's server",
+            &self.digest[..12.min(self.digest.len())]
+        )
+    }
+}
+
+impl std::error::Error for CaMismatch {}
+
+/// Whether `e` (or an error it wraps) is a [`CaMismatch`]: the server is
+/// not the one the token was made for, which retrying will not change.
+pub fn is_ca_mismatch(e: &(dyn std::error::Error + 'static)) -> bool {
+    ca_mismatch(e).is_some()
+}
+
+/// The [`CaMismatch`] in `e`, said for people.
+pub fn ca_mismatch(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(m) = err.downcast_ref::<CaMismatch>() {
+            return Some(m.to_string());
+        }
+        if let Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))) =
+            err.downcast_ref::<rustls::Error>()
+        {
+            if let Some(m) = o.0.downcast_ref::<CaMismatch>() {
+                return Some(m.to_string());
+            }
+        }
+        // io::Error hides what it wraps from source(): look inside.
+        if let Some(found) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| ca_mismatch(inner))
+        {
+            return Some(found);
+        }
+        cur = err.source();
+    }
+    None
+}
+
 #[derive(Debug)]
 struct PinnedCa {
     digest: String,
@@ -155,10 +207,11 @@ impl ServerCertVerifier for PinnedCa {
             .iter()
             .find(|c| crate::sha256_hex(c.as_ref()) == self.digest)
         else {
-            return Err(rustls::Error::General(format!(
-                "the server does not present the CA whose SHA-256 the token carries ({}…): a wrong token, or not the cluster's server",
-                &self.digest[..12.min(self.digest.len())]
-            )));
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Other(rustls::OtherError(Arc::new(CaMismatch {
+                    digest: self.digest.clone(),
+                }))),
+            ));
         };
         let mut roots = RootCertStore::empty();
         roots.add(ca.clone().into_owned())?;

@@ -497,10 +497,15 @@ async fn certify_member(
                         )
                     })
             }
-            Err(e) => Err((
-                false,
-                format!("cannot reach {target} over TLS: {}", error_chain(&e)),
-            )),
+            // A server with another CA is not the cluster the token is
+            // for: retrying will not change that.
+            Err(e) => match drover_pki::tls::ca_mismatch(&e) {
+                Some(why) => Err((true, format!("--join {target}: {why}"))),
+                None => Err((
+                    false,
+                    format!("cannot reach {target} over TLS: {}", error_chain(&e)),
+                )),
+            },
         };
         match res {
             Ok(resp) => return trust::Trust::from_certified(dir, cred.key_pem, &resp),

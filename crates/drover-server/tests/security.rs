@@ -327,8 +327,8 @@ async fn plaintext_and_clients_of_another_ca_are_refused() {
     let e = drover_pki::net::connect(ep, pinned)
         .await
         .expect_err("pinned to another CA");
-    let text = drover_server::error_chain(&e);
-    assert!(text.contains("does not present the CA"), "{text}");
+    let said = drover_pki::tls::ca_mismatch(&e).expect("a typed refusal");
+    assert!(said.contains("does not present the CA"), "{said}");
     // Plain HTTP on the HTTPS port gets no HTTP answer.
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut t = tokio::net::TcpStream::connect(s.server.http_addr)
