@@ -420,6 +420,18 @@ async fn a_fourth_member_joins_and_a_member_is_removed() {
         .await
         .expect("the removed member stops");
     assert_eq!(stopped, drover_store::Error::Removed);
+    // Its member certificate counts for nothing any more.
+    let victim_tls = c.server(victim).trust.client_tls();
+    let ep = drover_pki::net::endpoint(&c.members[fourth].addr).expect("endpoint");
+    let ch = drover_pki::net::connect(ep, victim_tls).await.expect("TLS");
+    let e = pb::store_client::StoreClient::new(ch)
+        .list(pb::ListRequest {
+            prefix: "/j/".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a removed member's certificate");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
     c.stop(victim).await;
     c.client()
         .create("/j/after-remove", b"y".to_vec())

@@ -89,6 +89,15 @@ pub fn authorize<T>(
 ) -> Result<Caller, Status> {
     let token = ctx.admin_token();
     let caller = auth::caller(req, &token);
+    // A member certificate counts only while its member is in the cluster:
+    // removing a member revokes it.
+    if let Caller::Member(id) = caller {
+        if ctx.store.members().get(&id).is_some_and(|m| m.removed) {
+            return Err(Reason::MemberRemoved.status(format!(
+                "member {id:016x} was removed from this cluster: its certificate counts for nothing"
+            )));
+        }
+    }
     let ok = matches!(
         (&caller, access),
         (Caller::Member(_), _)
