@@ -49,22 +49,22 @@ impl Codec for AgentCodec {
 }
 
 /// A node's certificate, the CA it trusts, and its TLS channels, one per
-/// server (connected lazily).
+/// server address (made when first used, connected lazily).
 pub(crate) struct NodeTls {
     pub(crate) cred: Credential,
     pub(crate) ca: String,
     issued: SystemTime,
     not_after: SystemTime,
-    channels: Vec<Channel>,
+    tls: Arc<rustls::ClientConfig>,
+    connect_timeout: Duration,
+    channels: std::sync::Mutex<std::collections::HashMap<String, Channel>>,
 }
 
 impl NodeTls {
-    /// Channels to every server with `cred` (certificate and key) under
-    /// `ca`.
+    /// A node's TLS with `cred` (certificate and key) under `ca`.
     pub(crate) fn new(
         cred: Credential,
         ca: String,
-        servers: &[String],
         connect_timeout: Duration,
     ) -> Result<NodeTls, Status> {
         let peer = cred
@@ -72,26 +72,26 @@ impl NodeTls {
             .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
         let tls = drover_pki::tls::client_config(&ca, Some((&cred.cert_pem, &cred.key_pem)))
             .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
-        let mut channels = Vec::with_capacity(servers.len());
-        for s in servers {
-            channels.push(drover_pki::net::lazy(
-                endpoint(s, connect_timeout)?,
-                tls.clone(),
-            ));
-        }
-        let issued = SystemTime::now();
         Ok(NodeTls {
             cred,
             ca,
-            issued,
+            issued: SystemTime::now(),
             not_after: peer.not_after,
-            channels,
+            tls,
+            connect_timeout,
+            channels: Default::default(),
         })
     }
 
-    /// The channel to server `i`.
-    pub(crate) fn channel(&self, i: usize) -> Channel {
-        self.channels[i % self.channels.len()].clone()
+    /// The channel to the server at `addr`.
+    pub(crate) fn channel(&self, addr: &str) -> Result<Channel, Status> {
+        let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = ch.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = drover_pki::net::lazy(endpoint(addr, self.connect_timeout)?, self.tls.clone());
+        ch.insert(addr.to_string(), c.clone());
+        Ok(c)
     }
 
     /// Whether the certificate has used two thirds of its life (counted
@@ -141,7 +141,6 @@ pub(crate) async fn certify(
     name: &str,
     token: Option<&JoinToken>,
     renew: Option<&NodeTls>,
-    server_index: usize,
     timeout: Duration,
 ) -> Result<(Credential, String), Status> {
     let cn = Role::Node(name.to_string()).common_name();
@@ -151,7 +150,7 @@ pub(crate) async fn certify(
                 .cred
                 .renew_request(&cn)
                 .map_err(|e| Status::internal(format!("cannot make a signing request: {e}")))?;
-            (cred, current.channel(server_index), String::new())
+            (cred, current.channel(server)?, String::new())
         }
         (None, Some(t)) => {
             let cred = Credential::generate(&cn)

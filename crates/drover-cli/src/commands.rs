@@ -26,8 +26,9 @@ pub fn parse_id(s: &str) -> Result<u64> {
     }
 }
 
-/// `drover cluster status`: every member, its address, role, term and
-/// indexes, as each member itself reports them.
+/// `drover cluster status`: every member, its address, role, term,
+/// indexes and the agent sessions it holds, as each member itself reports
+/// them.
 pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
     let first = c.status().await?;
     let mut rows = Vec::new();
@@ -51,6 +52,7 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
                 s.term.to_string(),
                 s.commit.to_string(),
                 s.applied.to_string(),
+                s.sessions.to_string(),
                 "true".into(),
             ],
             None => vec![
@@ -58,6 +60,7 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
                 m.addr.clone(),
                 m.http.clone(),
                 if m.learner { "learner" } else { "voter" }.into(),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
@@ -75,7 +78,10 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
         out,
         "{}",
         table::render(
-            &["ID", "ADDRESS", "HTTP", "ROLE", "TERM", "COMMIT", "APPLIED", "HEALTHY"],
+            &[
+                "ID", "ADDRESS", "HTTP", "ROLE", "TERM", "COMMIT", "APPLIED", "SESSIONS",
+                "HEALTHY",
+            ],
             &rows
         )
     )?;

@@ -437,6 +437,12 @@ impl Server {
 
     /// Stops serving and closes the store.
     pub async fn shutdown(&mut self) {
+        // Agents move to another member now, not when a dead connection is
+        // noticed.
+        self.ctx.sessions.close_all(
+            drover_proto::reason::Reason::ServiceUnavailable
+                .status("this server is stopping; move to another member"),
+        );
         let _ = self.shutdown.send(true);
         // In-flight calls get a moment; long-lived streams (watches, agents)
         // are cut, their clients reconnect elsewhere.

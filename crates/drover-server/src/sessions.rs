@@ -82,6 +82,21 @@ impl Sessions {
         }
     }
 
+    /// How many agent sessions this member holds.
+    pub fn count(&self) -> usize {
+        self.lock().nodes.len()
+    }
+
+    /// Ends every session with `status` (a member stopping): its agents
+    /// move to another member at once instead of waiting for the
+    /// connection to die.
+    pub fn close_all(&self, status: tonic::Status) {
+        let nodes: Vec<SessionTx> = self.lock().nodes.drain().map(|(_, (_, tx))| tx).collect();
+        for tx in nodes {
+            let _ = tx.try_send(Err(status.clone()));
+        }
+    }
+
     /// Whether this member holds a session of `node`.
     pub fn holds(&self, node: &str) -> bool {
         self.lock()

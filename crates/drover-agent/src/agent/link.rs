@@ -2,6 +2,17 @@
 //! up), the choice of server and the jittered reconnect backoff, the
 //! heartbeats, and sending on the session. The wire underneath (channels,
 //! opening an `Agent.Session` stream) is [`crate::link`].
+//!
+//! **The member list.** A node starts with the `--server` addresses (and
+//! those it saved in `DATA_DIR/servers.json` before a restart); every
+//! welcome and every `Servers` message brings the cluster's voting members,
+//! which it adds (the `--server` addresses are never dropped: they may be
+//! the only way in from behind NAT) and saves. Its first server is a random
+//! one of the list, so the sessions of many nodes spread over the members;
+//! when a session fails the next attempt goes to another server of the
+//! list, chosen at random (so the nodes of a dead server spread over the
+//! survivors), after a short jittered pause (`reconnect_min`, doubling up
+//! to `reconnect_max` while none answers), long before the node timeout.
 
 use super::shared::{Identity, Shared};
 use crate::backoff::Reconnect;
@@ -48,8 +59,11 @@ pub(super) enum LinkEvent {
 /// One node's session with a server, and how it gets the next one.
 pub(super) struct Link {
     state: State,
+    /// The servers this node knows: the `--server` ones, then those it
+    /// learnt (see the module docs).
+    servers: Vec<String>,
     /// The server of the session (or of the next attempt), an index in
-    /// `Shared::servers`.
+    /// `servers`.
     server: usize,
     retry_at: Instant,
     reconnect: Reconnect,
@@ -57,6 +71,21 @@ pub(super) struct Link {
     rng: SmallRng,
     /// The node's certificate and channels, once it has one.
     creds: Option<Arc<NodeTls>>,
+}
+
+/// Where a node keeps the servers it learnt (JSON list of `host:port`).
+const SERVERS_FILE: &str = "servers.json";
+
+/// `given` (the `--server` addresses, kept first and never dropped), then
+/// the `learnt` ones not among them.
+fn merged(given: &[String], learnt: &[String]) -> Vec<String> {
+    let mut out = given.to_vec();
+    for s in learnt {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
 }
 
 /// The Node of this agent's hello.
@@ -84,6 +113,7 @@ impl Link {
         let server = rng.random_range(0..shared.servers.len().max(1));
         Link {
             state: State::Down,
+            servers: shared.servers.clone(),
             server,
             retry_at: now,
             reconnect: Reconnect::new(shared.tuning.reconnect_min, shared.tuning.reconnect_max),
@@ -92,18 +122,58 @@ impl Link {
         }
     }
 
+    /// Takes up the servers saved in `dir` (besides `--server`).
+    pub(super) fn load_servers(&mut self, shared: &Shared, dir: &std::path::Path, name: &str) {
+        let path = dir.join(SERVERS_FILE);
+        match std::fs::read(&path) {
+            Ok(b) => match serde_json::from_slice::<Vec<String>>(&b) {
+                Ok(saved) => {
+                    self.servers = merged(&shared.servers, &saved);
+                    self.server = self.rng.random_range(0..self.servers.len().max(1));
+                }
+                Err(e) => {
+                    tracing::warn!(node = %name, "ignoring {}: {e}", path.display())
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(node = %name, "cannot read {}: {e}", path.display()),
+        }
+    }
+
+    /// Takes up the cluster's current servers (a welcome, a `Servers`
+    /// message) and saves them in the node's data dir.
+    pub(super) fn learn_servers(&mut self, shared: &Shared, me: &Identity, learnt: &[String]) {
+        if learnt.is_empty() {
+            return;
+        }
+        let next = merged(&shared.servers, learnt);
+        if next == self.servers {
+            return;
+        }
+        let current = self.servers.get(self.server).cloned();
+        self.servers = next;
+        self.server = current
+            .and_then(|c| self.servers.iter().position(|s| *s == c))
+            .unwrap_or(0);
+        note!(shared.loud, node = %me.name, "servers: {}", self.servers.join(", "));
+        if let Some(dir) = &me.data_dir {
+            let saved = serde_json::to_vec(&self.servers).unwrap_or_default();
+            if let Err(e) = drover_pki::write_private(&dir.join(SERVERS_FILE), &saved) {
+                tracing::warn!(node = %me.name, "cannot save the server list in {}: {e}", dir.display());
+            }
+        }
+    }
+
     /// Takes up the certificate kept in `dir`, if any (a restart needs no
     /// token).
     pub(super) fn load_certificate(&mut self, shared: &Shared, dir: &std::path::Path, name: &str) {
         match NodeTls::load(dir) {
-            Ok(Some((cred, ca))) => {
-                match NodeTls::new(cred, ca, &shared.servers, shared.tuning.connect_timeout) {
-                    Ok(t) => self.creds = Some(Arc::new(t)),
-                    Err(e) => {
-                        tracing::warn!(node = %name, "ignoring the certificate in {}: {}", dir.display(), e.message())
-                    }
+            Ok(Some((cred, ca))) => match NodeTls::new(cred, ca, shared.tuning.connect_timeout) {
+                Ok(t) => self.creds = Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::warn!(node = %name, "ignoring the certificate in {}: {}", dir.display(), e.message())
                 }
-            }
+            },
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(node = %name, "ignoring the certificate in {}: {e:#}", dir.display())
@@ -182,13 +252,11 @@ impl Link {
     }
 
     fn open(&mut self, shared: &Shared, me: &Identity) {
-        let server = self.server;
         let addr = self.server_addr(shared).to_string();
         let current = self.creds.clone();
         let token = shared.token.clone();
         let name = me.name.clone();
         let dir = me.data_dir.clone();
-        let servers = shared.servers.clone();
         let timeout = shared.tuning.connect_timeout;
         let hello = hello(shared, me);
         let gate = shared.gate.clone();
@@ -211,11 +279,10 @@ impl Link {
                         &name,
                         token.as_ref(),
                         other.as_deref(),
-                        server,
                         timeout.max(Duration::from_secs(5)),
                     )
                     .await?;
-                    let t = Arc::new(NodeTls::new(cred, ca, &servers, timeout)?);
+                    let t = Arc::new(NodeTls::new(cred, ca, timeout)?);
                     if let Some(d) = &dir {
                         if let Err(e) = t.save(d) {
                             tracing::warn!(node = %name, "cannot keep the node certificate in {}: {e:#}", d.display());
@@ -224,16 +291,15 @@ impl Link {
                     t
                 }
             };
-            let mut s = wire::open(creds.channel(server), hello, timeout, None).await?;
+            let mut s = wire::open(creds.channel(&addr)?, hello, timeout, None).await?;
             s.tls = Some(creds);
             Ok(s)
         };
         self.state = State::Opening(Box::pin(fut));
     }
 
-    fn server_addr<'a>(&self, shared: &'a Shared) -> &'a str {
-        shared
-            .servers
+    fn server_addr(&self, _shared: &Shared) -> &str {
+        self.servers
             .get(self.server)
             .map(String::as_str)
             .unwrap_or("?")
@@ -244,13 +310,15 @@ impl Link {
         &mut self,
         r: Result<Box<Session>, Status>,
         shared: &Shared,
-        name: &str,
+        me: &Identity,
     ) -> bool {
+        let name = me.name.as_str();
         match r {
             Ok(session) => {
                 if let Some(t) = &session.tls {
                     self.creds = Some(t.clone());
                 }
+                self.learn_servers(shared, me, &session.welcome.servers);
                 let now = shared.clock.now();
                 let every = shared.tuning.heartbeat.unwrap_or_else(|| {
                     match session.welcome.heartbeat_interval_ms {
@@ -293,8 +361,11 @@ impl Link {
     fn retry_later(&mut self, shared: &Shared) {
         let wait = self.reconnect.next_delay(&mut self.rng);
         self.retry_at = shared.clock.now() + wait;
-        if !shared.servers.is_empty() {
-            self.server = (self.server + 1) % shared.servers.len();
+        // Another server of the list, at random: the nodes of a server
+        // that died spread over the survivors.
+        let n = self.servers.len();
+        if n > 1 {
+            self.server = (self.server + self.rng.random_range(1..n)) % n;
         }
     }
 
@@ -367,14 +438,17 @@ impl Link {
                 // Not connected: one round over the servers.
                 let deadline = shared.clock.now() + shared.tuning.leave_timeout;
                 let mut found = None;
-                for _ in 0..shared.servers.len() {
+                for _ in 0..self.servers.len() {
                     let left = deadline.saturating_duration_since(shared.clock.now());
                     if left.is_zero() {
                         break;
                     }
                     let Some(creds) = &self.creds else { break };
+                    let Ok(channel) = creds.channel(self.server_addr(shared)) else {
+                        break;
+                    };
                     let r = wire::open(
-                        creds.channel(self.server),
+                        channel,
                         hello(shared, me),
                         left.min(shared.tuning.connect_timeout),
                         None,
@@ -385,7 +459,7 @@ impl Link {
                             found = Some(s);
                             break;
                         }
-                        Err(_) => self.server = (self.server + 1) % shared.servers.len(),
+                        Err(_) => self.server = (self.server + 1) % self.servers.len(),
                     }
                 }
                 found

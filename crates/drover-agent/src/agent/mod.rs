@@ -159,6 +159,7 @@ impl<R: Runtime> NodeAgent<R> {
         let now = shared.clock.now();
         let mut link = Link::new(&shared, seed, now);
         if let Some(dir) = &data_dir {
+            link.load_servers(&shared, dir, &name);
             link.load_certificate(&shared, dir, &name);
         }
         let wall = rfc3339(shared.clock.wall());
@@ -214,7 +215,7 @@ impl<R: Runtime> NodeAgent<R> {
                 }
                 Event::Link(LinkEvent::Inbound(r)) => self.inbound(r).await,
                 Event::Link(LinkEvent::Opened(r)) => {
-                    if self.link.opened(r, &self.shared, &self.me.name) {
+                    if self.link.opened(r, &self.shared, &self.me) {
                         // The server may lack any status: offer them all
                         // again (those it has are dropped when its pod list
                         // shows them).
@@ -299,6 +300,9 @@ impl<R: Runtime> NodeAgent<R> {
         match r {
             Ok(Some(m)) => match m.msg {
                 Some(server_message::Msg::Pods(p)) => self.desired(p).await,
+                Some(server_message::Msg::Servers(s)) => {
+                    self.link.learn_servers(&self.shared, &self.me, &s.servers)
+                }
                 Some(server_message::Msg::Welcome(_)) | None => {}
                 Some(other) => {
                     if let Some(output) = self.link.output() {

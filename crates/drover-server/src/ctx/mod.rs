@@ -107,6 +107,21 @@ impl Ctx {
         }
     }
 
+    /// The servers a member or a node should talk to: voters that are not
+    /// removed (a learner still joining is no one's server yet), sorted.
+    pub fn voters(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .store
+            .members()
+            .values()
+            .filter(|m| !m.removed && !m.learner && !m.addr.is_empty())
+            .map(|m| m.addr.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// When a call that starts now must be answered.
     pub fn deadline(&self) -> Instant {
         Instant::now() + self.timeout

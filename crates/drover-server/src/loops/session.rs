@@ -132,6 +132,7 @@ pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
             node: node.to_string(),
             heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u32,
             member: ctx.id,
+            servers: ctx.voters(),
         })),
     }
 }
@@ -196,6 +197,9 @@ pub fn run(
     let remote = ctx.sessions.attach(&node, tx.clone());
     tokio::spawn(async move {
         let mut check = tokio::time::interval(REVOCATION_CHECK);
+        // The agent follows the member list: it got it in the welcome and
+        // gets it again whenever it changes.
+        let mut servers = ctx.voters();
         loop {
             let msg = tokio::select! {
                 m = inbound.message() => m,
@@ -205,6 +209,19 @@ pub fn run(
                         tracing::info!(node = %node, "closing the session: its certificate is no longer bound to the node");
                         let _ = tx.send(Err(crate::svc::status(revoked(&node)))).await;
                         break;
+                    }
+                    let now = ctx.voters();
+                    if now != servers && !now.is_empty() {
+                        servers = now;
+                        let m = pb::ServerMessage {
+                            msg: Some(server_message::Msg::Servers(pb::Servers {
+                                servers: servers.clone(),
+                            })),
+                        };
+                        if tx.try_send(Ok(m)).is_err() {
+                            // A full queue: the next tick says it again.
+                            servers.clear();
+                        }
                     }
                     continue;
                 }

@@ -38,25 +38,16 @@ fn status_response(s: drover_store::Status) -> pb::StatusResponse {
         members: s.members.iter().map(member_pb).collect(),
         matched: s.matched.into_iter().collect(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        sessions: 0,
     }
 }
 
 /// Largest certificate signing request accepted.
 const CSR_MAX: usize = 16 << 10;
 
-/// The servers a member or a node should talk to: voters that are not
-/// removed (a learner still joining is no one's server yet).
+/// The servers a member or a node should talk to ([`Ctx::voters`]).
 pub fn voters(ctx: &Ctx) -> Vec<String> {
-    let mut out: Vec<String> = ctx
-        .store
-        .members()
-        .values()
-        .filter(|m| !m.removed && !m.learner && !m.addr.is_empty())
-        .map(|m| m.addr.clone())
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+    ctx.voters()
 }
 
 impl ClusterSvc {
@@ -221,7 +212,9 @@ impl cluster_server::Cluster for ClusterSvc {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         reader(&self.0, &req, "cluster status")?;
         let s = self.0.store.status().await.map_err(ApiError::from)?;
-        Ok(Response::new(status_response(s)))
+        let mut r = status_response(s);
+        r.sessions = self.0.sessions.count() as u32;
+        Ok(Response::new(r))
     }
 
     async fn join(

@@ -1,0 +1,144 @@
+//! Agents follow the member list: nodes started with the address of one
+//! server of three learn the others, save them, and when that server dies
+//! move to the survivors at once: no node turns NotReady, and DaemonSets
+//! keep converging. `cluster status` counts each member's sessions.
+
+use drover_api::Manifest;
+use drover_testkit::{client, sim_options, start_servers, wait_for, wait_until};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+const NODES: usize = 6;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn losing_the_one_server_the_nodes_were_given_takes_no_node_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = start_servers(tmp.path(), 3).await;
+    let addrs: Vec<String> = servers.iter().map(|s| s.grpc_addr.to_string()).collect();
+    let ca = servers[0].trust.ca.cert_pem().to_string();
+    let admin = servers[0].identity.admin_token.clone();
+    let node_token = servers[0].identity.node_token.clone();
+    wait_until("three voters", WAIT, || async {
+        servers[0]
+            .store
+            .members()
+            .values()
+            .filter(|m| !m.learner && !m.removed)
+            .count()
+            == 3
+    })
+    .await;
+
+    // The nodes know only the first server.
+    let mut o = sim_options(vec![addrs[0].clone()], &node_token, "f-", NODES);
+    o.tuning.seed = Some(11);
+    let sim = drover_agent::Sim::start(o).expect("sim");
+    let survivors = client(addrs[1..].to_vec(), &admin, &ca);
+    let names: Vec<String> = (0..NODES).map(|i| format!("f-{i}")).collect();
+    let all_ready = |c: drover_cli::Client| {
+        let names = names.clone();
+        async move {
+            let list = c.list_objects("nodes", "", "").await.ok()?;
+            let ready = list
+                .items
+                .iter()
+                .filter(|m| matches!(m, Manifest::Node(n) if n.is_ready() && names.contains(&n.metadata.name)))
+                .count();
+            (ready == names.len()).then_some(())
+        }
+    };
+    wait_for("every node Ready", WAIT, Duration::from_millis(50), || {
+        all_ready(survivors.clone())
+    })
+    .await;
+    // Every member says how many sessions it holds; they add up.
+    let held = wait_for(
+        "the sessions counted",
+        WAIT,
+        Duration::from_millis(50),
+        || async {
+            let mut sum = 0;
+            for a in &addrs {
+                let one = client(vec![a.clone()], &admin, &ca);
+                sum += one.status().await.ok()?.sessions;
+            }
+            (sum as usize == NODES).then_some(sum)
+        },
+    )
+    .await;
+    assert_eq!(held as usize, NODES);
+
+    // Kill the first server (the only address the nodes were given).
+    let t = Instant::now();
+    let mut first = servers.remove(0);
+    first.shutdown().await;
+
+    // For longer than the node timeout (5 s) every node stays Ready, and
+    // a DaemonSet applied now reaches every node through the survivors.
+    survivors
+        .apply(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: after}\nspec:\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec:\n      containers: [{name: c, image: busybox}]\n",
+            false,
+        )
+        .await
+        .expect("apply through the survivors");
+    while t.elapsed() < Duration::from_secs(7) {
+        if let Ok(list) = survivors.list_objects("nodes", "", "").await {
+            for m in &list.items {
+                if let Manifest::Node(n) = m {
+                    assert!(
+                        n.is_ready(),
+                        "{} turned NotReady {:?} after its server was killed",
+                        n.metadata.name,
+                        t.elapsed()
+                    );
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = survivors
+        .list_objects("events", "", "")
+        .await
+        .expect("events");
+    let not_ready: Vec<_> = events
+        .items
+        .iter()
+        .filter(|m| matches!(m, Manifest::Event(e) if e.reason == "NodeNotReady"))
+        .collect();
+    assert!(not_ready.is_empty(), "{not_ready:?}");
+    wait_for(
+        "the DaemonSet's pod on every node, Running",
+        WAIT,
+        Duration::from_millis(50),
+        || async {
+            let pods = survivors
+                .list_objects("pods", "default", "a=b")
+                .await
+                .ok()?;
+            let running = pods
+                .items
+                .iter()
+                .filter(
+                    |m| matches!(m, Manifest::Pod(p) if drover_testkit::is_running_and_ready(p)),
+                )
+                .count();
+            (running == NODES).then_some(())
+        },
+    )
+    .await;
+    // The sessions moved to the two survivors.
+    let mut sum = 0;
+    for a in &addrs[1..] {
+        sum += client(vec![a.clone()], &admin, &ca)
+            .status()
+            .await
+            .expect("status")
+            .sessions;
+    }
+    assert_eq!(sum as usize, NODES, "every session on a survivor");
+    sim.shutdown().await;
+    for mut s in servers {
+        s.shutdown().await;
+    }
+}
