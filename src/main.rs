@@ -350,6 +350,10 @@ struct UpArgs {
     /// The Docker engine [default: unix:///var/run/docker.sock].
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
+    /// Manifests to apply once the cluster runs (a file, a directory or -; repeatable); the pods
+    /// are then printed as they come up, until Ctrl-C.
+    #[arg(short = 'f', long = "filename")]
+    files: Vec<String>,
 }
 
 #[derive(Args)]
@@ -585,22 +589,26 @@ fn client(conn: &Conn) -> Result<Client> {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Cmd::Up(a) = cli.cmd {
+        let opts = up::UpOptions {
+            data_dir: a.data_dir.unwrap_or_else(up::default_data_dir),
+            listen: a.listen,
+            http: a.http,
+            name: a.name.unwrap_or_else(up::hostname),
+            sim_nodes: a.sim_nodes,
+            node_timeout: a.node_timeout,
+            runtime: a.runtime,
+            docker_host: a.docker_host,
+            files: a.files,
+        };
+        return up::up(opts, shutdown_signal()).await;
+    }
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
     match cli.cmd {
-        Cmd::Up(a) => {
-            let opts = up::UpOptions {
-                data_dir: a.data_dir.unwrap_or_else(up::default_data_dir),
-                listen: a.listen,
-                http: a.http,
-                name: a.name.unwrap_or_else(up::hostname),
-                sim_nodes: a.sim_nodes,
-                node_timeout: a.node_timeout,
-                runtime: a.runtime,
-                docker_host: a.docker_host,
-            };
-            up::up(opts, shutdown_signal()).await?
-        }
+        // Handled above: `drover up` prints from its tasks and must not
+        // find stdout locked.
+        Cmd::Up(_) => {}
         Cmd::Agent(a) => {
             let (servers, token) = join_target(&cli.conn)?;
             let mut opts = drover_agent::AgentOptions::new(

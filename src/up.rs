@@ -35,6 +35,9 @@ pub struct UpOptions {
     /// The Docker engine (`--docker-host`, `DOCKER_HOST`); `None`: the
     /// default socket.
     pub docker_host: Option<String>,
+    /// `-f`: manifests to apply once the cluster runs; the pods are then
+    /// printed as they come up (until Ctrl-C).
+    pub files: Vec<String>,
 }
 
 /// The runtime the local node will use, chosen before anything starts.
@@ -112,10 +115,53 @@ fn install_client_config(from: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(to))
 }
 
+/// Prints the pods (`drover get pods -A -o wide`) whenever one appears,
+/// goes, moves or changes its status (not every second for its age), until
+/// `stop`. Reads the member's own object API: no connection needed.
+async fn show_pods(objects: drover_server::api::Objects, mut stop: watch::Receiver<bool>) {
+    use drover_api::{Kind, Manifest};
+    let mut last = None;
+    loop {
+        if let Ok((items, _)) = objects.list(Kind::Pod, None, None).await {
+            let seen: Vec<(String, String, String, bool)> = items
+                .iter()
+                .filter_map(|m| match m {
+                    Manifest::Pod(p) => Some((
+                        format!("{}/{}", p.metadata.namespace, p.metadata.name),
+                        p.spec.node_name.clone(),
+                        drover_cli::printers::pod_status(p),
+                        p.is_ready(),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            // Nothing to show before the first pod.
+            if last.as_ref() != Some(&seen) && !(last.is_none() && seen.is_empty()) {
+                let o = drover_cli::printers::TableOptions {
+                    wide: true,
+                    all_namespaces: true,
+                    now: std::time::SystemTime::now(),
+                };
+                println!("{}", drover_cli::printers::table(Kind::Pod, &items, &o));
+                last = Some(seen);
+            }
+        }
+        let stopped = tokio::time::timeout(Duration::from_secs(1), stop.wait_for(|s| *s)).await;
+        if stopped.is_ok() {
+            return;
+        }
+    }
+}
+
 /// Runs until `shutdown` resolves: then the nodes leave and the server stops.
 pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
-    // Before the server starts, so that `--runtime docker` without an
-    // engine fails with nothing to undo.
+    // Before the server starts, so that a bad -f or `--runtime docker`
+    // without an engine fails with nothing to undo.
+    let sources = if opts.files.is_empty() {
+        Vec::new()
+    } else {
+        drover_cli::kubectl::read_sources(&opts.files, &mut std::io::stdin())?
+    };
     let local = local_runtime(&opts).await?;
     let mut so = ServerOptions::new(&opts.data_dir);
     so.listen = Some(opts.listen.clone());
@@ -187,10 +233,24 @@ pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>
         None
     };
 
+    let show_task = if sources.is_empty() {
+        None
+    } else {
+        let cfg = drover_cli::ClientConfig::load(&opts.data_dir.join("client.yaml"))?;
+        let c = drover_cli::Client::new(&cfg)?;
+        let mut out = std::io::stdout();
+        let mut err = std::io::stderr();
+        drover_cli::kubectl::apply(&c, &sources, None, None, &mut out, &mut err).await?;
+        Some(tokio::spawn(show_pods(server.objects(), stop_rx.clone())))
+    };
+
     let reason = tokio::select! {
         _ = shutdown => None,
         e = server.stopped() => Some(e),
     };
+    if let Some(t) = show_task {
+        t.abort();
+    }
     eprintln!("drover up: stopping (nodes leave, then the server stops)");
     let _ = stop_tx.send(true);
     if let Ok(Err(e)) = agent_task.await {

@@ -261,8 +261,12 @@ fn attacks_with_the_real_binary_are_refused() {
         ],
         &dir.join("fresh.log"),
     ));
+    // Joined: the Node exists (its join made it) and the agent kept its
+    // certificate (written once the join answered).
     wait_until_blocking("the new token joins a node", WAIT, POLL, || {
-        text(&run(&["--config", &config, "get", "nodes", "-o", "name"]).stdout).contains("fresh")
+        dir.join("fresh").join("ca.crt").exists()
+            && text(&run(&["--config", &config, "get", "nodes", "-o", "name"]).stdout)
+                .contains("fresh")
     });
     // The node keeps its key and certificate, owner-only.
     #[cfg(unix)]

@@ -12,7 +12,7 @@
 //! engine answers, and fails under `CI=true`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
 use drover_testkit::docker::docker_ps;
@@ -51,6 +51,7 @@ impl Up {
     fn start(home: &Path, args: &[&str], docker_node: Option<String>) -> Up {
         let log = home.join("up.log");
         let file = std::fs::File::create(&log).expect("log");
+        let out = std::fs::File::create(home.join("up.out")).expect("out");
         let child = Command::new(BIN)
             .arg("up")
             .args(args)
@@ -59,7 +60,7 @@ impl Up {
             .env("HOME", home)
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("XDG_DATA_HOME")
-            .stdout(Stdio::null())
+            .stdout(out)
             .stderr(file)
             .spawn()
             .expect("start drover up");
@@ -194,6 +195,48 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
         up.log()
     );
     assert!(up.log().contains("nodes leave"), "{}", up.log());
+}
+
+#[test]
+fn up_with_f_applies_the_example_and_prints_the_pods_as_they_come_up() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path();
+    let no_engine = format!("unix://{}", home.join("no-docker.sock").display());
+    let manifest = Path::new(REPO).join("deploy/examples/hello-daemonset.yaml");
+    let mut up = Up::start(
+        home,
+        &[
+            "--sim-nodes",
+            "2",
+            "--docker-host",
+            &no_engine,
+            "-f",
+            manifest.to_str().expect("utf-8 path"),
+        ],
+        None,
+    );
+    let out = || std::fs::read_to_string(home.join("up.out")).unwrap_or_default();
+    // The apply's result, then tables of the pods; the last one shows a
+    // Running pod on each of the 3 nodes.
+    wait_until_blocking(
+        "a table with 3 Running pods on stdout",
+        Duration::from_secs(30),
+        POLL,
+        || {
+            let text = out();
+            let last = text.rsplit("NAMESPACE").next().unwrap_or_default();
+            text.starts_with("daemonset.apps/hello created\n")
+                && last.lines().filter(|l| l.contains(" Running ")).count() == 3
+        },
+    );
+    let tables = out().matches("NAMESPACE").count();
+    assert!(
+        tables < 10,
+        "a table only when something changed, not every second:\n{}",
+        out()
+    );
+    let status = up.interrupt();
+    assert!(status.success(), "{status}:\n{}", up.log());
 }
 
 #[test]

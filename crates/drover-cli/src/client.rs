@@ -281,11 +281,22 @@ impl Client {
     {
         let start = Instant::now();
         let mut attempt = 0u32;
+        // Whether every server so far refused the connection: nothing
+        // listens there, which waiting the whole deadline will not change.
+        let mut all_refused = true;
         loop {
             let i = self.current.load(Ordering::Relaxed) % self.channels.len();
             match f(self.channels[i].clone()).await {
                 Ok(v) => return Ok(v),
                 Err(s) if try_next_server(&s) => {
+                    all_refused &= connection_refused(&s);
+                    if all_refused && start.elapsed() >= NOTHING_LISTENS_AFTER {
+                        return Err(ClientError::Config(format!(
+                            "nothing listens at {} (connection refused for {} s): start a cluster with `drover up`, or check --config / DROVER_CONFIG",
+                            self.servers.join(", "),
+                            NOTHING_LISTENS_AFTER.as_secs()
+                        )));
+                    }
                     let last = format!("{}: {}", self.servers[i], s.message());
                     // Next server; after a full round, pause a little.
                     self.current.store(i + 1, Ordering::Relaxed);
@@ -686,6 +697,25 @@ impl Client {
     pub fn config(&self) -> &ClientConfig {
         &self.cfg
     }
+}
+
+/// How long every server may refuse connections before a call gives up
+/// with "nothing listens".
+const NOTHING_LISTENS_AFTER: Duration = Duration::from_secs(2);
+
+/// Whether `s` is a connection the peer refused (by the `io::Error` it
+/// carries, not by its text).
+fn connection_refused(s: &Status) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(s);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// Whether a failed call goes to the next server: this one is down, not
