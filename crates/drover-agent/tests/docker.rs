@@ -12,8 +12,8 @@
 //! repository's `deploy/examples/busybox-image.sh`. Every test names its node
 //! uniquely, so that tests running side by side (nextest's processes too)
 //! never see each other's containers, and removes everything its node made,
-//! even when it fails ([`Cleanup`]). Without an engine the tests are
-//! skipped with a notice, and fail under `CI=true`.
+//! even when it fails ([`Cleanup`]). Without an engine the tests
+//! fail, unless the run opts out with `DROVER_TEST_SKIP=docker`.
 
 use drover_agent::docker::LABEL_NODE;
 use drover_agent::{

@@ -26,7 +26,7 @@
 //! The image `local/busybox:1` is built by `deploy/examples/busybox-image.sh`.
 //! Node names, image names and the tags made are unique per test; a guard
 //! removes containers and tags whatever happens. Without an engine the tests
-//! are skipped with a notice, and fail under `CI=true`.
+//! fail, unless the run opts out with `DROVER_TEST_SKIP=docker`.
 
 use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock, Tuning};
 use drover_api::{ContainerStatus, Pod, PodPhase};

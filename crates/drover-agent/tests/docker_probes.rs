@@ -27,8 +27,8 @@
 //! The image `local/busybox:1` is built by `deploy/examples/busybox-image.sh`
 //! (never pulled). Every test names its node uniquely and a guard removes
 //! every container of the node whatever happens. Every wait polls a
-//! condition with a deadline. Without an engine the tests are skipped with
-//! a notice, and fail under `CI=true`.
+//! condition with a deadline. Without an engine the tests fail, unless the
+//! run opts out with `DROVER_TEST_SKIP=docker`.
 
 use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock};
 use drover_api::Kind;

@@ -14,9 +14,10 @@ use std::time::Duration;
 /// The test image, built by `deploy/examples/busybox-image.sh` (never pulled).
 pub const IMAGE: &str = "local/busybox:1";
 
-/// Builds [`IMAGE`] once per process with the repository's script; `false`
-/// (with a notice) when no engine answers, a panic under `CI=true`. Any
-/// other failure of the script is a panic.
+/// Builds [`IMAGE`] once per process with the repository's script. When no
+/// engine answers the test fails, unless the run opted out of the Docker
+/// tests out loud ([`skipping_docker`]: `DROVER_TEST_SKIP=docker`); then
+/// `false`, with a notice. Any other failure of the script is a panic.
 pub fn engine_ready() -> bool {
     static READY: OnceLock<Result<(), (bool, String)>> = OnceLock::new();
     let r = READY.get_or_init(|| {
@@ -36,13 +37,24 @@ pub fn engine_ready() -> bool {
     });
     match r {
         Ok(()) => true,
-        Err((true, why)) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIPPED: no Docker engine here ({why})");
+        Err((true, why)) if skipping_docker() => {
+            eprintln!("SKIPPED (DROVER_TEST_SKIP=docker): no Docker engine here ({why})");
             false
         }
-        Err((true, why)) => panic!("CI=true and no Docker engine answers: {why}"),
+        Err((true, why)) => panic!(
+            "no Docker engine answers ({why}): start one, or opt out of the Docker tests with DROVER_TEST_SKIP=docker"
+        ),
         Err((false, why)) => panic!("{why}"),
     }
+}
+
+/// Whether this run opted out of the Docker tests: `DROVER_TEST_SKIP`
+/// lists `docker` (comma-separated). Nothing else skips them: a test that
+/// cannot reach an engine fails.
+pub fn skipping_docker() -> bool {
+    std::env::var("DROVER_TEST_SKIP")
+        .map(|v| v.split(',').any(|w| w.trim() == "docker"))
+        .unwrap_or(false)
 }
 
 /// A node name no other test (nor process) uses: `PREFIX-TEST-PID-N`.

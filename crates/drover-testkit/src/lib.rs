@@ -26,6 +26,7 @@
 pub mod agent;
 pub mod cli;
 pub mod docker;
+pub use docker::skipping_docker;
 pub mod net;
 pub mod pods;
 pub mod server;
