@@ -133,16 +133,24 @@ fn endpoint(server: &str, connect_timeout: Duration) -> Result<tonic::transport:
         .keep_alive_while_idle(true))
 }
 
+/// What `Cluster.Certify` gave a node.
+pub(crate) struct Certified {
+    pub(crate) cred: Credential,
+    pub(crate) ca: String,
+    /// The cluster's servers, as the certifying member knows them.
+    pub(crate) servers: Vec<String>,
+}
+
 /// Gets a certificate for node `name`: with the node token (a join, over
 /// TLS pinned to the CA digest the token carries) or, with `renew`, over
-/// the node's own authenticated channel. Answers the credential and CA.
+/// the node's own authenticated channel.
 pub(crate) async fn certify(
     server: &str,
     name: &str,
     token: Option<&JoinToken>,
     renew: Option<&NodeTls>,
     timeout: Duration,
-) -> Result<(Credential, String), Status> {
+) -> Result<Certified, Status> {
     let cn = Role::Node(name.to_string()).common_name();
     let (mut cred, channel, token_text) = match (renew, token) {
         (Some(current), _) => {
@@ -191,7 +199,11 @@ pub(crate) async fn certify(
     .map_err(|_| Status::deadline_exceeded(format!("no certificate within {timeout:?}")))??
     .into_inner();
     cred.cert_pem = resp.cert;
-    Ok((cred, resp.ca))
+    Ok(Certified {
+        cred,
+        ca: resp.ca,
+        servers: resp.servers,
+    })
 }
 
 /// An error and its causes on one line.
@@ -220,6 +232,10 @@ pub(crate) struct Session {
     /// The certificate the session was opened with (new when it was
     /// just issued or renewed).
     pub(crate) tls: Option<Arc<NodeTls>>,
+    /// The server the session is on, and the servers its certificate's
+    /// answer named (empty when no certificate was made).
+    pub(crate) server: String,
+    pub(crate) learnt: Vec<String>,
 }
 
 /// Whether a failure is the server refusing this agent (bad token, bad
@@ -271,6 +287,8 @@ pub(crate) async fn open(
                 inbound,
                 welcome,
                 tls: None,
+                server: String::new(),
+                learnt: Vec::new(),
             }),
             Some(other) => Err(Status::internal(format!(
                 "the server's first message was not a welcome: {other:?}"

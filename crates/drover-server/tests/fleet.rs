@@ -51,22 +51,27 @@ async fn losing_the_one_server_the_nodes_were_given_takes_no_node_down() {
         all_ready(survivors.clone())
     })
     .await;
-    // Every member says how many sessions it holds; they add up.
+    // Every member says how many sessions it holds; they add up, and they
+    // are spread: a new node learns the members when it gets its
+    // certificate and opens its session on a random one (seeded here).
     let held = wait_for(
         "the sessions counted",
         WAIT,
         Duration::from_millis(50),
         || async {
-            let mut sum = 0;
+            let mut per = Vec::new();
             for a in &addrs {
                 let one = client(vec![a.clone()], &admin, &ca);
-                sum += one.status().await.ok()?.sessions;
+                per.push(one.status().await.ok()?.sessions as usize);
             }
-            (sum as usize == NODES).then_some(sum)
+            (per.iter().sum::<usize>() == NODES).then_some(per)
         },
     )
     .await;
-    assert_eq!(held as usize, NODES);
+    assert!(
+        held.iter().filter(|n| **n > 0).count() >= 2 && held[0] < NODES,
+        "sessions spread over the members, not all on the address given: {held:?}"
+    );
 
     // Kill the first server (the only address the nodes were given).
     let t = Instant::now();

@@ -261,6 +261,10 @@ impl Link {
         let hello = hello(shared, me);
         let gate = shared.gate.clone();
         let wall = shared.clock.wall();
+        let given = shared.servers.clone();
+        // Drawn here, from the node's seeded generator: where a new node's
+        // session goes is repeatable.
+        let pick = self.rng.random::<u32>() as usize;
         let fut = async move {
             // A sim process lets only so many nodes join at once.
             let _permit = match gate {
@@ -271,10 +275,13 @@ impl Link {
                 ),
                 None => None,
             };
+            let mut on = addr.clone();
+            let mut learnt = Vec::new();
             let creds = match current {
                 Some(c) if !c.renewal_due(wall) => c,
                 other => {
-                    let (cred, ca) = wire::certify(
+                    let joining = other.is_none();
+                    let got = wire::certify(
                         &addr,
                         &name,
                         token.as_ref(),
@@ -282,7 +289,15 @@ impl Link {
                         timeout.max(Duration::from_secs(5)),
                     )
                     .await?;
-                    let t = Arc::new(NodeTls::new(cred, ca, timeout)?);
+                    // A new node knows the whole cluster now: its session
+                    // goes to a random server of it, so that nodes spread
+                    // over the members from the start.
+                    if joining && !got.servers.is_empty() {
+                        let all = merged(&given, &got.servers);
+                        on = all[pick % all.len()].clone();
+                    }
+                    learnt = got.servers;
+                    let t = Arc::new(NodeTls::new(got.cred, got.ca, timeout)?);
                     if let Some(d) = &dir {
                         if let Err(e) = t.save(d) {
                             tracing::warn!(node = %name, "cannot keep the node certificate in {}: {e:#}", d.display());
@@ -291,8 +306,19 @@ impl Link {
                     t
                 }
             };
-            let mut s = wire::open(creds.channel(&addr)?, hello, timeout, None).await?;
+            let mut s = match wire::open(creds.channel(&on)?, hello.clone(), timeout, None).await {
+                Ok(s) => s,
+                // The chosen server does not answer: the one that just
+                // answered does.
+                Err(_) if on != addr => {
+                    on = addr.clone();
+                    wire::open(creds.channel(&on)?, hello, timeout, None).await?
+                }
+                Err(e) => return Err(e),
+            };
             s.tls = Some(creds);
+            s.server = on;
+            s.learnt = learnt;
             Ok(s)
         };
         self.state = State::Opening(Box::pin(fut));
@@ -318,7 +344,11 @@ impl Link {
                 if let Some(t) = &session.tls {
                     self.creds = Some(t.clone());
                 }
+                self.learn_servers(shared, me, &session.learnt);
                 self.learn_servers(shared, me, &session.welcome.servers);
+                if let Some(i) = self.servers.iter().position(|s| *s == session.server) {
+                    self.server = i;
+                }
                 let now = shared.clock.now();
                 let every = shared.tuning.heartbeat.unwrap_or_else(|| {
                     match session.welcome.heartbeat_interval_ms {
