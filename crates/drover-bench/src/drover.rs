@@ -104,9 +104,11 @@ impl Cluster for DroverCluster {
         self.ca = cfg.ca;
         // The HTTP port is HTTPS, its certificate signed by the cluster CA
         // (the same CA for the members that join).
-        let ca_crt = poll("the first member's ca.crt", Duration::from_secs(30), || async {
-            std::fs::read_to_string(d1.join("ca.crt")).ok()
-        })
+        let ca_crt = poll(
+            "the first member's ca.crt",
+            Duration::from_secs(30),
+            || async { std::fs::read_to_string(d1.join("ca.crt")).ok() },
+        )
         .await?;
         let tls = health_tls_config(&ca_crt)?;
         for m in &mut self.members {

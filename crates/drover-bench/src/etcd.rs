@@ -111,7 +111,11 @@ impl EtcdCluster {
             ];
             if tls {
                 let f = |n: String| dir.join(n).display().to_string();
-                let (crt, key, ca) = (f(format!("{name}.crt")), f(format!("{name}.key")), f("ca.crt".into()));
+                let (crt, key, ca) = (
+                    f(format!("{name}.crt")),
+                    f(format!("{name}.key")),
+                    f("ca.crt".into()),
+                );
                 args.extend([
                     "--cert-file".into(),
                     crt.clone(),
@@ -166,7 +170,10 @@ impl Cluster for EtcdCluster {
     }
 
     fn target(&self, i: usize) -> Result<Target> {
-        Ok(Target::Etcd(EtcdClient::connect_lazy(self.clients[i], self.tls.clone())?))
+        Ok(Target::Etcd(EtcdClient::connect_lazy(
+            self.clients[i],
+            self.tls.clone(),
+        )?))
     }
 
     async fn leader(&self) -> Result<usize> {
