@@ -12,6 +12,7 @@ ports) and one `drover sim --nodes N`, then measures
     both seen on `drover get ... -w` streams timestamped here (p50/p99)
   - sigkill: SIGKILL of the sim process -> N nodes NotReady (node timeout
     5 s), seen on a `get nodes -w` stream
+  - CPU time of the server and of the sim from the sim's start to all Ready
   - RSS of the server (after the join and after apply) and of the sim
     process (per node)
 Every port is TLS 1.3: each simulated node makes its own key, gets its
@@ -50,6 +51,13 @@ def rss_mib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def cpu_s(pid):
+    """User + system CPU time of a process, in seconds (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fig(name, value, unit):
@@ -141,11 +149,16 @@ class Run:
     def run(self):
         n, prefix = self.n, f"n{self.n}."
         server, grpc, token = self.start_server()
+        server_cpu0 = cpu_s(server.pid)
         t0 = time.monotonic()
         sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token-file", token,
                           "--nodes", str(n)], "sim.log")
         self.wait(f"{n} nodes Ready", lambda: self.nodes_ready(True), 600)
         fig(prefix + "join_all_ready", (time.monotonic() - t0) * 1e3, "ms")
+        # CPU spent from the sim's start to all Ready (the server's includes
+        # answering this script's 50 ms polls).
+        fig(prefix + "join_server_cpu", cpu_s(server.pid) - server_cpu0, "s")
+        fig(prefix + "join_sim_cpu", cpu_s(sim.pid), "s")
         fig(prefix + "server_rss_after_join", rss_mib(server.pid), "MiB")
         sim_rss = rss_mib(sim.pid)
         fig(prefix + "sim_rss_after_join", sim_rss, "MiB")
