@@ -3,6 +3,8 @@
 # binary and the benchmark, installs etcd 3.4 if it is missing (Debian's
 # etcd-server, as root), then runs crates/drover-bench. Extra arguments go
 # to drover-bench (see `--help`), e.g. bench/run.sh --seconds 5.
+# drover always speaks TLS 1.3; etcd runs with client and peer TLS too
+# (certificates made by drover-bench), or plain with --etcd-plain.
 #
 # Figures: one `system.name: value unit` line each on stdout, then a
 # markdown table of drover/etcd ratios. Diagnostics on stderr ('#').

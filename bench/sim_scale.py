@@ -12,7 +12,14 @@ ports) and one `drover sim --nodes N`, then measures
     both seen on `drover get ... -w` streams timestamped here (p50/p99)
   - sigkill: SIGKILL of the sim process -> N nodes NotReady (node timeout
     5 s), seen on a `get nodes -w` stream
-  - RSS of the server (after apply) and of the sim process (per node)
+  - CPU time of the server and of the sim from the sim's start to all Ready
+  - RSS of the server (after the join and after apply) and of the sim
+    process (per node)
+Every port is TLS 1.3: each simulated node makes its own key, gets its
+certificate (Cluster.Certify, with the node token read from the server's
+DATA_DIR/node-token by `drover sim --token-file`) and keeps its own TLS
+connection; the drover commands read DATA_DIR/client.yaml (servers, CA,
+admin token).
 and prints one `name: value unit` line per figure. Every process it starts
 is killed on exit; every wait has a deadline.
 
@@ -44,6 +51,13 @@ def rss_mib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def cpu_s(pid):
+    """User + system CPU time of a process, in seconds (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fig(name, value, unit):
@@ -121,23 +135,34 @@ class Run:
 
     def start_server(self):
         """One `drover server` (node timeout 5 s) on free loopback ports:
-        (process, gRPC port, join token), once its client config exists."""
+        (process, gRPC port, path of its node token), once its client config
+        and node token exist."""
         grpc, http = free_port(), free_port()
         server = self.start(["server", "--data-dir", os.path.join(self.work, "server"),
                              "--listen", f"127.0.0.1:{grpc}", "--http", f"127.0.0.1:{http}",
                              "--node-timeout", "5s"], "server.log")
-        self.wait("client.yaml", lambda: os.path.exists(self.cfg), 30)
-        token = open(os.path.join(self.work, "server", "node-token")).read().strip()
+        token = os.path.join(self.work, "server", "node-token")
+        self.wait("client.yaml and node-token",
+                  lambda: os.path.exists(self.cfg) and os.path.exists(token), 30)
         return server, grpc, token
 
     def run(self):
         n, prefix = self.n, f"n{self.n}."
         server, grpc, token = self.start_server()
+        server_cpu0 = cpu_s(server.pid)
         t0 = time.monotonic()
-        sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token", token,
+        sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token-file", token,
                           "--nodes", str(n)], "sim.log")
         self.wait(f"{n} nodes Ready", lambda: self.nodes_ready(True), 600)
         fig(prefix + "join_all_ready", (time.monotonic() - t0) * 1e3, "ms")
+        # CPU spent from the sim's start to all Ready (the server's includes
+        # answering this script's 50 ms polls).
+        fig(prefix + "join_server_cpu", cpu_s(server.pid) - server_cpu0, "s")
+        fig(prefix + "join_sim_cpu", cpu_s(sim.pid), "s")
+        fig(prefix + "server_rss_after_join", rss_mib(server.pid), "MiB")
+        sim_rss = rss_mib(sim.pid)
+        fig(prefix + "sim_rss_after_join", sim_rss, "MiB")
+        fig(prefix + "sim_rss_per_node_after_join", sim_rss * 1024 / n, "KiB")
         path = os.path.join(self.work, "ds.yaml")
         open(path, "w").write(DS)
         # Followed on a watch of the DaemonSet (what `rollout status` reads):
@@ -191,7 +216,7 @@ class Run:
         nodes.start()
         pods.start()
         time.sleep(1.0)  # both watches are established and have printed their tables
-        joiner = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token", token,
+        joiner = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token-file", token,
                              "--nodes", str(m), "--prefix", "join-"], "join-sim.log")
         def done():
             on = {c[6] for (_, c) in list(pods.first.values()) if c[6].startswith("join-")}

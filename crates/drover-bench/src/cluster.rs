@@ -1,5 +1,6 @@
 //! What both clusters share: member processes, free loopback ports, the
-//! `/health` probe, and the [`Cluster`] interface the benchmark drives.
+//! `/health` probe (HTTPS to a member that serves TLS, plain HTTP
+//! otherwise), and the [`Cluster`] interface the benchmark drives.
 
 use crate::target::Target;
 use anyhow::{bail, Context, Result};
@@ -9,9 +10,13 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::ClientConfig;
+use tokio_rustls::TlsConnector;
 
 /// A 3-member cluster under test, as the benchmark sees it.
 pub trait Cluster {
@@ -42,6 +47,9 @@ pub struct Member {
     log: PathBuf,
     /// The HTTP address that answers `GET /health`.
     pub health: SocketAddr,
+    /// When set, `/health` is asked over HTTPS with this configuration (the
+    /// certificate must name [`drover_pki::SERVER_NAME`]); plain HTTP else.
+    health_tls: Option<Arc<ClientConfig>>,
     started: bool,
     child: Option<Child>,
 }
@@ -56,6 +64,7 @@ impl Member {
             env_remove: Vec::new(),
             log,
             health,
+            health_tls: None,
             started: false,
             child: None,
         }
@@ -74,6 +83,18 @@ impl Member {
     pub fn env_remove(mut self, vars: Vec<String>) -> Member {
         self.env_remove = vars;
         self
+    }
+
+    /// Asks `/health` over HTTPS with `tls` (see [`health_tls_config`]).
+    pub fn health_tls(mut self, tls: Option<Arc<ClientConfig>>) -> Member {
+        self.health_tls = tls;
+        self
+    }
+
+    /// Same as [`Member::health_tls`], for a CA known only once the member
+    /// runs (drover writes it at bootstrap).
+    pub fn set_health_tls(&mut self, tls: Arc<ClientConfig>) {
+        self.health_tls = Some(tls);
     }
 
     /// Replaces the first-start arguments (for values known only once an
@@ -186,9 +207,9 @@ impl Member {
     }
 
     /// `GET /health` answers 200 with `"health":"true"` (both etcd and
-    /// drover answer so).
+    /// drover answer so), over HTTPS when the member has a TLS config.
     pub async fn healthy(&self) -> bool {
-        http_health(self.health).await
+        http_health(self.health, self.health_tls.as_ref()).await
     }
 
     /// The last `n` lines of the member's log, for diagnostics.
@@ -230,22 +251,54 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>> {
         .collect()
 }
 
-/// One `GET /health` over HTTP/1.1, bounded to one second.
-async fn http_health(addr: SocketAddr) -> bool {
+/// The HTTPS configuration of the `/health` probe: trusts `ca_pem` only,
+/// speaks HTTP/1.1 (ALPN `http/1.1`).
+pub fn health_tls_config(ca_pem: &str) -> Result<Arc<ClientConfig>> {
+    drover_pki::tls::https_client_config(ca_pem).context("the /health probe's TLS configuration")
+}
+
+/// One `GET /health` over HTTP/1.1, over TLS when `tls` is given (the
+/// server name checked is [`drover_pki::SERVER_NAME`]), bounded to one
+/// second in all (connect, handshake, request, response).
+async fn http_health(addr: SocketAddr, tls: Option<&Arc<ClientConfig>>) -> bool {
     let probe = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf);
-        let ok = text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200");
-        Some(ok && text.replace(' ', "").contains("\"health\":\"true\""))
+        let tcp = TcpStream::connect(addr).await.ok()?;
+        match tls {
+            None => get_health(tcp, addr).await,
+            Some(cfg) => {
+                let name = ServerName::try_from(drover_pki::SERVER_NAME).ok()?;
+                let s = TlsConnector::from(cfg.clone())
+                    .connect(name, tcp)
+                    .await
+                    .ok()?;
+                get_health(s, addr).await
+            }
+        }
     };
     matches!(
         tokio::time::timeout(Duration::from_secs(1), probe).await,
         Ok(Some(true))
     )
+}
+
+/// Sends the request on `s` and judges the answer. The response is read
+/// until the server closes; a TLS peer that closes without `close_notify`
+/// ends the read with an error, so what arrived before it is judged.
+async fn get_health<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, addr: SocketAddr) -> Option<bool> {
+    let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    s.flush().await.ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let ok = text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200");
+    Some(ok && text.replace(' ', "").contains("\"health\":\"true\""))
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, or fails after `limit`.

@@ -1,8 +1,10 @@
 //! drover: a 3-member cluster of the release binary on loopback. The first
-//! member bootstraps, the others `--join` it with its join token; restarts
-//! resume from the data dir with `--data-dir` alone.
+//! member bootstraps, the others `--join` it with its server token; restarts
+//! resume from the data dir with `--data-dir` alone. Every port speaks TLS
+//! 1.3: the client and the `/health` probe (HTTPS) trust the cluster CA
+//! that the first member writes to DATA_DIR/ca.crt.
 
-use crate::cluster::{all_healthy, poll, Cluster, Member};
+use crate::cluster::{all_healthy, health_tls_config, poll, Cluster, Member};
 use crate::target::Target;
 use anyhow::{Context, Result};
 use drover_cli::{Client, ClientConfig};
@@ -100,6 +102,18 @@ impl Cluster for DroverCluster {
         .await?;
         self.token = cfg.token;
         self.ca = cfg.ca;
+        // The HTTP port is HTTPS, its certificate signed by the cluster CA
+        // (the same CA for the members that join).
+        let ca_crt = poll(
+            "the first member's ca.crt",
+            Duration::from_secs(30),
+            || async { std::fs::read_to_string(d1.join("ca.crt")).ok() },
+        )
+        .await?;
+        let tls = health_tls_config(&ca_crt)?;
+        for m in &mut self.members {
+            m.set_health_tls(tls.clone());
+        }
         let server_token = std::fs::read_to_string(d1.join("server-token"))
             .context("reading the first member's server-token")?
             .trim()

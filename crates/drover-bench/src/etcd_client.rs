@@ -3,7 +3,9 @@
 
 use anyhow::Result;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_rustls::rustls::ClientConfig;
 use tonic::transport::{Channel, Endpoint};
 
 /// The generated etcd v3 messages and clients (see `proto/etcd.proto`).
@@ -23,12 +25,22 @@ pub struct EtcdClient {
 
 impl EtcdClient {
     /// Prepares a connection to `addr` (host:port of a client URL); it
-    /// connects on first use.
-    pub fn connect_lazy(addr: SocketAddr) -> Result<EtcdClient> {
-        let channel = Endpoint::from_shared(format!("http://{addr}"))?
-            .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            .connect_lazy();
+    /// connects on first use, over TLS when `tls` is given (through
+    /// drover's own connector, which checks the name
+    /// [`drover_pki::SERVER_NAME`]: etcd's certificates carry it).
+    pub fn connect_lazy(addr: SocketAddr, tls: Option<Arc<ClientConfig>>) -> Result<EtcdClient> {
+        let channel = match tls {
+            None => Endpoint::from_shared(format!("http://{addr}"))?
+                .connect_timeout(Duration::from_secs(1))
+                .tcp_nodelay(true)
+                .connect_lazy(),
+            Some(tls) => drover_pki::net::lazy(
+                drover_pki::net::endpoint(&addr.to_string())?
+                    .connect_timeout(Duration::from_secs(1))
+                    .tcp_nodelay(true),
+                tls,
+            ),
+        };
         Ok(EtcdClient { channel })
     }
 

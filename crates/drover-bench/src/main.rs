@@ -45,6 +45,10 @@ struct Opts {
     /// The etcd server binary (3.4).
     #[arg(long, default_value = "etcd")]
     etcd_bin: PathBuf,
+    /// Run etcd without TLS (plain HTTP on client and peer URLs). By
+    /// default etcd runs with client and peer TLS, as drover always does.
+    #[arg(long)]
+    etcd_plain: bool,
     /// Systems to run, in this order.
     #[arg(long, value_delimiter = ',', default_value = "drover,etcd")]
     systems: Vec<String>,
@@ -191,7 +195,7 @@ async fn run(o: &Opts) -> Result<()> {
                 let mut c = drover::DroverCluster::new(&drover_bin, &dir, &ports);
                 bench(&mut c, o, &mut rep).await
             } else {
-                let mut c = etcd::EtcdCluster::new(&o.etcd_bin, &dir, &ports)?;
+                let mut c = etcd::EtcdCluster::new(&o.etcd_bin, &dir, &ports, !o.etcd_plain)?;
                 bench(&mut c, o, &mut rep).await
             };
             if let Err(e) = r {
@@ -257,7 +261,15 @@ fn machine_info(o: &Opts, drover_bin: &std::path::Path, work: &std::path::Path) 
     eprintln!("# drover: {} ({drover_version})", drover_bin.display());
     if o.systems.iter().any(|s| s == "etcd") {
         match etcd::version(&o.etcd_bin) {
-            Ok(v) => eprintln!("# etcd: {} ({v})", o.etcd_bin.display()),
+            Ok(v) => eprintln!(
+                "# etcd: {} ({v}), {}",
+                o.etcd_bin.display(),
+                if o.etcd_plain {
+                    "plain HTTP (--etcd-plain)"
+                } else {
+                    "client and peer TLS"
+                }
+            ),
             Err(e) => eprintln!("# etcd: {e:#}"),
         }
     }
