@@ -180,6 +180,9 @@ pub struct Informer {
     state: Arc<RwLock<Arc<Snapshot>>>,
     nodes: Arc<Mutex<Nodes>>,
     changed: watch::Sender<u64>,
+    /// Told (the revision) when a Node object changes or goes: what agent
+    /// sessions watch for their certificate's binding.
+    node_objects: watch::Sender<u64>,
     loaded: watch::Sender<bool>,
 }
 
@@ -189,6 +192,7 @@ impl Default for Informer {
             state: Arc::default(),
             nodes: Arc::default(),
             changed: watch::channel(0).0,
+            node_objects: watch::channel(0).0,
             loaded: watch::channel(false).0,
         }
     }
@@ -370,7 +374,20 @@ impl Informer {
             }
             s.revision = revision;
         }
+        let node_prefix = codec::prefix(Kind::Node, None);
+        if batch.iter().any(|d| match d {
+            Decoded::Node(..) => true,
+            Decoded::Deleted(key) => key.starts_with(&node_prefix),
+            _ => false,
+        }) {
+            self.node_objects.send_replace(revision);
+        }
         self.changed.send_replace(revision);
+    }
+
+    /// Tells when a Node object changes or goes (the revision).
+    pub fn subscribe_node_objects(&self) -> watch::Receiver<u64> {
+        self.node_objects.subscribe()
     }
 
     /// Installs a freshly listed view: every node whose pods may differ is
@@ -401,6 +418,7 @@ impl Informer {
                 nodes.bump(&n, rev);
             }
         }
+        self.node_objects.send_replace(rev);
         self.changed.send_replace(rev);
         self.loaded.send_replace(true);
     }
