@@ -31,7 +31,7 @@ say() { echo "image.sh: $*" >&2; }
 is_static() {
   [ -x "$1" ] || return 1
   if command -v file >/dev/null 2>&1; then
-    file -L "$1" | grep -q 'statically linked'
+    file -L "$1" | grep -Eq 'statically linked|static-pie linked'
   else
     ! ldd "$1" >/dev/null 2>&1
   fi

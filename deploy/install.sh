@@ -25,7 +25,10 @@
 #
 # `uninstall` stops and disables the units, removes the binary, the units,
 # their drop-ins, the env files and the token copies. The data dirs stay
-# unless --purge (which also removes the `drover` user).
+# unless --purge (which also removes the `drover` user). Stopping the agent
+# keeps its containers running (the unit stops it with SIGKILL); with
+# --purge the agent is first made to leave the cluster (SIGTERM: its Node is
+# deleted and its pods stopped).
 #
 # Overrides (for packaging and tests):
 #   DESTDIR=DIR   install under DIR (nothing is started, no user is made,
@@ -352,9 +355,23 @@ uninstall() {
       continue
     fi
     if systemd_runs; then
+      if [ "$role" = agent ] && [ -n "$purge" ] && systemctl is-active --quiet "$unit"; then
+        # SIGTERM makes the agent leave: the Node is deleted and its pods
+        # stopped (the unit's own stop is a SIGKILL that keeps them).
+        say "the agent leaves the cluster (its pods stop)"
+        systemctl kill --signal=SIGTERM "$unit" || true
+        local i
+        for ((i = 0; i < 60; i++)); do
+          systemctl is-active --quiet "$unit" || break
+          sleep 1
+        done
+      fi
       systemctl disable --now "$unit" 2>/dev/null || true
     else
       say "systemd is not running: stop drover $role yourself if it runs"
+      if [ "$role" = agent ] && [ -n "$purge" ]; then
+        say "  (SIGTERM makes the agent leave the cluster and stop its pods; SIGKILL keeps them)"
+      fi
     fi
     rm -f "$DESTDIR$SYSTEMD_DIR/$unit"
     rm -rf "$DESTDIR$SYSTEMD_DIR/$unit.d"

@@ -9,7 +9,8 @@
 #       $SERVER_JOIN_DIR/server-token, then `drover server --join ADDR`.
 #   drover-entrypoint agent [FLAGS…]       waits for $NODE_JOIN_DIR/node-token
 #       (unless the data dir already holds a node certificate), then
-#       `drover agent`.
+#       `drover agent`; without --name, the node is named after the
+#       container's hostname at its first start (kept in DATA_DIR/node-name).
 #   drover-entrypoint sim [FLAGS…]         same wait, then `drover sim`.
 #   drover-entrypoint ANYTHING…            `drover ANYTHING…`
 #
@@ -90,6 +91,24 @@ case "$role" in
       --token-file "$SERVER_JOIN_DIR/server-token" "$@"
     ;;
   agent | sim)
+    if [ "$role" = agent ]; then
+      # The node's name: --name if given, else the name kept in the data
+      # dir, else this container's hostname (kept for next time). A
+      # recreated container (new id, new hostname) that keeps its data dir
+      # keeps its name, which its certificate (DATA_DIR/node.crt) is for.
+      named=""
+      for a in "$@"; do
+        case "$a" in --name | --name=*) named=1 ;; esac
+      done
+      if [ -z "$named" ]; then
+        mkdir -p "$DATA_DIR"
+        if [ ! -s "$DATA_DIR/node-name" ]; then
+          hostname | tr 'A-Z' 'a-z' >"$DATA_DIR/.node-name.tmp"
+          mv -f "$DATA_DIR/.node-name.tmp" "$DATA_DIR/node-name"
+        fi
+        set -- --name "$(cat "$DATA_DIR/node-name")" "$@"
+      fi
+    fi
     if [ "$role" = sim ] || [ ! -s "$DATA_DIR/node.crt" ]; then
       wait_for "$NODE_JOIN_DIR/node-token"
       export DROVER_TOKEN_FILE="$NODE_JOIN_DIR/node-token"
