@@ -229,7 +229,10 @@ install_role() {
   local bindir="$DESTDIR$PREFIX/bin"
   say "binary: $bin -> $bindir/drover"
   mkdir -p "$bindir"
-  install -m 0755 "$bin" "$bindir/drover"
+  # A copy then a rename: replaces a running binary safely (no "text file busy").
+  cp -- "$bin" "$bindir/.drover.tmp"
+  chmod 0755 "$bindir/.drover.tmp"
+  mv -f "$bindir/.drover.tmp" "$bindir/drover"
 
   if [ "$role" = server ]; then ensure_user; fi
 
@@ -320,8 +323,12 @@ install_role() {
   else
     say "systemd is not running here (or DESTDIR/NO_SYSTEMD is set); to start the service:"
     say "  systemctl daemon-reload && systemctl enable --now $unit"
-    say "or by hand, as $([ "$role" = server ] && echo "the user $SERVICE_USER" || echo root):"
-    say "  set -a; . $CONF_DIR/$role.env; set +a; $PREFIX/bin/drover $role \$DROVER_FLAGS"
+    say "or by hand, as root (the env file is root's):"
+    if [ "$role" = server ]; then
+      say "  set -a; . $CONF_DIR/$role.env; set +a; runuser -u $SERVICE_USER -- $PREFIX/bin/drover $role \$DROVER_FLAGS"
+    else
+      say "  set -a; . $CONF_DIR/$role.env; set +a; $PREFIX/bin/drover $role \$DROVER_FLAGS"
+    fi
   fi
   if [ "$role" = server ]; then
     say "client config (on a bootstrapped member): $data_dir/client.yaml; e.g."
