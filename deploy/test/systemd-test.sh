@@ -13,8 +13,13 @@
 #     `systemctl restart drover-agent` keeps the node (SIGKILL: no leave);
 #     `systemctl stop` ends inactive, not failed;
 #   - `systemctl restart drover-server` is clean;
-#   - uninstall agent --purge makes the node leave (deleted); uninstall
-#     --purge removes everything and the user.
+#   - uninstall agent --purge makes the node leave (deleted);
+#   - then (unless NO_DOCKER_AGENT=1; needs local/busybox:1) the agent with
+#     --runtime docker on this machine's engine (its socket mounted): a
+#     DaemonSet pod Running, `systemctl stop drover-agent` keeps its
+#     containers, the restarted agent adopts the same containers, uninstall
+#     --purge (leave) stops them;
+#   - uninstall --purge removes everything and the user.
 #
 #   deploy/test/systemd-test.sh      (DROVER_BIN: the binary, as install.sh)
 # Exit 0 when every check passed; 77 when systemd cannot run here.
@@ -31,8 +36,11 @@ fail() { say "FAIL: $*"; exit 1; }
 [ -x /usr/lib/systemd/systemd ] && [ -L /bin ] || { say "needs a merged-/usr host with systemd installed"; exit 77; }
 
 work="$(mktemp -d)"
+dnode="systemdtest-$$"
 cleanup() {
   docker rm -f "$cname" >/dev/null 2>&1 || true
+  # Containers a failed docker-runtime part may have left.
+  docker ps -aq --filter "label=io.drover.node=$dnode" | xargs -r docker rm -f >/dev/null 2>&1 || true
   docker rmi "$image" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -42,6 +50,7 @@ r="$work/r"
 mkdir -p "$r"/{etc/systemd/system,run,tmp,var/lib,var/log,root,proc,sys,dev,home,src,usr,opt}
 chmod 1777 "$r/tmp"
 for l in bin lib lib64 sbin; do ln -s "usr/$l" "$r/$l"; done
+ln -s ../run "$r/var/run"
 cp /etc/passwd /etc/group /etc/shadow /etc/gshadow /etc/nsswitch.conf /etc/login.defs "$r/etc/" 2>/dev/null || true
 ln -s ../usr/lib/os-release "$r/etc/os-release"
 : >"$r/etc/machine-id"
@@ -50,6 +59,7 @@ tar --numeric-owner -C "$r" -c . | docker import -c 'ENV container=docker' - "$i
 docker run -d --name "$cname" --network none --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
   -v /usr:/usr:ro --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
   -v "$deploy:/src/deploy:ro" -v "$bin:/src/drover:ro" \
+  -v /var/run/docker.sock:/run/docker.sock \
   "$image" /usr/lib/systemd/systemd >/dev/null || { say "cannot start a systemd container here"; exit 77; }
 S() { docker exec -e DROVER_BIN=/src/drover -e PREFIX=/opt/drover "$cname" "$@"; }
 K() { S /opt/drover/bin/drover --config /var/lib/drover/server/client.yaml "$@"; }
@@ -112,6 +122,55 @@ ready || fail "box1 not Ready after the server restarted"
 say "uninstall agent --purge: the node leaves"
 S /src/deploy/install.sh uninstall agent --purge >&2 2>&1
 K get nodes 2>/dev/null | grep -q '^box1 ' && fail "box1 still there after uninstall --purge"
+
+# --- the agent with --runtime docker (this machine's engine) under the unit
+if [ -z "${NO_DOCKER_AGENT:-}" ] && docker image inspect local/busybox:1 >/dev/null 2>&1; then
+  say "install.sh agent --runtime docker --name $dnode (the host's engine through its socket)"
+  S /src/deploy/install.sh agent --server 127.0.0.1:7600 --token-file /var/lib/drover/server/node-token \
+    --runtime docker --name "$dnode" >&2 2>&1 || fail "install.sh agent (docker)"
+  docker exec -i "$cname" /opt/drover/bin/drover --config /var/lib/drover/server/client.yaml apply -f - >&2 <<YAML
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: systemdtest}
+spec:
+  selector: {matchLabels: {app: systemdtest}}
+  template:
+    metadata: {labels: {app: systemdtest}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $dnode}
+      containers:
+      - name: c
+        image: local/busybox:1
+        imagePullPolicy: Never
+        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait \$!; done"]
+YAML
+  ids() { docker ps -q --no-trunc --filter "label=io.drover.node=$dnode" | sort | tr '\n' ' '; }
+  running=""
+  for _ in $(seq 1 150); do
+    if K get pods -o wide 2>/dev/null | grep "$dnode" | grep -q Running; then running=1; break; fi
+    sleep 0.2
+  done
+  K get pods -o wide >&2 || true
+  [ -n "$running" ] || { S journalctl -u drover-agent --no-pager | tail -20; fail "the docker pod is not Running"; }
+  before="$(ids)"
+  [ -n "$before" ] || fail "no container labelled io.drover.node=$dnode on the engine"
+  say "containers: $(wc -w <<<"$before") ($before)"
+  say "systemctl stop drover-agent: the containers keep running"
+  S systemctl stop drover-agent
+  sleep 2
+  [ "$(ids)" = "$before" ] || fail "containers changed after an agent stop: $(ids)"
+  S systemctl start drover-agent
+  sleep 5
+  K get pods -o wide 2>/dev/null | grep "$dnode" | grep -q Running || fail "pod not Running after the agent came back"
+  [ "$(ids)" = "$before" ] || fail "containers replaced after the agent came back (not adopted): $(ids)"
+  say "the restarted agent adopted the same containers"
+  say "uninstall agent --purge: the node leaves and its containers stop"
+  S /src/deploy/install.sh uninstall agent --purge >&2 2>&1
+  [ -z "$(ids)" ] || fail "containers left after the node left: $(ids)"
+  K delete ds systemdtest >&2 || true
+else
+  say "skipping the docker-runtime agent (NO_DOCKER_AGENT set or no local/busybox:1: deploy/examples/busybox-image.sh)"
+fi
 say "uninstall --purge"
 S /src/deploy/install.sh uninstall --purge >&2 2>&1
 for p in /opt/drover/bin/drover /etc/drover /var/lib/drover /etc/systemd/system/drover-server.service \
