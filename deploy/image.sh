@@ -85,6 +85,7 @@ printf 'root:x:0:\ndrover:x:10001:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
 
 version="$("$bin" --version 2>/dev/null | head -n 1 || echo drover)"
+old_id="$("$docker" image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)"
 tar --numeric-owner --owner=0 --group=0 -C "$root" -c . |
   "$docker" import \
     -c 'ENV PATH=/usr/local/bin:/bin' \
@@ -102,6 +103,10 @@ case "$out" in
 esac
 if [ "$("$docker" run --rm --network none --entrypoint /bin/sh "$image" -c 'echo ok')" != ok ]; then
   say "$image: busybox sh does not run"; exit 4
+fi
+# The previous build, now untagged, is dropped (unless a container uses it).
+if [ -n "$old_id" ] && [ "$old_id" != "$("$docker" image inspect -f '{{.Id}}' "$image")" ]; then
+  "$docker" rmi "$old_id" >/dev/null 2>&1 || true
 fi
 say "ok: $image ($out, $("$docker" image inspect -f '{{.Size}}' "$image") bytes)"
 echo "$image"

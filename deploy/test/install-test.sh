@@ -27,6 +27,7 @@ work="$(mktemp -d)"
 cname="drover-installtest-$$"
 cleanup() {
   docker rm -f "$cname" >/dev/null 2>&1 || true
+  docker rmi "$image" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
