@@ -33,7 +33,8 @@ is_static() {
   if command -v file >/dev/null 2>&1; then
     file -L "$1" | grep -Eq 'statically linked|static-pie linked'
   else
-    ! ldd "$1" >/dev/null 2>&1
+    # static-pie: "statically linked"; classic static: "not a dynamic executable"
+    ldd "$1" 2>&1 | grep -Eq 'statically linked|not a dynamic executable'
   fi
 }
 

@@ -206,7 +206,7 @@ install_role() {
   fi
   local given_flags="${#flags[@]}"
   [ -n "$data_dir" ] || data_dir="$default_dir"
-  [ "$data_dir" != "" ] && [ "$data_dir" != "/" ] || die "--data-dir / is not a data dir"
+  if [ "$data_dir" = "" ] || [ "$data_dir" = "/" ]; then die "--data-dir / is not a data dir"; fi
 
   local env="$DESTDIR$CONF_DIR/$role.env"
   local keep_env=""

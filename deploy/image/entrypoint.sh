@@ -103,7 +103,7 @@ case "$role" in
       if [ -z "$named" ]; then
         mkdir -p "$DATA_DIR"
         if [ ! -s "$DATA_DIR/node-name" ]; then
-          hostname | tr 'A-Z' 'a-z' >"$DATA_DIR/.node-name.tmp"
+          hostname | tr '[:upper:]' '[:lower:]' >"$DATA_DIR/.node-name.tmp"
           mv -f "$DATA_DIR/.node-name.tmp" "$DATA_DIR/node-name"
         fi
         set -- --name "$(cat "$DATA_DIR/node-name")" "$@"

@@ -33,7 +33,7 @@ cname="drover-systemdtest-$$"
 say() { echo "systemd-test: $*" >&2; }
 fail() { say "FAIL: $*"; exit 1; }
 [ -x "$bin" ] || fail "no binary at $bin (deploy/build-static.sh)"
-[ -x /usr/lib/systemd/systemd ] && [ -L /bin ] || { say "needs a merged-/usr host with systemd installed"; exit 77; }
+if [ ! -x /usr/lib/systemd/systemd ] || [ ! -L /bin ]; then say "needs a merged-/usr host with systemd installed"; exit 77; fi
 
 work="$(mktemp -d)"
 dnode="systemdtest-$$"
