@@ -110,6 +110,21 @@ impl Objects {
         }
     }
 
+    /// Reads one object from this member's applied state: possibly behind,
+    /// for a read-modify-write that is compare-and-swap anyway (a stale
+    /// read only costs a retry with [`Objects::get`]).
+    pub async fn get_local(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Manifest, ApiError> {
+        match self.read_local(&key(kind, namespace, name)).await? {
+            Some(kv) => decode(&kv),
+            None => Err(ApiError::not_found(kind, name)),
+        }
+    }
+
     /// Lists objects of a kind (one namespace or all) matching a selector,
     /// and the list's resourceVersion.
     pub async fn list(

@@ -41,14 +41,25 @@ impl Objects {
         serial: &str,
         from: Option<&str>,
     ) -> Result<(), ApiError> {
-        for _ in 0..ATTEMPTS {
-            let existing = match self.get(Kind::Node, "", name).await {
+        for attempt in 0..ATTEMPTS {
+            // The first read is this member's own state (a join of a new
+            // name costs no ReadIndex round); the writes are
+            // compare-and-swap, so a stale read costs a retry, which reads
+            // linearizably. A refusal is only ever made on a linearizable
+            // read.
+            let read = if attempt == 0 {
+                self.get_local(Kind::Node, "", name).await
+            } else {
+                self.get(Kind::Node, "", name).await
+            };
+            let existing = match read {
                 Ok(Manifest::Node(n)) => Some(*n),
                 Ok(_) => None,
                 Err(ApiError::NotFound(_)) => None,
                 Err(e) => return Err(e),
             };
             let r = match (existing, from) {
+                (None, Some(_)) if attempt == 0 => continue,
                 (None, Some(_)) => return Err(revoked(name)),
                 (None, None) => {
                     let mut n = Node {
@@ -66,9 +77,13 @@ impl Objects {
                 (Some(mut n), from) => {
                     let current = bound_serial(&n).map(str::to_string);
                     match from {
+                        Some(old) if current.as_deref() != Some(old) && attempt == 0 => continue,
                         Some(old) if current.as_deref() != Some(old) => return Err(revoked(name)),
                         Some(_) => {}
                         None => {
+                            if current.is_some() && n.is_ready() && attempt == 0 {
+                                continue;
+                            }
                             if current.is_some() && n.is_ready() {
                                 return Err(ApiError::Conflict(format!(
                                     "node {name} is held by a Ready node with another certificate; choose another --name, or `drover delete node {name}` first if that machine is gone"

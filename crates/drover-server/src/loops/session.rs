@@ -77,24 +77,29 @@ pub fn hello_node(hello: &pb::Hello) -> Result<Node, ApiError> {
 
 /// Creates the agent's Node, or updates the existing one with what the
 /// agent reports; answers its name.
-pub async fn register(objects: &Objects, node: Node) -> Result<String, ApiError> {
+pub async fn register(objects: &Objects, node: Node, serial: &str) -> Result<String, ApiError> {
     let name = node.metadata.name.clone();
-    for _ in 0..REGISTER_ATTEMPTS {
-        let existing = match objects.get(Kind::Node, "", &name).await {
-            Ok(Manifest::Node(n)) => Some(*n),
-            Ok(_) | Err(ApiError::NotFound(_)) => None,
+    for attempt in 0..REGISTER_ATTEMPTS {
+        // Local first (the write is compare-and-swap; a stale read is
+        // retried linearizably).
+        let read = if attempt == 0 {
+            objects.get_local(Kind::Node, "", &name).await
+        } else {
+            objects.get(Kind::Node, "", &name).await
+        };
+        // The Node exists (its join made it) and is bound to this
+        // certificate; the update below is on that very version, so a
+        // deletion or a new binding in between makes it fail.
+        let existing = match read {
+            Ok(Manifest::Node(n)) if bound_serial(&n) == Some(serial) => *n,
+            Ok(_) | Err(ApiError::NotFound(_)) if attempt == 0 => continue,
+            Ok(_) | Err(ApiError::NotFound(_)) => return Err(revoked(&name)),
             Err(e) => return Err(e),
         };
-        let creating = existing.is_none();
-        let n = node_from_hello(node.clone(), existing, &now_rfc3339());
-        let r = if creating {
-            objects.create(Manifest::Node(Box::new(n))).await
-        } else {
-            objects.update(Manifest::Node(Box::new(n))).await
-        };
-        match r {
+        let n = node_from_hello(node.clone(), Some(existing), &now_rfc3339());
+        match objects.update(Manifest::Node(Box::new(n))).await {
             Ok(_) => return Ok(name),
-            Err(ApiError::Conflict(_) | ApiError::AlreadyExists(_)) => continue,
+            Err(ApiError::Conflict(_) | ApiError::NotFound(_)) => continue,
             Err(e) => return Err(e),
         }
     }
@@ -106,6 +111,15 @@ pub async fn register(objects: &Objects, node: Node) -> Result<String, ApiError>
 /// Refuses a session whose certificate is not (or no longer) the one bound
 /// to its Node.
 pub async fn check_bound(objects: &Objects, name: &str, serial: &str) -> Result<(), ApiError> {
+    // This member's own state first: bound there, bound (a binding only
+    // ever changes by a join, a renewal or a deletion, each of which also
+    // ends the session when this member applies it). Not bound there: ask
+    // linearizably before refusing (the binding may be that recent).
+    if let Ok(Manifest::Node(n)) = objects.get_local(Kind::Node, "", name).await {
+        if bound_serial(&n) == Some(serial) {
+            return Ok(());
+        }
+    }
     match objects.get(Kind::Node, "", name).await {
         Ok(Manifest::Node(n)) if bound_serial(&n) == Some(serial) => Ok(()),
         Ok(_) | Err(ApiError::NotFound(_)) => Err(revoked(name)),

@@ -78,7 +78,7 @@ impl agent_server::Agent for AgentSvc {
         session::check_bound(&self.objects, &name, &serial)
             .await
             .map_err(status)?;
-        let node = session::register(&self.objects, node)
+        let node = session::register(&self.objects, node, &serial)
             .await
             .map_err(status)?;
         self.ctx.heartbeats.beat(&node);
