@@ -84,6 +84,9 @@ pub struct ServerOptions {
     pub admin_token: Option<String>,
     /// How long node certificates live.
     pub node_cert_ttl: Duration,
+    /// How long a joining member may take to catch up with the log (on the
+    /// leader) before its join fails and its learner is removed.
+    pub join_catch_up: Duration,
     pub tick: Duration,
     pub election_ticks: usize,
     pub snapshot_every: u64,
@@ -103,6 +106,7 @@ impl ServerOptions {
             token: None,
             admin_token: None,
             node_cert_ttl: trust::NODE_CERT_TTL,
+            join_catch_up: Duration::from_secs(60),
             tick: Duration::from_millis(100),
             election_ticks: 10,
             snapshot_every: 10_000,
@@ -284,12 +288,9 @@ impl Server {
         } else {
             identity.admin_token.clone()
         };
-        let ctx = Arc::new(ctx::Ctx::new(
-            store.clone(),
-            admin_now,
-            trust.clone(),
-            timeout,
-        ));
+        let mut ctx = ctx::Ctx::new(store.clone(), admin_now, trust.clone(), timeout);
+        ctx.join_catch_up = opts.join_catch_up.max(timeout);
+        let ctx = Arc::new(ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let informer = cache::Informer::default();
         let tasks = vec![

@@ -545,3 +545,50 @@ async fn idle_connections_do_not_keep_a_client_waiting() {
     drop(idle);
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_join_that_does_not_catch_up_leaves_no_learner_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start_tuned(&tmp.path().join("s"), |o| {
+        o.join_catch_up = Duration::from_secs(2);
+    })
+    .await;
+    // A member certificate for an id whose address nobody answers on (as a
+    // joiner that dies after certifying would leave).
+    let (issued, key) = s
+        .server
+        .trust
+        .ca
+        .issue(
+            &Role::Member(0x77),
+            &[],
+            Duration::from_secs(60),
+            SystemTime::now(),
+        )
+        .unwrap();
+    let ch = cert_channel(&s.addr, &s.ca, &issued.cert_pem, &key).await;
+    let mut req = tonic::Request::new(pb::JoinRequest {
+        id: 0x77,
+        addr: "127.0.0.1:1".into(),
+        http: String::new(),
+    });
+    req.set_timeout(Duration::from_secs(30));
+    let e = pb::cluster_client::ClusterClient::new(ch)
+        .join(req)
+        .await
+        .expect_err("a joiner that never catches up");
+    assert!(e.message().contains("removed"), "{}", e.message());
+    let members = s.server.store.members();
+    assert!(
+        members.get(&0x77).is_none_or(|m| m.removed),
+        "the learner is gone: {members:?}"
+    );
+    assert!(!members.values().any(|m| m.learner && !m.removed));
+    let cfg = drover_cli::ClientConfig::load(&s.dir.join("client.yaml")).unwrap();
+    assert_eq!(
+        cfg.servers,
+        vec![s.addr.clone()],
+        "client.yaml names voters only"
+    );
+    s.shutdown().await;
+}

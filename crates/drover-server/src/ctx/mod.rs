@@ -29,6 +29,9 @@ pub struct Ctx {
     pub trust: Arc<Trust>,
     /// How long a call waits for a leader, a read or a write.
     pub timeout: Duration,
+    /// How long a joining member may take to catch up with the log before
+    /// its join fails and its learner is removed.
+    pub join_catch_up: Duration,
     /// Node heartbeats heard here (and, on the leader, relayed here).
     pub heartbeats: Heartbeats,
     /// Agent sessions held here, for logs and exec.
@@ -44,6 +47,7 @@ impl Ctx {
             admin_token: RwLock::new(admin_token),
             trust,
             timeout,
+            join_catch_up: Duration::from_secs(60),
             heartbeats: Default::default(),
             sessions: Default::default(),
             channels: Mutex::new(HashMap::new()),

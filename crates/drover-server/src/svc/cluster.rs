@@ -237,7 +237,7 @@ impl cluster_server::Cluster for ClusterSvc {
             body: &r,
             token: None,
             hops,
-            deadline: Instant::now() + self.0.timeout.max(Duration::from_secs(60)),
+            deadline: Instant::now() + self.0.join_catch_up,
             idempotent: true,
         };
         let resp = self
