@@ -26,9 +26,9 @@
 # `uninstall` stops and disables the units, removes the binary, the units,
 # their drop-ins, the env files and the token copies. The data dirs stay
 # unless --purge (which also removes the `drover` user). Stopping the agent
-# keeps its containers running (the unit stops it with SIGKILL); with
-# --purge the agent is first made to leave the cluster (SIGTERM: its Node is
-# deleted and its pods stopped).
+# keeps its containers running; with --purge the agent then leaves the
+# cluster (`drover agent FLAGS --leave`: its Node is deleted and its pods
+# stopped).
 #
 # Overrides (for packaging and tests):
 #   DESTDIR=DIR   install under DIR (nothing is started, no user is made,
@@ -362,22 +362,24 @@ uninstall() {
       continue
     fi
     if systemd_runs; then
-      if [ "$role" = agent ] && [ -n "$purge" ] && systemctl is-active --quiet "$unit"; then
-        # SIGTERM makes the agent leave: the Node is deleted and its pods
-        # stopped (the unit's own stop is a SIGKILL that keeps them).
-        say "the agent leaves the cluster (its pods stop)"
-        systemctl kill --signal=SIGTERM "$unit" || true
-        local i
-        for ((i = 0; i < 60; i++)); do
-          systemctl is-active --quiet "$unit" || break
-          sleep 1
-        done
-      fi
       systemctl disable --now "$unit" 2>/dev/null || true
+      if [ "$role" = agent ] && [ -n "$purge" ] && [ -f "$DESTDIR$CONF_DIR/$role.env" ]; then
+        # Stopping keeps the containers; leaving is explicit: `drover agent
+        # FLAGS --leave` deletes the Node and stops its pods.
+        say "the agent leaves the cluster (its pods stop)"
+        (
+          set -a
+          # shellcheck disable=SC1090
+          . "$DESTDIR$CONF_DIR/$role.env"
+          set +a
+          # shellcheck disable=SC2086
+          "$DESTDIR$PREFIX/bin/drover" agent $DROVER_FLAGS --leave
+        ) || say "  leaving failed: delete the node with drover delete node NAME"
+      fi
     else
       say "systemd is not running: stop drover $role yourself if it runs"
       if [ "$role" = agent ] && [ -n "$purge" ]; then
-        say "  (SIGTERM makes the agent leave the cluster and stop its pods; SIGKILL keeps them)"
+        say "  (then \`drover agent FLAGS --leave\` makes the node leave the cluster and stop its pods)"
       fi
     fi
     rm -f "$DESTDIR$SYSTEMD_DIR/$unit"

@@ -379,6 +379,14 @@ struct AgentArgs {
     /// Static pods: run the Pod manifests of this directory on this node (followed as they change).
     #[arg(long)]
     manifest_dir: Option<PathBuf>,
+    /// Leave the cluster now and exit: the Node is deleted and this node's pods are stopped
+    /// (needs the certificate in --data-dir). Without it, SIGTERM/SIGINT stop the agent and
+    /// leave every container running: the node comes back and adopts them.
+    #[arg(long, conflicts_with = "leave_on_stop")]
+    leave: bool,
+    /// Leave the cluster on SIGTERM/SIGINT instead of keeping the containers (disposable nodes).
+    #[arg(long)]
+    leave_on_stop: bool,
 }
 
 #[derive(Args)]
@@ -622,7 +630,20 @@ async fn run(cli: Cli) -> Result<()> {
             opts.docker_host = a.docker_host;
             opts.data_dir = a.data_dir;
             opts.manifest_dir = a.manifest_dir;
-            drover_agent::run_agent(opts, shutdown_signal()).await?
+            opts.leave_on_stop = a.leave || a.leave_on_stop;
+            if a.leave {
+                let has_cert = opts
+                    .data_dir
+                    .as_deref()
+                    .is_some_and(|d| d.join("node.crt").exists());
+                if !has_cert {
+                    anyhow::bail!("--leave needs the node's --data-dir (its certificate is there)");
+                }
+                // Start, then shut down at once: the agent leaves.
+                drover_agent::run_agent(opts, async {}).await?
+            } else {
+                drover_agent::run_agent(opts, shutdown_signal()).await?
+            }
         }
         Cmd::Sim(a) => {
             let (servers, token) = join_target(&cli.conn)?;

@@ -280,4 +280,30 @@ fn attacks_with_the_real_binary_are_refused() {
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
     }
+
+    // Stopping the agent is not leaving (SIGKILL here, as the unit does):
+    // the node stays. `drover agent --leave` with its data dir leaves for
+    // good: the Node is deleted.
+    for mut c in procs.0.drain(1..) {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let o = run(&["--config", &config, "get", "nodes", "-o", "name"]);
+    assert!(text(&o.stdout).contains("fresh"), "{}", text(&o.stdout));
+    let fresh_dir = dir.join("fresh").display().to_string();
+    let o = run(&[
+        "agent",
+        "--server",
+        &grpc,
+        "--name",
+        "fresh",
+        "--runtime",
+        "sim",
+        "--data-dir",
+        &fresh_dir,
+        "--leave",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(&["--config", &config, "get", "nodes", "-o", "name"]);
+    assert!(!text(&o.stdout).contains("fresh"), "{}", text(&o.stdout));
 }

@@ -219,6 +219,11 @@ pub struct AgentOptions {
     pub manifest_dir: Option<PathBuf>,
     /// Timings.
     pub tuning: Tuning,
+    /// When `shutdown` resolves: leave the cluster (the Node is deleted and
+    /// the pods stopped; `drover agent --leave`, `drover up`, the tests'
+    /// default) or just stop, leaving every container running (`drover
+    /// agent` on SIGTERM: a restart, an upgrade or a reboot).
+    pub leave_on_stop: bool,
 }
 
 impl AgentOptions {
@@ -236,6 +241,7 @@ impl AgentOptions {
             docker_host: None,
             manifest_dir: None,
             tuning: Tuning::default(),
+            leave_on_stop: true,
         }
     }
 }
@@ -350,6 +356,7 @@ pub async fn run_agent_with<R: Runtime>(
         sim_facts: false,
         runtime_version,
         stats: Arc::new(Stats::default()),
+        leave_on_stop: opts.leave_on_stop,
     });
     let mut agent = agent::NodeAgent::new(
         shared,

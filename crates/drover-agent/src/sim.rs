@@ -128,6 +128,8 @@ impl Sim {
             sim_facts: true,
             runtime_version,
             stats: stats.clone(),
+            // Simulated nodes are disposable: they leave on Ctrl-C.
+            leave_on_stop: true,
         });
         let seed = opts.tuning.seed.unwrap_or_else(|| rand::rng().random());
         let (stop, stop_rx) = watch::channel(false);

@@ -383,3 +383,55 @@ async fn an_agent_moves_past_servers_that_do_not_answer() {
     }
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_stopped_agent_keeps_its_containers_and_adopts_them_when_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let dir = tmp.path().join("agent");
+    let mut o = options(&s.addr, &s.node_token, "keep", Some(dir.clone()));
+    // What `drover agent` does on SIGTERM (a restart, an upgrade, a reboot).
+    o.leave_on_stop = false;
+    // One machine: the same runtime before and after the restart.
+    let rt = Arc::new(SimRuntime::new(
+        Arc::new(TokioClock::new()),
+        Arc::new(SimConfig::default()),
+    ));
+    let agent = start_agent(o.clone(), Some(rt.clone()));
+    s.apply(&pod_yaml("web", "keep", "busybox")).await;
+    wait_until("web Running and Ready", Duration::from_secs(15), || async {
+        s.pod("web").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    let uid = s.pod("web").await.unwrap().metadata.uid;
+    let before = running(&rt, &uid);
+    assert_eq!(before.len(), 1);
+
+    // Stopped: the Node and the pod stay, the container keeps running.
+    agent.stop(STOP).await;
+    assert!(s.node("keep").await.is_some(), "a stop is not a leave");
+    assert!(s.pod("web").await.is_some());
+    assert_eq!(running(&rt, &uid), before, "the container kept running");
+
+    // Back (no token needed: its certificate is in the data dir): the node
+    // is Ready, the same container runs, never restarted.
+    let mut again = o.clone();
+    again.token = String::new();
+    let agent = start_agent(again, Some(rt.clone()));
+    wait_until("keep Ready again", Duration::from_secs(15), || async {
+        s.node("keep").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    wait_until("web Running and Ready", Duration::from_secs(15), || async {
+        s.pod("web").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    let after = running(&rt, &uid);
+    assert_eq!(
+        after.iter().map(|c| &c.id).collect::<Vec<_>>(),
+        before.iter().map(|c| &c.id).collect::<Vec<_>>(),
+        "adopted, not restarted"
+    );
+    agent.stop(STOP).await;
+    s.shutdown().await;
+}

@@ -233,7 +233,27 @@ impl<R: Runtime> NodeAgent<R> {
                 Event::Static(pods) => self.static_changed(pods),
             }
         }
-        self.leave().await
+        if self.shared.leave_on_stop {
+            self.leave().await
+        } else {
+            self.stop().await
+        }
+    }
+
+    /// Stops the agent and nothing else: the session ends, every container
+    /// keeps running, the desired pods stay saved. The node turns NotReady
+    /// only if it stays away past the node timeout; on return it adopts
+    /// what runs.
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.probes.stop();
+        self.statics.stop_watch();
+        self.ops.finish().await;
+        note!(
+            self.shared.loud,
+            node = %self.me.name,
+            "stopped; the node's containers keep running (leaving the cluster is `drover agent --leave`)"
+        );
+        Ok(())
     }
 
     /// When the pending statuses go out, if any wait and may go.

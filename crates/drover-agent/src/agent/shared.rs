@@ -40,6 +40,10 @@ pub(crate) struct Shared {
     pub(crate) sim_facts: bool,
     pub(crate) runtime_version: String,
     pub(crate) stats: Arc<Stats>,
+    /// On shutdown, leave the cluster (the Node is deleted, the pods
+    /// stopped) or just stop (the containers keep running; the node comes
+    /// back and adopts them).
+    pub(crate) leave_on_stop: bool,
 }
 
 impl Shared {
