@@ -17,8 +17,8 @@
 //!   `link.rs` and `remote.rs` at the crate root are the wire underneath
 //!   (channels, opening a session; `drover logs`/`exec` streams).
 //! - [`Runtime`] is the seam between a pod and the machine; [`SimRuntime`]
-//!   keeps containers in memory (behaviour chosen by image name: `crash`,
-//!   `never-ready`, see [`sim_runtime`]); [`DockerRuntime`] runs real
+//!   keeps containers in memory (faults asked for by reserved images:
+//!   `sim/crash`, `sim/never-ready`, see [`sim_runtime`]); [`DockerRuntime`] runs real
 //!   containers through the Docker engine (see [`docker`]).
 //! - The decisions are pure and tested without I/O: [`plan`] (what to start,
 //!   restart, remove), [`status`] (the Kubernetes PodStatus), [`backoff`]

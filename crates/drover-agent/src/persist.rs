@@ -112,7 +112,7 @@ mod tests {
         let d = dir.path().join("agent");
         assert!(load(&d, "n1").unwrap().is_empty(), "no file: no pods");
         let a = pod("a", &[("c", "busybox")]);
-        let mut b = pod("b", &[("x", "crash"), ("y", "never-ready")]);
+        let mut b = pod("b", &[("x", "sim/crash"), ("y", "sim/never-ready")]);
         b.metadata.labels.insert("app".into(), "web".into());
         b.extra
             .insert("futureField".into(), serde_json::json!({"kept": true}));

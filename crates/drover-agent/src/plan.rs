@@ -528,7 +528,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_crashed_container_restarts_at_once_then_backs_off() {
-        let b = book(pod("a", &[("c", "crash")]));
+        let b = book(pod("a", &[("c", "sim/crash")]));
         let mut ps = pods(vec![b.clone()]);
         let none = HashSet::new();
         // First crash: restarted at once, as attempt 1.

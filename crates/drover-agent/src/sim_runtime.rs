@@ -5,12 +5,15 @@
 //! still goes through the agent's real sync loop, restart backoff and
 //! status reporting.
 //!
-//! What a container does is decided by its **image name**:
+//! What a container does is decided by its image, and only images under the
+//! reserved prefix `sim/` ask for a fault (so a real image whose name
+//! happens to contain "crash" runs like any other, also under `drover up`
+//! when it falls back to simulation):
 //!
-//! | image contains | behaviour |
+//! | image | behaviour |
 //! |---|---|
-//! | `crash` | runs, then exits with code 1 after [`SimConfig::crash_after`] (default 500 ms); with `restartPolicy: Always` it is restarted with backoff, so restart counts grow and `CrashLoopBackOff` shows |
-//! | `never-ready` | runs but never becomes ready (a rollout that stalls) |
+//! | `sim/crash` (any tag) | runs, then exits with code 1 after [`SimConfig::crash_after`] (default 500 ms); with `restartPolicy: Always` it is restarted with backoff, so restart counts grow and `CrashLoopBackOff` shows |
+//! | `sim/never-ready` (any tag) | runs but never becomes ready (a rollout that stalls) |
 //! | anything else | runs and is ready |
 //!
 //! A container is `ContainerCreating` for [`SimConfig::ready_delay`] after
@@ -87,6 +90,10 @@ impl Default for SimConfig {
     }
 }
 
+/// The reserved image prefix of simulated faults (`sim/crash`,
+/// `sim/never-ready`).
+pub const SIM_IMAGE_PREFIX: &str = "sim/";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Behaviour {
     Normal,
@@ -95,13 +102,16 @@ enum Behaviour {
 }
 
 impl Behaviour {
+    /// `sim/NAME[:TAG|@DIGEST]`: a fault by NAME; any other image is normal.
     fn of(image: &str) -> Behaviour {
-        if image.contains("crash") {
-            Behaviour::Crash
-        } else if image.contains("never-ready") {
-            Behaviour::NeverReady
-        } else {
-            Behaviour::Normal
+        let Some(rest) = image.strip_prefix(SIM_IMAGE_PREFIX) else {
+            return Behaviour::Normal;
+        };
+        let name = rest.split([':', '@']).next().unwrap_or_default();
+        match name {
+            "crash" => Behaviour::Crash,
+            "never-ready" => Behaviour::NeverReady,
+            _ => Behaviour::Normal,
         }
     }
 }
@@ -528,6 +538,27 @@ impl Runtime for SimRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_reserved_prefix_asks_for_a_fault() {
+        assert_eq!(Behaviour::of("sim/crash"), Behaviour::Crash);
+        assert_eq!(Behaviour::of("sim/crash:2"), Behaviour::Crash);
+        assert_eq!(
+            Behaviour::of("sim/never-ready@sha256:ab"),
+            Behaviour::NeverReady
+        );
+        // Real images whose names merely contain the words run normally.
+        for real in [
+            "crash",
+            "example/crash:1",
+            "ghcr.io/acme/crash-reporter:2",
+            "x/never-ready:1",
+            "sim/crashy",
+            "registry/sim/crash",
+        ] {
+            assert_eq!(Behaviour::of(real), Behaviour::Normal, "{real}");
+        }
+    }
     use crate::clock::ManualClock;
     use drover_api::{Container, Pod};
 
@@ -581,7 +612,7 @@ mod tests {
             ..Default::default()
         };
         let (clock, rt) = setup(cfg);
-        let p = pod("u1", &["nginx", "x/never-ready:1"]);
+        let p = pod("u1", &["nginx", "sim/never-ready:1"]);
         block_on(rt.start(start(&p, 0, 0))).unwrap();
         block_on(rt.start(start(&p, 1, 0))).unwrap();
         let t0 = clock.wall();

@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn never_ready_containers_keep_the_pod_unready() {
-        let b = book(pod("a", &[("c", "never-ready")]));
+        let b = book(pod("a", &[("c", "sim/never-ready")]));
         let mut i = inst(&b, 0, 0, "x", RunState::Running { started_at: t(0) });
         i.ready = false;
         let s = build(&b, &[i], t(10));
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn crash_loop_back_off_while_waiting_to_restart() {
-        let mut b = book(pod("a", &[("c", "crash")]));
+        let mut b = book(pod("a", &[("c", "sim/crash")]));
         b.restarts[0] = Some(Backoff {
             delay: Duration::from_millis(200),
             last_restart: t(1000),

@@ -201,7 +201,7 @@ async fn a_crashing_container_restarts_with_backoff_and_shows_crash_loop_back_of
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("server")).await;
     let agent = start_agent(options(&s.addr, &s.node_token, "n1", None), None);
-    s.apply(&pod_yaml("bad", "n1", "example/crash:1")).await;
+    s.apply(&pod_yaml("bad", "n1", "sim/crash:1")).await;
     let mut reasons = std::collections::BTreeSet::new();
     let mut counts = Vec::new();
     let t0 = Instant::now();

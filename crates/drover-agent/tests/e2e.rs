@@ -703,7 +703,7 @@ async fn a_failed_daemon_pod_is_replaced_with_backoff() {
     // restarted by the agents, never replaced by the controller.
     s.apply(&ds(
         "crashy",
-        "example/crash:1",
+        "sim/crash:1",
         "      nodeSelector: {kubernetes.io/hostname: f-0}\n",
     ))
     .await;

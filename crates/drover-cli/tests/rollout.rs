@@ -322,7 +322,7 @@ async fn never_ready_stalls_and_undo_restores_without_restarts() {
     env.apply(&ds_yaml("nr", "app:1", &rolling("1"))).await;
     env.rolled_out("nr").await;
     let before = env.pod_names().await;
-    env.apply(&ds_yaml("nr", "x/never-ready:1", &rolling("1")))
+    env.apply(&ds_yaml("nr", "sim/never-ready:1", &rolling("1")))
         .await;
     wait_until("one never-ready pod", WAIT, || async {
         env.ds("nr").await.status.updated_number_scheduled == 1
@@ -711,7 +711,7 @@ async fn auto_rollback_returns_to_the_previous_revision() {
     env.apply(&yaml("app:1")).await;
     env.rolled_out("ar").await;
     let before = env.pod_names().await;
-    env.apply(&yaml("x/never-ready:1")).await;
+    env.apply(&yaml("sim/never-ready:1")).await;
     wait_until("the automatic rollback", WAIT, || async {
         let ds = env.ds("ar").await;
         ds.spec.template.spec.containers[0].image == "app:1"
