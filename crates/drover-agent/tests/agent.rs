@@ -435,3 +435,39 @@ async fn a_stopped_agent_keeps_its_containers_and_adopts_them_when_it_returns() 
     agent.stop(STOP).await;
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_node_is_back_within_two_seconds_of_its_server_returning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server_dir = tmp.path().join("server");
+    let s = TestServer::start(&server_dir).await;
+    // The agent's default reconnect timings (only the seed fixed).
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), "cut");
+    o.tuning.seed = Some(3);
+    o.data_dir = Some(tmp.path().join("agent"));
+    let agent = start_agent(o, None);
+    wait_until("cut Ready", Duration::from_secs(15), || async {
+        s.node("cut").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    // The link is cut long enough for the reconnect backoff to reach its
+    // longest (the outage itself, not a wait for a condition).
+    s.shutdown().await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let s = TestServer::restart(&server_dir).await;
+    let back = Instant::now();
+    let took = wait_until(
+        "the node's session back",
+        Duration::from_secs(15),
+        || async { s.server.ctx.sessions.count() == 1 },
+    )
+    .await;
+    eprintln!("session back {took:?} after the server returned");
+    assert!(
+        back.elapsed() < Duration::from_millis(2500),
+        "the node came back {:?} after its server (longest reconnect wait 1.5 s)",
+        back.elapsed()
+    );
+    agent.stop(STOP).await;
+    s.shutdown().await;
+}
