@@ -26,9 +26,12 @@ pub struct Identity {
     pub addr: String,
     /// The HTTP address (health, status).
     pub http: String,
-    /// The server join token (`drover-server-…`) this member knows.
+    /// The server join token (`drover-server-…`) this member knows (empty
+    /// in a data dir made before TLS).
+    #[serde(default)]
     pub server_token: String,
     /// The node join token (`drover-node-…`) this member knows.
+    #[serde(default)]
     pub node_token: String,
     /// Empty until the join completed.
     #[serde(default)]

@@ -190,6 +190,12 @@ impl Server {
         let (identity, init, trust) = match existing {
             Some(id) => {
                 let hosts = hosts_for(&id.addr);
+                if id.server_token.is_empty() || id.node_token.is_empty() {
+                    bail!(
+                        "{} was made by a drover from before TLS (its server.json has no server or node token, and there is no ca.crt): this version cannot resume it; move it aside and start with an empty data dir (a new cluster), then apply your manifests again",
+                        dir.display()
+                    );
+                }
                 let Some(t) =
                     trust::Trust::load(dir, id.id, &hosts, &id.server_token, &id.node_token)?
                 else {

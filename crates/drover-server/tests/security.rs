@@ -592,3 +592,23 @@ async fn a_join_that_does_not_catch_up_leaves_no_learner_behind() {
     );
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_data_dir_from_before_tls_is_refused_with_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("old");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("server.json"),
+        r#"{"id":"00000000000000ab","addr":"127.0.0.1:0","http":"127.0.0.1:0","join_token":"drover-join-x","admin_token":"drover-admin-y"}"#,
+    )
+    .unwrap();
+    let e = match drover_server::Server::start(drover_testkit::loopback_options(&dir)).await {
+        Ok(_) => panic!("a pre-TLS data dir was resumed"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        e.contains("before TLS") && e.contains("empty data dir"),
+        "{e}"
+    );
+}
