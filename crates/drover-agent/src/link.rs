@@ -94,6 +94,12 @@ impl NodeTls {
         Ok(c)
     }
 
+    /// Whether the certificate has expired (the node was away longer than
+    /// it lived): only the node token can make a new one.
+    pub(crate) fn expired(&self, now: SystemTime) -> bool {
+        now >= self.not_after
+    }
+
     /// Whether the certificate has used two thirds of its life (counted
     /// from when this agent got it or started with it).
     pub(crate) fn renewal_due(&self, now: SystemTime) -> bool {

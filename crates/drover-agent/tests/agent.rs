@@ -471,3 +471,43 @@ async fn a_node_is_back_within_two_seconds_of_its_server_returning() {
     agent.stop(STOP).await;
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_node_away_longer_than_its_certificate_joins_again_with_its_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start_tuned(&tmp.path().join("server"), |o| {
+        o.node_cert_ttl = Duration::from_secs(3);
+    })
+    .await;
+    let dir = tmp.path().join("agent");
+    let mut o = options(&s.addr, &s.node_token, "away", Some(dir.clone()));
+    o.leave_on_stop = false;
+    let agent = start_agent(o.clone(), None);
+    wait_until("away Ready", Duration::from_secs(15), || async {
+        s.node("away").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    agent.stop(STOP).await;
+    // Away longer than its certificate lives.
+    let cert = std::fs::read_to_string(dir.join("node.crt")).unwrap();
+    let expiry = drover_pki::PeerCert::parse(&drover_pki::cert::pem_to_der(&cert).unwrap())
+        .unwrap()
+        .not_after;
+    while std::time::SystemTime::now() <= expiry {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Back with its node token: it joins again (once its Node is no longer
+    // Ready) instead of being refused forever with its expired certificate.
+    let agent = start_agent(o, None);
+    wait_until(
+        "away Ready with a new certificate",
+        Duration::from_secs(20),
+        || async {
+            let now = std::fs::read_to_string(dir.join("node.crt")).unwrap_or_default();
+            now != cert && s.node("away").await.is_some_and(|n| n.is_ready())
+        },
+    )
+    .await;
+    agent.stop(STOP).await;
+    s.shutdown().await;
+}

@@ -280,6 +280,9 @@ impl Link {
             let creds = match current {
                 Some(c) if !c.renewal_due(wall) => c,
                 other => {
+                    // An expired certificate renews nothing: join again
+                    // with the node token when there is one.
+                    let other = other.filter(|c| !(c.expired(wall) && token.is_some()));
                     let joining = other.is_none();
                     let got = wire::certify(
                         &addr,
