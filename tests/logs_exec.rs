@@ -10,34 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use drover_testkit::{free_ports, wait_until_blocking};
+use drover_testkit::{free_ports, spawn_logged, wait_until_blocking, Procs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 
-/// Children that die with the test.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn spawn(args: &[&str], log: &Path) -> Child {
-    let out = std::fs::File::create(log).expect("log file");
-    let err = out.try_clone().expect("clone");
-    Command::new(BIN)
-        .args(args)
-        .env_remove("DROVER_CONFIG")
-        .env_remove("DROVER_SERVER")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn drover")
+    spawn_logged(BIN, args, log)
 }
 
 /// How often the waits poll.

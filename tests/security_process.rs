@@ -11,38 +11,14 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use drover_testkit::{free_ports, wait_until_blocking};
+use drover_testkit::{free_ports, spawn_logged, wait_until_blocking, Procs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 const POLL: Duration = Duration::from_millis(50);
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Children that die with the test.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn spawn(args: &[&str], log: &Path) -> Child {
-    let out = std::fs::File::create(log).expect("log file");
-    let err = out.try_clone().expect("clone");
-    Command::new(BIN)
-        .args(args)
-        .env_remove("DROVER_CONFIG")
-        .env_remove("DROVER_SERVER")
-        .env_remove("DROVER_TOKEN")
-        .env_remove("DROVER_CA")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn drover")
+    spawn_logged(BIN, args, log)
 }
 
 fn run(args: &[&str]) -> Output {

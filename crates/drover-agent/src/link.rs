@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::SystemTime;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tonic::codec::{BufferSettings, Codec, Streaming};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
@@ -178,7 +178,7 @@ pub(crate) async fn certify(
                     Some(why) => Status::permission_denied(format!("{server}: {why}")),
                     None => Status::unavailable(format!(
                         "cannot reach {server} over TLS: {}",
-                        chain(&e)
+                        drover_pki::net::error_chain(&e)
                     )),
                 }
             })?;
@@ -212,21 +212,6 @@ pub(crate) async fn certify(
     })
 }
 
-/// An error and its causes on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
-
 /// An open session: the outbound queue, the inbound stream and what the
 /// server said in its welcome.
 pub(crate) struct Session {
@@ -258,17 +243,7 @@ pub(crate) async fn open(
     channel: Channel,
     hello: pb::Hello,
     timeout: Duration,
-    gate: Option<Arc<Semaphore>>,
 ) -> Result<Session, Status> {
-    // A sim process lets only so many nodes register at once.
-    let _permit = match gate {
-        Some(g) => Some(
-            g.acquire_owned()
-                .await
-                .map_err(|_| Status::cancelled("shutting down"))?,
-        ),
-        None => None,
-    };
     let work = async move {
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         tx.send(pb::AgentMessage {

@@ -17,6 +17,22 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+/// An error and its causes on one line (a TLS refusal is a few levels
+/// down a connection error).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
 /// An endpoint for `host:port` (the scheme is added here; TLS comes from
 /// [`lazy`] or [`connect`]).
 pub fn endpoint(addr: &str) -> Result<Endpoint, Error> {

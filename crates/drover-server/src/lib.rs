@@ -516,7 +516,10 @@ async fn certify_member(
                 Some(why) => Err((true, format!("--join {target}: {why}"))),
                 None => Err((
                     false,
-                    format!("cannot reach {target} over TLS: {}", error_chain(&e)),
+                    format!(
+                        "cannot reach {target} over TLS: {}",
+                        drover_pki::net::error_chain(&e)
+                    ),
                 )),
             },
         };
@@ -530,21 +533,6 @@ async fn certify_member(
             }
         }
     }
-}
-
-/// An error and its causes on one line (a TLS refusal is a few levels down).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 fn server_list(store: &Store, me: &Identity) -> Vec<String> {

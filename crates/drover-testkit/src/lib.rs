@@ -29,6 +29,7 @@ pub mod docker;
 pub use docker::skipping_docker;
 pub mod net;
 pub mod pods;
+pub mod process;
 pub mod server;
 pub mod wait;
 
@@ -36,6 +37,7 @@ pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, Tes
 pub use cli::{Ran, SharedBuf};
 pub use net::{free_port, free_ports, https_get};
 pub use pods::{is_running_and_ready, pod_yaml};
+pub use process::{spawn_logged, Procs};
 pub use server::{
     authed, cert_channel, client, client_of, fast_options, grpc_channel, loopback_options,
     node_certificate, restart_options, start_servers, TestServer,

@@ -252,7 +252,7 @@ impl Link {
     }
 
     fn open(&mut self, shared: &Shared, me: &Identity) {
-        let addr = self.server_addr(shared).to_string();
+        let addr = self.server_addr().to_string();
         let current = self.creds.clone();
         let token = shared.token.clone();
         let name = me.name.clone();
@@ -309,13 +309,13 @@ impl Link {
                     t
                 }
             };
-            let mut s = match wire::open(creds.channel(&on)?, hello.clone(), timeout, None).await {
+            let mut s = match wire::open(creds.channel(&on)?, hello.clone(), timeout).await {
                 Ok(s) => s,
                 // The chosen server does not answer: the one that just
                 // answered does.
                 Err(_) if on != addr => {
                     on = addr.clone();
-                    wire::open(creds.channel(&on)?, hello, timeout, None).await?
+                    wire::open(creds.channel(&on)?, hello, timeout).await?
                 }
                 Err(e) => return Err(e),
             };
@@ -327,7 +327,7 @@ impl Link {
         self.state = State::Opening(Box::pin(fut));
     }
 
-    fn server_addr(&self, _shared: &Shared) -> &str {
+    fn server_addr(&self) -> &str {
         self.servers
             .get(self.server)
             .map(String::as_str)
@@ -364,7 +364,7 @@ impl Link {
                 note!(
                     shared.loud,
                     node = %name,
-                    server = %self.server_addr(shared),
+                    server = %self.server_addr(),
                     member = format_args!("{:016x}", session.welcome.member),
                     "joined the cluster"
                 );
@@ -380,9 +380,9 @@ impl Link {
             }
             Err(s) => {
                 if wire::is_refusal(&s) {
-                    tracing::error!(node = %name, server = %self.server_addr(shared), "the server refused this agent: {}", s.message());
+                    tracing::error!(node = %name, server = %self.server_addr(), "the server refused this agent: {}", s.message());
                 } else {
-                    note!(shared.loud, node = %name, server = %self.server_addr(shared), "the server is not reachable: {}", s.message());
+                    note!(shared.loud, node = %name, server = %self.server_addr(), "the server is not reachable: {}", s.message());
                 }
                 self.state = State::Down;
                 self.retry_later(shared);
@@ -406,7 +406,7 @@ impl Link {
     pub(super) fn down(&mut self, shared: &Shared, name: &str, why: &str) {
         if matches!(self.state, State::Up(_)) {
             shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
-            note!(shared.loud, node = %name, server = %self.server_addr(shared), "lost the session: {why}");
+            note!(shared.loud, node = %name, server = %self.server_addr(), "lost the session: {why}");
         }
         self.state = State::Down;
         self.retry_later(shared);
@@ -477,14 +477,13 @@ impl Link {
                         break;
                     }
                     let Some(creds) = &self.creds else { break };
-                    let Ok(channel) = creds.channel(self.server_addr(shared)) else {
+                    let Ok(channel) = creds.channel(self.server_addr()) else {
                         break;
                     };
                     let r = wire::open(
                         channel,
                         hello(shared, me),
                         left.min(shared.tuning.connect_timeout),
-                        None,
                     )
                     .await;
                     match r {

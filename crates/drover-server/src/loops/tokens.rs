@@ -29,9 +29,8 @@ pub async fn publish(ctx: &Ctx, token: &JoinToken) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Takes up the tokens replicated to this member; true when one changed.
-pub async fn refresh(ctx: &Ctx) -> bool {
-    let mut changed = false;
+/// Takes up the tokens replicated to this member.
+pub async fn refresh(ctx: &Ctx) {
     for kind in [TokenKind::Server, TokenKind::Node] {
         let Ok((Some(kv), _)) = ctx.store.get(&token_key(kind), Consistency::Local).await else {
             continue;
@@ -40,13 +39,9 @@ pub async fn refresh(ctx: &Ctx) -> bool {
             continue;
         };
         match JoinToken::parse(text, "the replicated token") {
-            Ok(t) if t != ctx.trust.token(kind) => {
-                ctx.trust.set_token(t);
-                changed = true;
-            }
+            Ok(t) if t != ctx.trust.token(kind) => ctx.trust.set_token(t),
             Ok(_) => {}
             Err(e) => tracing::warn!("ignoring a replicated {} token: {e}", kind.as_str()),
         }
     }
-    changed
 }

@@ -45,11 +45,6 @@ fn status_response(s: drover_store::Status) -> pb::StatusResponse {
 /// Largest certificate signing request accepted.
 const CSR_MAX: usize = 16 << 10;
 
-/// The servers a member or a node should talk to ([`Ctx::voters`]).
-pub fn voters(ctx: &Ctx) -> Vec<String> {
-    ctx.voters()
-}
-
 impl ClusterSvc {
     /// Certifies a new member (server token).
     fn certify_member(&self, r: &pb::CertifyRequest) -> Result<pb::CertifyResponse, Status> {
@@ -93,7 +88,7 @@ impl ClusterSvc {
             server_token: ctx.trust.token(TokenKind::Server).to_string(),
             node_token: ctx.trust.token(TokenKind::Node).to_string(),
             admin_token: ctx.admin_token(),
-            servers: voters(ctx),
+            servers: ctx.voters(),
         })
     }
 
@@ -157,7 +152,7 @@ impl ClusterSvc {
         Ok(pb::CertifyResponse {
             cert: issued.cert_pem,
             ca: ctx.trust.ca.cert_pem().to_string(),
-            servers: voters(ctx),
+            servers: ctx.voters(),
             ..Default::default()
         })
     }
@@ -370,7 +365,7 @@ impl cluster_server::Cluster for ClusterSvc {
         Ok(Response::new(pb::IssueClientResponse {
             cert: issued.cert_pem,
             ca: self.0.trust.ca.cert_pem().to_string(),
-            servers: voters(&self.0),
+            servers: self.0.voters(),
         }))
     }
 

@@ -122,7 +122,7 @@ pub fn authorize<T>(
 /// The refusal of `what` for `caller`.
 pub fn refusal(caller: &Caller, what: &str, access: Access) -> Status {
     match caller {
-        Caller::Anonymous if auth_missing(access) => Reason::Unauthorized.status(format!(
+        Caller::Anonymous if access != Access::Member => Reason::Unauthorized.status(format!(
             "no credential: {what} needs a client certificate or the admin token (`drover --config DATA_DIR/client.yaml`)"
         )),
         Caller::Anonymous => Reason::Unauthorized.status(format!(
@@ -130,10 +130,6 @@ pub fn refusal(caller: &Caller, what: &str, access: Access) -> Status {
         )),
         other => Reason::Forbidden.status(format!("{other} may not call {what}")),
     }
-}
-
-fn auth_missing(access: Access) -> bool {
-    !matches!(access, Access::Member)
 }
 
 /// Refuses the request unless an admin (or a member) sends it.
