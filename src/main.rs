@@ -630,17 +630,9 @@ async fn run(cli: Cli) -> Result<()> {
             opts.docker_host = a.docker_host;
             opts.data_dir = a.data_dir;
             opts.manifest_dir = a.manifest_dir;
-            opts.leave_on_stop = a.leave || a.leave_on_stop;
+            opts.leave_on_stop = a.leave_on_stop;
             if a.leave {
-                let has_cert = opts
-                    .data_dir
-                    .as_deref()
-                    .is_some_and(|d| d.join("node.crt").exists());
-                if !has_cert {
-                    anyhow::bail!("--leave needs the node's --data-dir (its certificate is there)");
-                }
-                // Start, then shut down at once: the agent leaves.
-                drover_agent::run_agent(opts, async {}).await?
+                drover_agent::leave_now(opts).await?
             } else {
                 drover_agent::run_agent(opts, shutdown_signal()).await?
             }

@@ -252,6 +252,30 @@ pub(crate) fn normalize_servers(servers: &[String]) -> Result<Vec<String>> {
     flags::parse_servers(&servers.join(",")).map_err(anyhow::Error::from)
 }
 
+/// Whether the node of `opts` has its certificate in its data dir.
+fn has_certificate(opts: &AgentOptions) -> bool {
+    opts.data_dir
+        .as_deref()
+        .is_some_and(|d| d.join("node.crt").exists())
+}
+
+/// `drover agent --leave`: the node (its certificate in `--data-dir`)
+/// leaves the cluster now: the Node is deleted and its pods are stopped.
+pub async fn leave_now(mut opts: AgentOptions) -> Result<()> {
+    if !has_certificate(&opts) {
+        bail!(
+            "--leave: no node certificate in --data-dir{}; pass the data dir the agent ran with",
+            opts.data_dir
+                .as_deref()
+                .map(|d| format!(" {}", d.display()))
+                .unwrap_or_default()
+        );
+    }
+    opts.leave_on_stop = true;
+    // Start, then shut down at once: the agent leaves.
+    run_agent(opts, async {}).await
+}
+
 /// `drover agent`: runs one node until `shutdown` resolves (SIGTERM/SIGINT),
 /// then leaves the cluster gracefully (see [`run_agent_with`]).
 pub async fn run_agent(opts: AgentOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
@@ -304,12 +328,8 @@ pub async fn run_agent_with<R: Runtime>(
     }
     // The token is needed only until the node has a certificate (kept in
     // the data dir: a restart needs none).
-    let has_cert = opts
-        .data_dir
-        .as_deref()
-        .is_some_and(|d| d.join("node.crt").exists());
     let token = if opts.token.is_empty() {
-        if !has_cert {
+        if !has_certificate(&opts) {
             bail!("--token: the cluster's node token is required (node-token in a server's data dir) until this node has a certificate in its data dir");
         }
         None

@@ -329,7 +329,10 @@ impl cluster_server::Cluster for ClusterSvc {
         admin(&self.0, &req, "issuing a client certificate")?;
         let r = req.into_inner();
         if r.csr.len() > CSR_MAX {
-            return Err(Reason::BadRequest.status("csr: too large"));
+            return Err(Reason::BadRequest.status(format!(
+                "csr: {} bytes; at most {CSR_MAX}: send one PEM certificate signing request (drover access issue makes it)",
+                r.csr.len()
+            )));
         }
         let bad = drover_api::validation::is_dns1123_subdomain(&r.name);
         if !bad.is_empty() {
