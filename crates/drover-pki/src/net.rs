@@ -7,6 +7,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ServerConfig};
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
@@ -14,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 /// An error and its causes on one line (a TLS refusal is a few levels
@@ -170,6 +171,21 @@ pub struct TlsConn {
     inner: tokio_rustls::server::TlsStream<TcpStream>,
     info: PeerInfo,
     _guard: Guard,
+    /// Ready once the listener's owner cuts every connection (see
+    /// [`incoming_until`]); from then on every read and write fails.
+    cut: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl TlsConn {
+    fn check_cut(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        match self.cut.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "this server is stopping",
+            )),
+            Poll::Pending => Ok(()),
+        }
+    }
 }
 
 impl TlsConn {
@@ -184,6 +200,7 @@ impl AsyncRead for TlsConn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        self.check_cut(cx)?;
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
@@ -194,6 +211,7 @@ impl AsyncWrite for TlsConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        self.check_cut(cx)?;
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -207,6 +225,7 @@ impl AsyncWrite for TlsConn {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        self.check_cut(cx)?;
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
@@ -226,6 +245,21 @@ impl tonic::transport::server::Connected for TlsConn {
 /// connections that made it. Connections over `limits` are closed at once.
 /// The accept loop ends when the receiver is dropped.
 pub fn incoming(l: TcpListener, tls: Arc<ServerTls>, limits: Limits) -> mpsc::Receiver<TlsConn> {
+    // A sender that is dropped at once never cuts.
+    let (_never, cut) = watch::channel(false);
+    incoming_until(l, tls, limits, cut)
+}
+
+/// [`incoming`], and once `cut` turns true every connection it handed out
+/// fails its next read or write (at once if it waits on one), so the tasks
+/// serving them end and drop what they hold: a stopping server is not kept
+/// alive by a client that keeps its connection open.
+pub fn incoming_until(
+    l: TcpListener,
+    tls: Arc<ServerTls>,
+    limits: Limits,
+    cut: watch::Receiver<bool>,
+) -> mpsc::Receiver<TlsConn> {
     let (tx, rx) = mpsc::channel(256);
     let counts = Arc::new(Mutex::new(Counts::default()));
     tokio::spawn(async move {
@@ -269,6 +303,7 @@ pub fn incoming(l: TcpListener, tls: Arc<ServerTls>, limits: Limits) -> mpsc::Re
             let _ = tcp.set_nodelay(true);
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.get());
             let tx = tx.clone();
+            let cut = cut.clone();
             tokio::spawn(async move {
                 let hs = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await;
                 let stream = match hs {
@@ -294,10 +329,17 @@ pub fn incoming(l: TcpListener, tls: Arc<ServerTls>, limits: Limits) -> mpsc::Re
                             None
                         }
                     });
+                let mut cut = cut;
                 let conn = TlsConn {
                     inner: stream,
                     info: PeerInfo { remote, cert },
                     _guard: guard,
+                    cut: Box::pin(async move {
+                        if cut.wait_for(|c| *c).await.is_err() {
+                            // Its sender is gone without cutting: never.
+                            std::future::pending::<()>().await;
+                        }
+                    }),
                 };
                 let _ = tx.send(conn).await;
             });

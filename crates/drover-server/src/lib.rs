@@ -132,6 +132,8 @@ pub struct Server {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
+    /// Cuts every client connection once the grace period is over.
+    cut: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -298,6 +300,7 @@ impl Server {
         ctx.join_catch_up = opts.join_catch_up.max(timeout);
         let ctx = Arc::new(ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (cut, cut_rx) = watch::channel(false);
         let informer = cache::Informer::default();
         let tasks = vec![
             tokio::spawn(informer.clone().run(store.clone(), shutdown_rx.clone())),
@@ -314,8 +317,9 @@ impl Server {
                 ctx.clone(),
                 informer.clone(),
                 shutdown_rx.clone(),
+                cut_rx.clone(),
             )),
-            tokio::spawn(serve_http(http_l, ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(serve_http(http_l, ctx.clone(), shutdown_rx.clone(), cut_rx)),
         ];
 
         let mut server = Server {
@@ -327,6 +331,7 @@ impl Server {
             grpc_addr,
             http_addr,
             shutdown,
+            cut,
             tasks,
         };
         if server.identity.join.is_none() {
@@ -451,10 +456,22 @@ impl Server {
                 .status("this server is stopping; move to another member"),
         );
         let _ = self.shutdown.send(true);
-        // In-flight calls get a moment; long-lived streams (watches, agents)
-        // are cut, their clients reconnect elsewhere.
+        // In-flight calls get a moment (one second in all); then every
+        // connection is cut, long-lived streams (watches, agents) with them,
+        // and their clients reconnect elsewhere. Cutting the connections
+        // ends the tasks that serve them, which hold this member's store:
+        // a client that keeps its connection open cannot keep a stopped
+        // member's store open.
+        let grace = tokio::time::Instant::now() + Duration::from_secs(1);
+        let mut late = Vec::new();
         for mut t in self.tasks.drain(..) {
-            if tokio::time::timeout(Duration::from_secs(1), &mut t)
+            if tokio::time::timeout_at(grace, &mut t).await.is_err() {
+                late.push(t);
+            }
+        }
+        let _ = self.cut.send(true);
+        for mut t in late {
+            if tokio::time::timeout(Duration::from_millis(200), &mut t)
                 .await
                 .is_err()
             {
@@ -550,10 +567,12 @@ async fn serve_grpc(
     ctx: Arc<ctx::Ctx>,
     cache: cache::Informer,
     mut stop: watch::Receiver<bool>,
+    cut: watch::Receiver<bool>,
 ) {
     use limits::{MAX_RAFT_MESSAGE_BYTES as MAX_MESSAGE, MAX_REQUEST_BYTES};
     use tokio_stream::StreamExt;
-    let incoming = drover_pki::net::incoming(l, ctx.trust.grpc.clone(), Default::default());
+    let incoming =
+        drover_pki::net::incoming_until(l, ctx.trust.grpc.clone(), Default::default(), cut);
     let incoming =
         tokio_stream::wrappers::ReceiverStream::new(incoming).map(Ok::<_, std::io::Error>);
     let r = tonic::transport::Server::builder()
@@ -624,7 +643,12 @@ impl axum::serve::Listener for TlsHttp {
     }
 }
 
-async fn serve_http(l: TcpListener, ctx: Arc<ctx::Ctx>, mut stop: watch::Receiver<bool>) {
+async fn serve_http(
+    l: TcpListener,
+    ctx: Arc<ctx::Ctx>,
+    mut stop: watch::Receiver<bool>,
+    cut: watch::Receiver<bool>,
+) {
     let local = match l.local_addr() {
         Ok(a) => a,
         Err(e) => {
@@ -632,7 +656,7 @@ async fn serve_http(l: TcpListener, ctx: Arc<ctx::Ctx>, mut stop: watch::Receive
             return;
         }
     };
-    let rx = drover_pki::net::incoming(l, ctx.trust.http.clone(), Default::default());
+    let rx = drover_pki::net::incoming_until(l, ctx.trust.http.clone(), Default::default(), cut);
     let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.clone()))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;

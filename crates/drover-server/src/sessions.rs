@@ -50,6 +50,9 @@ struct Inner {
     /// node -> (session, its outbound queue): the newest session of a node.
     nodes: HashMap<String, (u64, SessionTx)>,
     streams: HashMap<u64, Open>,
+    /// Set by [`Sessions::close_all`]: this member is stopping and takes
+    /// no session any more.
+    closed: Option<Status>,
 }
 
 /// The agent sessions of this member and the streams open on them.
@@ -70,11 +73,20 @@ impl Sessions {
 
     /// Registers the session of `node` whose outbound queue is `tx`. It
     /// replaces an older session of the same node (the agent reconnected).
+    /// Once this member is stopping ([`Sessions::close_all`]) the session
+    /// is ended at once with the same status, and not registered.
     pub fn attach(&self, node: &str, tx: SessionTx) -> Attached {
         let mut s = self.lock();
         s.next_session += 1;
         let session = s.next_session;
-        s.nodes.insert(node.to_string(), (session, tx));
+        match &s.closed {
+            Some(status) => {
+                let _ = tx.try_send(Err(status.clone()));
+            }
+            None => {
+                s.nodes.insert(node.to_string(), (session, tx));
+            }
+        }
         Attached {
             sessions: self.clone(),
             node: node.to_string(),
@@ -90,8 +102,13 @@ impl Sessions {
     /// Ends every session with `status` (a member stopping): its agents
     /// move to another member at once instead of waiting for the
     /// connection to die.
+    /// Sessions that attach later are ended the same way.
     pub fn close_all(&self, status: tonic::Status) {
-        let nodes: Vec<SessionTx> = self.lock().nodes.drain().map(|(_, (_, tx))| tx).collect();
+        let nodes: Vec<SessionTx> = {
+            let mut s = self.lock();
+            s.closed = Some(status.clone());
+            s.nodes.drain().map(|(_, (_, tx))| tx).collect()
+        };
         for tx in nodes {
             let _ = tx.try_send(Err(status.clone()));
         }
@@ -287,6 +304,27 @@ mod tests {
 
     fn chunk(id: u64, n: u8) -> agent_message::Msg {
         agent_message::Msg::Chunk(pb::StreamChunk { id, data: vec![n] })
+    }
+
+    #[tokio::test]
+    async fn a_stopping_member_ends_its_sessions_and_every_later_one() {
+        let sessions = Sessions::default();
+        let (tx, mut before) = mpsc::channel(4);
+        let _held = sessions.attach("n1", tx);
+        sessions.close_all(Status::unavailable("stopping"));
+        assert_eq!(sessions.count(), 0);
+        let code = |m: Option<Result<pb::ServerMessage, Status>>| match m {
+            Some(Err(s)) => s.code(),
+            other => panic!("expected the stop status, got {other:?}"),
+        };
+        assert_eq!(code(before.recv().await), tonic::Code::Unavailable);
+        // An agent that reconnects on a connection still open is refused
+        // at once instead of holding the stopping member.
+        let (tx, mut after) = mpsc::channel(4);
+        let _late = sessions.attach("n1", tx);
+        assert_eq!(sessions.count(), 0);
+        assert!(!sessions.holds("n1"));
+        assert_eq!(code(after.recv().await), tonic::Code::Unavailable);
     }
 
     #[tokio::test]

@@ -147,3 +147,51 @@ async fn losing_the_one_server_the_nodes_were_given_takes_no_node_down() {
         s.shutdown().await;
     }
 }
+
+/// A member that stops cuts the connections its clients keep open: their
+/// streams end at once (they reconnect elsewhere), and nothing such a
+/// client holds keeps the stopped member's store open, so the member
+/// restarts from the same data dir at once.
+#[tokio::test]
+async fn a_stopping_member_cuts_open_connections_and_frees_its_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    let mut server = drover_server::Server::start(drover_testkit::fast_options(&dir))
+        .await
+        .expect("start");
+    let c = drover_testkit::client_of(&server);
+    // Long-lived streams that know nothing of the stop: a watch, opened
+    // once the member leads.
+    let mut watch = wait_for("a watch", WAIT, Duration::from_millis(50), || async {
+        c.watch_objects("Pod", "", "").await.ok()
+    })
+    .await;
+    let stopped = Instant::now();
+    server.shutdown().await;
+    drop(server);
+    let ended = tokio::time::timeout(Duration::from_secs(5), watch.next()).await;
+    assert!(
+        matches!(ended, Ok(Err(_)) | Ok(Ok(None))),
+        "the watch still runs on the stopped member: {ended:?}"
+    );
+    // The client still holds its connection object; the store is free
+    // all the same. Only the port may need a retry (an ephemeral one).
+    let mut o = drover_testkit::restart_options(&dir);
+    o.listen = Some("127.0.0.1:0".to_string());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut again = loop {
+        match drover_server::Server::start(o.clone()).await {
+            Ok(s) => break s,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("restart: {e:#}; again");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!(
+                "{:?} after the stop the store is still held: {e:#}",
+                stopped.elapsed()
+            ),
+        }
+    };
+    drop(c);
+    again.shutdown().await;
+}
