@@ -108,6 +108,11 @@ enum Cmd {
         /// Namespace for objects that name none (an object naming another is refused).
         #[arg(short, long)]
         namespace: Option<String>,
+        /// Fields that no Kubernetes object has (typos): strict refuses the
+        /// objects, warn applies them with a warning, ignore applies them
+        /// silently (kubectl's --validate; true = strict, false = ignore).
+        #[arg(long, value_name = "MODE", default_value = "strict", num_args = 0..=1, default_missing_value = "strict", require_equals = true, value_parser = parse_validate)]
+        validate: drover_api::FieldValidation,
     },
     /// List objects, or show some by name: ds, pods, nodes, events, controllerrevisions.
     Get {
@@ -710,6 +715,7 @@ async fn run(cli: Cli) -> Result<()> {
             files,
             dry_run,
             namespace,
+            validate,
         } => {
             let sources = kubectl::read_sources(&files, &mut std::io::stdin())?;
             let c = client(&cli.conn)?;
@@ -718,6 +724,7 @@ async fn run(cli: Cli) -> Result<()> {
                 &sources,
                 namespace.as_deref(),
                 dry_run,
+                validate,
                 &mut out,
                 &mut err,
             )
@@ -988,4 +995,10 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `--validate`'s values, as kubectl takes them.
+fn parse_validate(s: &str) -> Result<drover_api::FieldValidation, String> {
+    drover_api::FieldValidation::parse(s)
+        .ok_or_else(|| format!("{s:?}: use strict, warn or ignore (or true/false)"))
 }

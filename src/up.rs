@@ -240,7 +240,16 @@ pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>
         let c = drover_cli::Client::new(&cfg)?;
         let mut out = std::io::stdout();
         let mut err = std::io::stderr();
-        drover_cli::kubectl::apply(&c, &sources, None, None, &mut out, &mut err).await?;
+        drover_cli::kubectl::apply(
+            &c,
+            &sources,
+            None,
+            None,
+            drover_api::FieldValidation::Strict,
+            &mut out,
+            &mut err,
+        )
+        .await?;
         Some(tokio::spawn(show_pods(server.objects(), stop_rx.clone())))
     };
 

@@ -46,6 +46,7 @@ pub mod apps_v1;
 pub mod core_v1;
 pub mod defaults;
 pub mod kind;
+pub mod kubernetes_fields;
 pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
@@ -65,7 +66,7 @@ pub use meta::{
     LabelSelectorRequirement, Labels, ObjectMeta, OwnerReference,
 };
 pub use quantity::Quantity;
-pub use unknown::{unknown_fields, UnknownField};
+pub use unknown::{unknown_fields, FieldValidation, UnknownField};
 pub use validation::{FieldError, Invalid};
 /// The namespace of objects whose manifest names none.
 pub const DEFAULT_NAMESPACE: &str = "default";

@@ -148,16 +148,28 @@ macro_rules! api_struct {
         }
 
         impl $crate::unknown::CollectUnknown for $name {
-            fn collect_unknown(&self, path: &mut ::std::string::String, out: &mut ::std::vec::Vec<::std::string::String>) {
+            fn collect_unknown(&self, path: &mut ::std::string::String, out: &mut ::std::vec::Vec<$crate::unknown::UnknownField>) {
                 $(
                     $crate::unknown::child(path, $json, |path| {
                         $crate::unknown::CollectUnknown::collect_unknown(&self.$field, path, out)
                     });
                 )*
                 for key in self.extra.keys() {
-                    $crate::unknown::child(path, key, |path| out.push(path.clone()));
+                    $crate::unknown::child(path, key, |path| {
+                        out.push($crate::unknown::UnknownField {
+                            path: path.clone(),
+                            in_kubernetes: $crate::kubernetes_fields::kubernetes_has(stringify!($name), key),
+                        })
+                    });
                 }
             }
+        }
+
+        impl $name {
+            /// The JSON names of the fields this type knows (the table of
+            /// [`crate::kubernetes_fields`] is checked against them).
+            #[doc(hidden)]
+            pub const JSON_FIELDS: &'static [&'static str] = &[$($json),*];
         }
 
         $(
@@ -255,7 +267,7 @@ macro_rules! string_enum {
         }
 
         impl $crate::unknown::CollectUnknown for $name {
-            fn collect_unknown(&self, _path: &mut ::std::string::String, _out: &mut ::std::vec::Vec<::std::string::String>) {}
+            fn collect_unknown(&self, _path: &mut ::std::string::String, _out: &mut ::std::vec::Vec<$crate::unknown::UnknownField>) {}
         }
     };
 }

@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::apps_v1::{ControllerRevision, DaemonSet};
 use crate::core_v1::{Event, Node, Pod};
 use crate::meta::ObjectMeta;
-use crate::unknown::{unknown_fields, UnknownField};
+use crate::unknown::{unknown_fields, FieldValidation, UnknownField};
 use crate::validation::daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_update,
 };
@@ -518,6 +518,30 @@ impl Manifest {
             out.extend(daemon_set_warnings(ds));
         }
         out
+    }
+
+    /// [`Manifest::warnings`] under a field validation mode: with
+    /// [`FieldValidation::Strict`] the fields Kubernetes does not have
+    /// either (typos) are refused, and returned as the error; with `Ignore`
+    /// they are not mentioned. Fields of Kubernetes that drover does not
+    /// act on are always named in a warning.
+    pub fn warnings_under(&self, mode: FieldValidation) -> Result<Vec<String>, Vec<UnknownField>> {
+        let (unknown, supported): (Vec<UnknownField>, Vec<UnknownField>) = self
+            .unknown_fields()
+            .into_iter()
+            .partition(|u| !u.in_kubernetes);
+        if mode == FieldValidation::Strict && !unknown.is_empty() {
+            return Err(unknown);
+        }
+        let mut out: Vec<String> = Vec::new();
+        if mode == FieldValidation::Warn {
+            out.extend(unknown.iter().map(|u| u.to_string()));
+        }
+        out.extend(supported.iter().map(|u| u.to_string()));
+        if let Manifest::DaemonSet(ds) = self {
+            out.extend(daemon_set_warnings(ds));
+        }
+        Ok(out)
     }
 
     /// Validates the object (see [`crate::validation`]).

@@ -247,7 +247,7 @@ impl Omit for IntOrString {
 }
 
 impl CollectUnknown for IntOrString {
-    fn collect_unknown(&self, _path: &mut String, _out: &mut Vec<String>) {}
+    fn collect_unknown(&self, _path: &mut String, _out: &mut Vec<crate::UnknownField>) {}
 }
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ impl Omit for Quantity {
 }
 
 impl CollectUnknown for Quantity {
-    fn collect_unknown(&self, _path: &mut String, _out: &mut Vec<String>) {}
+    fn collect_unknown(&self, _path: &mut String, _out: &mut Vec<crate::UnknownField>) {}
 }
 
 #[cfg(test)]

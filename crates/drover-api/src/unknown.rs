@@ -1,9 +1,12 @@
-//! Fields drover does not implement: kept, and reported as warnings.
+//! Fields drover does not implement: kept, and reported.
 //!
 //! Every API struct keeps the fields it does not know in its `extra` map, so
 //! they survive a round trip through the store. [`unknown_fields`] lists
-//! them with their path, for the warnings that `apply` prints, in the words
-//! of kubectl's field validation (`unknown field "spec.foo"`).
+//! them with their path, and whether Kubernetes has them
+//! ([`crate::kubernetes_fields`]): a field of Kubernetes that drover does
+//! not act on is a warning; a field Kubernetes does not have either (a
+//! typo such as `comand:`) is refused under strict field validation, the
+//! default of `kubectl apply` and of `drover apply` ([`FieldValidation`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,15 +17,59 @@ pub struct UnknownField {
     /// The field's path in Kubernetes notation, e.g.
     /// `spec.template.spec.volumes[2].configMap`.
     pub path: String,
+    /// Whether Kubernetes has the field (drover does not act on it), or
+    /// not (a field no Kubernetes object has: a typo, most likely).
+    pub in_kubernetes: bool,
 }
 
 impl fmt::Display for UnknownField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown field {:?} (kept, but drover does not act on it)",
-            self.path
-        )
+        if self.in_kubernetes {
+            write!(
+                f,
+                "field {:?} is not supported by drover (kept, but drover does not act on it)",
+                self.path
+            )
+        } else {
+            write!(f, "unknown field {:?}", self.path)
+        }
+    }
+}
+
+/// What to do with fields Kubernetes does not have, as the API server's
+/// `fieldValidation` and `kubectl apply --validate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Refuse the object (the default).
+    #[default]
+    Strict,
+    /// Accept it with a warning per field.
+    Warn,
+    /// Accept it silently (fields Kubernetes has but drover does not act
+    /// on are still named in a warning).
+    Ignore,
+}
+
+impl FieldValidation {
+    /// Parses kubectl's `--validate` values (`strict`, `warn`, `ignore`,
+    /// and the older `true`/`false`) and the API server's `fieldValidation`
+    /// (`Strict`, `Warn`, `Ignore`). Empty means the default, strict.
+    pub fn parse(s: &str) -> Option<FieldValidation> {
+        match s.to_ascii_lowercase().as_str() {
+            "" | "strict" | "true" => Some(FieldValidation::Strict),
+            "warn" => Some(FieldValidation::Warn),
+            "ignore" | "false" => Some(FieldValidation::Ignore),
+            _ => None,
+        }
+    }
+
+    /// The API server's name of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FieldValidation::Strict => "Strict",
+            FieldValidation::Warn => "Warn",
+            FieldValidation::Ignore => "Ignore",
+        }
     }
 }
 
@@ -30,27 +77,26 @@ impl fmt::Display for UnknownField {
 ///
 /// ```
 /// let manifests = drover_api::parse_manifests(
-///     "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  dnsPolicy: Default\n  containers: [{name: c, image: i}]\n",
+///     "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  dnsPolicy: Default\n  containers: [{name: c, image: i, comand: [sh]}]\n",
 /// ).unwrap();
-/// let warnings = manifests[0].unknown_fields();
-/// assert_eq!(warnings[0].path, "spec.dnsPolicy");
-/// assert_eq!(warnings[0].to_string(), "unknown field \"spec.dnsPolicy\" (kept, but drover does not act on it)");
+/// let fields = manifests[0].unknown_fields();
+/// assert_eq!(fields[0].path, "spec.containers[0].comand");
+/// assert_eq!(fields[0].to_string(), "unknown field \"spec.containers[0].comand\"");
+/// assert_eq!(fields[1].path, "spec.dnsPolicy");
+/// assert_eq!(fields[1].to_string(), "field \"spec.dnsPolicy\" is not supported by drover (kept, but drover does not act on it)");
 /// ```
 pub fn unknown_fields<T: CollectUnknown + ?Sized>(object: &T) -> Vec<UnknownField> {
     let mut path = String::new();
-    let mut paths = Vec::new();
-    object.collect_unknown(&mut path, &mut paths);
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|path| UnknownField { path })
-        .collect()
+    let mut fields = Vec::new();
+    object.collect_unknown(&mut path, &mut fields);
+    fields.sort();
+    fields
 }
 
 /// Walks a value and pushes the path of every unknown field it keeps.
 pub trait CollectUnknown {
-    /// Pushes onto `out` the paths of the unknown fields under `path`.
-    fn collect_unknown(&self, path: &mut String, out: &mut Vec<String>);
+    /// Pushes onto `out` the unknown fields under `path`.
+    fn collect_unknown(&self, path: &mut String, out: &mut Vec<UnknownField>);
 }
 
 /// Runs `f` with `path` extended by the field `name`, then restores `path`.
@@ -67,14 +113,14 @@ pub(crate) fn child(path: &mut String, name: &str, f: impl FnOnce(&mut String)) 
 macro_rules! leaf {
     ($($ty:ty),*) => {
         $(impl CollectUnknown for $ty {
-            fn collect_unknown(&self, _path: &mut String, _out: &mut Vec<String>) {}
+            fn collect_unknown(&self, _path: &mut String, _out: &mut Vec<UnknownField>) {}
         })*
     };
 }
 leaf!(String, bool, i32, i64, u32, u64, serde_json::Value);
 
 impl<T: CollectUnknown> CollectUnknown for Option<T> {
-    fn collect_unknown(&self, path: &mut String, out: &mut Vec<String>) {
+    fn collect_unknown(&self, path: &mut String, out: &mut Vec<UnknownField>) {
         if let Some(value) = self {
             value.collect_unknown(path, out);
         }
@@ -82,7 +128,7 @@ impl<T: CollectUnknown> CollectUnknown for Option<T> {
 }
 
 impl<T: CollectUnknown> CollectUnknown for Vec<T> {
-    fn collect_unknown(&self, path: &mut String, out: &mut Vec<String>) {
+    fn collect_unknown(&self, path: &mut String, out: &mut Vec<UnknownField>) {
         for (index, item) in self.iter().enumerate() {
             let len = path.len();
             path.push_str(&format!("[{index}]"));
@@ -93,7 +139,7 @@ impl<T: CollectUnknown> CollectUnknown for Vec<T> {
 }
 
 impl<T: CollectUnknown> CollectUnknown for BTreeMap<String, T> {
-    fn collect_unknown(&self, path: &mut String, out: &mut Vec<String>) {
+    fn collect_unknown(&self, path: &mut String, out: &mut Vec<UnknownField>) {
         for (key, value) in self {
             let len = path.len();
             path.push_str(&format!("[{key}]"));

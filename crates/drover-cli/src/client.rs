@@ -476,9 +476,23 @@ impl Client {
     /// which is harmless (apply is create-or-update) but may then report
     /// `unchanged` for what the first attempt created.
     pub async fn apply(&self, text: &str, dry_run: bool) -> Result<Vec<Applied>, ClientError> {
+        self.apply_with(text, dry_run, drover_api::FieldValidation::Strict)
+            .await
+    }
+
+    /// [`Client::apply`] with a field validation mode (kubectl's
+    /// `--validate`): under strict, the default, a field that no Kubernetes
+    /// object has refuses the stream.
+    pub async fn apply_with(
+        &self,
+        text: &str,
+        dry_run: bool,
+        validate: drover_api::FieldValidation,
+    ) -> Result<Vec<Applied>, ClientError> {
         let body = pb::ApplyRequest {
             manifests: text.to_string(),
             dry_run,
+            field_validation: validate.as_str().to_string(),
         };
         let r = self
             .call(|ch| {

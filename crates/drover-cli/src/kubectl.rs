@@ -16,7 +16,8 @@ use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};
 use drover_api::selector::Selector;
 use drover_api::{
-    parse_manifests, parse_manifests_in, Event, Kind, Manifest, Node, Pod, DEFAULT_NAMESPACE,
+    parse_manifests, parse_manifests_in, Event, FieldValidation, Kind, Manifest, Node, Pod,
+    DEFAULT_NAMESPACE,
 };
 use drover_proto::reason::Reason;
 use std::io::{Read, Write};
@@ -134,19 +135,24 @@ pub fn parse_sources_in(sources: &[Source], namespace: Option<&str>) -> Result<V
 }
 
 /// `drover apply -f FILE|DIR|- …`: every object of every file is sent in one
-/// request, so the server refuses them all if one is invalid.
+/// request, so the server refuses them all if one is invalid, or if one
+/// has a field no Kubernetes object has while `validate` is strict.
 pub async fn apply(
     c: &Client,
     sources: &[Source],
     namespace: Option<&str>,
     dry_run: Option<DryRun>,
+    validate: FieldValidation,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
     let manifests = parse_sources_in(sources, namespace)?;
     let list = printers::list_value(&manifests);
     let text = serde_json::to_string(&list)?;
-    let results = c.apply(&text, dry_run.is_some()).await.map_err(kube)?;
+    let results = c
+        .apply_with(&text, dry_run.is_some(), validate)
+        .await
+        .map_err(kube)?;
     let suffix = match dry_run {
         None => "",
         Some(DryRun::Client) => " (dry run)",

@@ -9,6 +9,7 @@
 //! pods only rely on what the controller must do (one pod per eligible
 //! node).
 
+use drover_api::FieldValidation;
 use drover_cli::kubectl::{self, DeleteOptions, DryRun, GetOptions, Source};
 use drover_cli::printers::Output;
 use drover_cli::{error_text, Client};
@@ -68,7 +69,16 @@ fn inline(text: &str) -> Vec<Source> {
 
 async fn apply(c: &Client, s: &[Source], dry_run: Option<DryRun>) -> Ran {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let r = kubectl::apply(c, s, None, dry_run, &mut out, &mut err).await;
+    let r = kubectl::apply(
+        c,
+        s,
+        None,
+        dry_run,
+        FieldValidation::Strict,
+        &mut out,
+        &mut err,
+    )
+    .await;
     Ran::new(out, err, r)
 }
 
@@ -236,18 +246,19 @@ async fn kubectl_commands_against_a_server() {
         "daemonset.apps/example-daemonset unchanged (server dry run)\n"
     );
 
-    // A changed template is "configured"; an unknown field is kept and warned about.
+    // A changed template is "configured"; a field no Kubernetes object has
+    // refuses it (strict validation: see
+    // apply_refuses_fields_no_kubernetes_object_has_unless_told_otherwise).
     let changed = std::fs::read_to_string(fixture("01-example-daemonset.yaml"))
         .unwrap()
-        .replace("nginx:latest", "nginx:1.27")
-        .replace("spec:\n  selector:", "spec:\n  foo: bar\n  selector:");
+        .replace("nginx:latest", "nginx:1.27");
+    let typo = changed.replace("spec:\n  selector:", "spec:\n  foo: bar\n  selector:");
+    apply(c, &inline(&typo), None)
+        .await
+        .failed_with("unknown field \"spec.foo\"");
     let r = apply(c, &inline(&changed), None).await.ok();
     assert_eq!(r.out, "daemonset.apps/example-daemonset configured\n");
-    assert!(
-        r.err.starts_with("Warning: unknown field \"spec.foo\""),
-        "{}",
-        r.err
-    );
+    assert_eq!(r.err, "");
 
     // Invalid manifests: refused whole, nothing written.
     let invalid = "\
@@ -1004,16 +1015,33 @@ async fn several_kinds_namespaces_on_apply_and_following_events() {
     // `apply -n`: objects without a namespace go there; another one is refused.
     let ev = event_yaml("e1", "", "into team-a");
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    kubectl::apply(c, &inline(&ev), Some("team-a"), None, &mut out, &mut err)
-        .await
-        .unwrap();
+    kubectl::apply(
+        c,
+        &inline(&ev),
+        Some("team-a"),
+        None,
+        FieldValidation::Strict,
+        &mut out,
+        &mut err,
+    )
+    .await
+    .unwrap();
     let mut o = get_opts("ev", &["e1"]);
     o.namespace = Some("team-a".into());
     o.output = Some(Output::Json);
     let v: Value = serde_json::from_str(&get(c, o).await.ok().out).unwrap();
     assert_eq!(v["metadata"]["namespace"], "team-a");
     let ev = event_yaml("e2", "team-b", "stays out");
-    let r = kubectl::apply(c, &inline(&ev), Some("team-a"), None, &mut out, &mut err).await;
+    let r = kubectl::apply(
+        c,
+        &inline(&ev),
+        Some("team-a"),
+        None,
+        FieldValidation::Strict,
+        &mut out,
+        &mut err,
+    )
+    .await;
     let e = error_text(&r.unwrap_err());
     assert!(
         e.contains("does not match the namespace \"team-a\" given with --namespace"),
@@ -1052,4 +1080,81 @@ fn nodes_without_a_pod(describe: &str) -> &str {
         .nth(1)
         .and_then(|t| t.split("\nEvents:").next())
         .unwrap_or_default()
+}
+
+/// A field no Kubernetes object has (a typo) refuses the apply under the
+/// default strict validation, naming every such field and writing nothing;
+/// `--validate=warn` applies with a warning, `--validate=ignore` silently.
+/// A field Kubernetes has but drover does not act on is always a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_refuses_fields_no_kubernetes_object_has_unless_told_otherwise() {
+    let cl = start().await;
+    let c = &cl.client;
+    let typo = inline(
+        r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: typo}
+spec:
+  selector: {matchLabels: {app: typo}}
+  template:
+    metadata: {labels: {app: typo}}
+    spec:
+      dnsConfig: {nameservers: [1.1.1.1]}
+      containers:
+      - name: c
+        image: busybox
+        comand: [sleep, "3600"]
+        imagePullPolicy: Never
+        reources: {}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: fine}
+"#,
+    );
+    let run = |mode: FieldValidation, dry: Option<DryRun>| {
+        let typo = typo.clone();
+        async move {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let r = kubectl::apply(c, &typo, None, dry, mode, &mut out, &mut err).await;
+            Ran::new(out, err, r)
+        }
+    };
+    for dry in [None, Some(DryRun::Server)] {
+        let r = run(FieldValidation::Strict, dry).await.failed();
+        assert!(
+            r.error().contains(r#"daemonset.apps/typo (DaemonSet in version "apps/v1"): strict decoding error: unknown field "spec.template.spec.containers[0].comand", unknown field "spec.template.spec.containers[0].reources""#),
+            "{r:?}"
+        );
+        assert!(r.error().contains("--validate=warn"), "{r:?}");
+        assert!(!r.error().contains("dnsConfig"), "{r:?}");
+    }
+    // Nothing was written, not even the valid Node of the same stream.
+    let r = get(c, get_opts("nodes", &[])).await.ok();
+    assert_eq!(r.out, "", "{r:?}");
+
+    let r = run(FieldValidation::Warn, None).await.ok();
+    assert_eq!(r.out, "daemonset.apps/typo created\nnode/fine created\n");
+    assert_eq!(
+        r.err,
+        "Warning: unknown field \"spec.template.spec.containers[0].comand\"\n\
+         Warning: unknown field \"spec.template.spec.containers[0].reources\"\n\
+         Warning: field \"spec.template.spec.dnsConfig\" is not supported by drover (kept, but drover does not act on it)\n"
+    );
+    let r = run(FieldValidation::Ignore, None).await.ok();
+    assert_eq!(
+        r.out,
+        "daemonset.apps/typo unchanged\nnode/fine unchanged\n"
+    );
+    assert_eq!(
+        r.err,
+        "Warning: field \"spec.template.spec.dnsConfig\" is not supported by drover (kept, but drover does not act on it)\n"
+    );
+    // The kept field survives a round trip.
+    let ds = get_json(c, "ds", &["typo"]).await;
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["comand"],
+        serde_json::json!(["sleep", "3600"])
+    );
 }

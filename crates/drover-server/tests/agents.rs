@@ -142,6 +142,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
             pb::ApplyRequest {
                 manifests: pods.into(),
                 dry_run: false,
+                ..Default::default()
             },
             &admin,
         ))

@@ -383,12 +383,20 @@ async fn a_fourth_member_joins_and_a_member_is_removed() {
             .expect("write");
     }
     let fourth = c.add_member().await;
-    let st = c.client().status().await.expect("status");
-    assert_eq!(st.members.len(), 4);
-    assert!(
-        st.members.iter().all(|m| !m.learner),
-        "the joiner was promoted to voter"
-    );
+    // The join returns once the promotion is committed; the member that
+    // answers `status` may apply it a moment later.
+    let client = c.client();
+    wait_until(
+        "four voters in the status",
+        Duration::from_secs(10),
+        || async {
+            client
+                .status()
+                .await
+                .is_ok_and(|st| st.members.len() == 4 && st.members.iter().all(|m| !m.learner))
+        },
+    )
+    .await;
     c.converge().await;
     let (kvs, _) = c
         .server(fourth)

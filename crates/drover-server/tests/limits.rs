@@ -65,6 +65,7 @@ impl Api {
             pb::ApplyRequest {
                 manifests: text.into(),
                 dry_run: false,
+                ..Default::default()
             },
             &self.token,
         );

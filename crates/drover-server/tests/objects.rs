@@ -23,7 +23,7 @@ spec:
       containers:
       - name: agent
         image: busybox:1.36
-        unknownField: kept
+        stdin: true
 "#;
 
 struct Api {
@@ -55,7 +55,8 @@ impl Api {
     async fn apply(&mut self, text: &str) -> Result<Vec<pb::ApplyResult>, tonic::Status> {
         let r = self.req(pb::ApplyRequest {
             manifests: text.into(),
-            dry_run: false,
+            // An empty mode: strict, the default.
+            ..Default::default()
         });
         Ok(self.c.apply(r).await?.into_inner().results)
     }
@@ -96,7 +97,9 @@ async fn apply_creates_then_configures_then_is_unchanged() {
     assert_eq!(r[0].reference, "daemonset.apps/agent");
     assert_eq!(r[0].action, "created");
     assert!(
-        r[0].warnings.iter().any(|w| w.contains("unknownField")),
+        r[0].warnings
+            .iter()
+            .any(|w| w.contains("containers[0].stdin")),
         "{:?}",
         r[0].warnings
     );
@@ -109,8 +112,8 @@ async fn apply_creates_then_configures_then_is_unchanged() {
     let rv1: u64 = meta["resourceVersion"].as_str().unwrap().parse().unwrap();
     // The unknown field is kept, not dropped.
     assert_eq!(
-        ds["spec"]["template"]["spec"]["containers"][0]["unknownField"],
-        "kept"
+        ds["spec"]["template"]["spec"]["containers"][0]["stdin"],
+        true
     );
 
     assert_eq!(api.apply(DS).await.unwrap()[0].action, "unchanged");

@@ -95,6 +95,7 @@ async fn a_node_certificate_may_call_nothing_but_its_own_session() {
             .apply(pb::ApplyRequest {
                 manifests: evil.into(),
                 dry_run: false,
+                ..Default::default()
             })
             .await,
     );

@@ -7,7 +7,7 @@ use super::{mirror, Objects, ATTEMPTS};
 use crate::error::ApiError;
 use crate::limits::MAX_APPLY_WRITE_BYTES;
 use drover_api::validation::{validate_manifest, validate_manifest_update};
-use drover_api::{defaults, parse_manifests, Kind, Manifest};
+use drover_api::{defaults, parse_manifests, FieldValidation, Kind, Manifest};
 use drover_proto::v1::{self as pb, op};
 use std::collections::HashSet;
 
@@ -49,11 +49,26 @@ impl Objects {
         text: &str,
         dry_run: bool,
     ) -> Result<Vec<(Applied, Vec<String>)>, ApiError> {
+        self.apply_with(text, dry_run, FieldValidation::Strict)
+            .await
+    }
+
+    /// [`Objects::apply`] with a field validation mode: under
+    /// [`FieldValidation::Strict`] (kubectl's default) a field that no
+    /// Kubernetes object has refuses the whole stream, every such field
+    /// of every object named at once.
+    pub async fn apply_with(
+        &self,
+        text: &str,
+        dry_run: bool,
+        mode: FieldValidation,
+    ) -> Result<Vec<(Applied, Vec<String>)>, ApiError> {
         let mut manifests =
             parse_manifests(text).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         if manifests.is_empty() {
             return Err(ApiError::BadRequest("no objects passed to apply".into()));
         }
+        let warnings = field_warnings(&manifests, mode)?;
         let mut seen = HashSet::with_capacity(manifests.len());
         for (i, m) in manifests.iter_mut().enumerate() {
             m.default_namespace();
@@ -69,9 +84,9 @@ impl Objects {
         for _ in 0..ATTEMPTS {
             let existing = self.read_and_check(&manifests).await?;
             if dry_run {
-                return dry_run_outcomes(manifests, existing);
+                return dry_run_outcomes(manifests, existing, warnings);
             }
-            let (ops, mut out) = plan(&manifests, existing)?;
+            let (ops, mut out) = plan(&manifests, existing, &warnings)?;
             let op = match ops.len() {
                 0 => return Ok(out),
                 1 => ops.into_iter().next().and_then(|o| o.op),
@@ -152,10 +167,10 @@ type Outcomes = Vec<(Applied, Vec<String>)>;
 fn dry_run_outcomes(
     manifests: Vec<Manifest>,
     existing: Vec<Existing>,
+    warnings: Vec<Vec<String>>,
 ) -> Result<Outcomes, ApiError> {
     let mut out = Vec::with_capacity(manifests.len());
-    for (m, old) in manifests.into_iter().zip(existing) {
-        let warnings = m.warnings();
+    for ((m, old), warnings) in manifests.into_iter().zip(existing).zip(warnings) {
         let applied = match old {
             None => Applied::Created(m),
             Some((o, _)) => {
@@ -178,6 +193,7 @@ fn dry_run_outcomes(
 fn plan(
     manifests: &[Manifest],
     existing: Vec<Existing>,
+    warnings: &[Vec<String>],
 ) -> Result<(Vec<pb::Op>, Outcomes), ApiError> {
     let mut ops = Vec::new();
     let mut out = Vec::with_capacity(manifests.len());
@@ -192,7 +208,7 @@ fn plan(
         ops.push(o);
         Ok(())
     };
-    for (m, old) in manifests.iter().zip(existing) {
+    for ((m, old), warnings) in manifests.iter().zip(existing).zip(warnings) {
         let k = key(Kind::of(m), m.namespace(), m.name());
         let applied = match old {
             None => {
@@ -224,10 +240,45 @@ fn plan(
                 }
             }
         };
-        out.push((applied, m.warnings()));
+        out.push((applied, warnings.clone()));
     }
     let ops = ops.into_iter().map(|o| pb::Op { op: Some(o) }).collect();
     Ok((ops, out))
+}
+
+/// Each object's warnings under `mode`; under strict validation, the
+/// fields no Kubernetes object has refuse the stream (the API server's
+/// "strict decoding error"), every one named.
+fn field_warnings(
+    manifests: &[Manifest],
+    mode: FieldValidation,
+) -> Result<Vec<Vec<String>>, ApiError> {
+    let mut refused = Vec::new();
+    let mut out = Vec::with_capacity(manifests.len());
+    for m in manifests {
+        match m.warnings_under(mode) {
+            Ok(w) => out.push(w),
+            Err(unknown) => {
+                let fields: Vec<String> = unknown.iter().map(|u| u.to_string()).collect();
+                refused.push(format!(
+                    "{} ({} in version {:?}): strict decoding error: {}",
+                    m.reference(),
+                    m.kind(),
+                    m.api_version(),
+                    fields.join(", ")
+                ));
+            }
+        }
+    }
+    if refused.is_empty() {
+        return Ok(out);
+    }
+    Err(ApiError::BadRequest(format!(
+        "{}; no Kubernetes object has {}: correct the name, or apply with --validate=warn to keep {} as an unknown field (nothing was applied)",
+        refused.join("; "),
+        if refused.len() == 1 { "this field" } else { "these fields" },
+        if refused.len() == 1 { "it" } else { "them" },
+    )))
 }
 
 /// The object an apply writes over an existing one: the manifest's content,
@@ -286,9 +337,9 @@ mod tests {
             })
             .collect();
         let manifests = drover_api::parse_manifests(&text.join("---\n")).unwrap();
-        let fits = plan(&manifests[..30], vec![None; 30]).unwrap();
+        let fits = plan(&manifests[..30], vec![None; 30], &vec![vec![]; 30]).unwrap();
         assert_eq!(fits.0.len(), 30);
-        let e = plan(&manifests, vec![None; 40]).unwrap_err();
+        let e = plan(&manifests, vec![None; 40], &vec![vec![]; 40]).unwrap_err();
         assert!(matches!(e, ApiError::BadRequest(_)), "{e:?}");
         assert!(e.to_string().contains("smaller groups"), "{e}");
     }

@@ -27,7 +27,13 @@ impl objects_server::Objects for ObjectsSvc {
     ) -> Result<Response<pb::ApplyResponse>, Status> {
         admin(self.0.ctx(), &req, "apply")?;
         let r = req.into_inner();
-        let applied = self.0.apply(&r.manifests, r.dry_run).await?;
+        let mode = drover_api::FieldValidation::parse(&r.field_validation).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "field validation {:?}: not one of Strict, Warn, Ignore",
+                r.field_validation
+            ))
+        })?;
+        let applied = self.0.apply_with(&r.manifests, r.dry_run, mode).await?;
         let mut results = Vec::with_capacity(applied.len());
         for (a, warnings) in applied {
             let m = a.object();
