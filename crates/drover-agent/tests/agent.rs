@@ -523,3 +523,76 @@ async fn a_node_away_longer_than_its_certificate_joins_again_with_its_token() {
     agent.stop(STOP).await;
     s.shutdown().await;
 }
+
+/// A node cut off from its server: its pods stop counting as ready (the
+/// `Ready` condition `False`, reason `NodeNotReady`, every container not
+/// ready, a Warning event on the pod) while their containers keep running;
+/// when the link heals, the agent (which never stopped) reports them Ready
+/// again, containers untouched.
+#[tokio::test]
+async fn pods_of_an_unreachable_node_are_not_ready_until_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The member advertises the relay: the agent knows no other way in.
+    let link = drover_testkit::CuttableLink::bind().await;
+    let s = TestServer::start_tuned(&tmp.path().join("server"), |o| {
+        o.controller.node_timeout = Duration::from_secs(2);
+        o.advertise = Some(link.address());
+    })
+    .await;
+    link.point_to(&s.addr);
+    let o = options(&link.address(), &s.node_token, "gone", None);
+    let rt = Arc::new(SimRuntime::new(
+        Arc::new(TokioClock::new()),
+        Arc::new(SimConfig::default()),
+    ));
+    let agent = start_agent(o, Some(rt.clone()));
+    s.apply(&pod_yaml("web", "gone", "busybox")).await;
+    wait_until("web Running and Ready", Duration::from_secs(15), || async {
+        s.pod("web").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    let uid = s.pod("web").await.unwrap().metadata.uid;
+    let before = running(&rt, &uid);
+
+    link.cut();
+    let not_ready = |p: &drover_api::Pod| {
+        let ready = p.status.conditions.iter().find(|c| c.r#type == "Ready");
+        ready
+            .is_some_and(|c| c.status == Some(ConditionStatus::False) && c.reason == "NodeNotReady")
+            && p.status.container_statuses.iter().all(|c| !c.ready)
+    };
+    wait_until("web marked not ready", Duration::from_secs(15), || async {
+        s.pod("web").await.is_some_and(|p| not_ready(&p))
+    })
+    .await;
+    let node = s.node("gone").await.unwrap();
+    assert!(!node.is_ready(), "the pod is marked only once its node is");
+    let (events, _) = s
+        .server
+        .objects()
+        .list(Kind::Event, Some("default"), None)
+        .await
+        .unwrap();
+    assert!(
+        events.iter().any(|e| match e {
+            drover_api::Manifest::Event(e) =>
+                e.involved_object.name == "web"
+                    && e.reason == "NodeNotReady"
+                    && e.r#type == "Warning",
+            _ => false,
+        }),
+        "a NodeNotReady event on the pod: {events:?}"
+    );
+    assert_eq!(running(&rt, &uid), before, "the container kept running");
+
+    link.heal();
+    let back = wait_until("web Ready again", Duration::from_secs(15), || async {
+        s.pod("web").await.is_some_and(|p| is_running_and_ready(&p))
+    })
+    .await;
+    eprintln!("web Ready again {back:?} after the link healed");
+    assert!(s.node("gone").await.unwrap().is_ready());
+    assert_eq!(running(&rt, &uid), before, "never restarted");
+    agent.stop(STOP).await;
+    s.shutdown().await;
+}

@@ -840,6 +840,9 @@ pub mod pod_condition {
     pub const CONTAINERS_READY: &str = "ContainersReady";
     /// The pod can serve: all containers ready.
     pub const READY: &str = "Ready";
+    /// Reason of a `Ready` condition the node lifecycle controller set to
+    /// `False` because the pod's node is unreachable.
+    pub const REASON_NODE_NOT_READY: &str = "NodeNotReady";
 }
 
 /// Annotations of static pods (run by a node agent from its

@@ -26,6 +26,15 @@
 //!   ([`crate::daemon`] deletes pods of nodes that do not exist at once),
 //!   and its other pods after a grace period ([`crate::pod_gc`]).
 //!
+//! # Pods of unreachable nodes
+//!
+//! While a node is `Unknown` and silent, its pods that still count as ready
+//! are marked as Kubernetes' `MarkPodsNotReady` does
+//! ([`NodeLifecycle::pods_not_ready`]): `Ready` (and `ContainersReady`)
+//! `False` with reason `NodeNotReady`, every container not ready, a Warning
+//! `NodeNotReady` event on the pod. They keep running; the agent's report
+//! on its return replaces the status.
+//!
 //! # Taints (Kubernetes' `TaintNodesByCondition` and taint-based eviction)
 //!
 //! Kept in sync with the node's conditions and `spec.unschedulable` on
@@ -472,6 +481,136 @@ pub fn sync_taints(node: &mut Node, now: Timestamp) -> Vec<NodeChange> {
 pub fn set_unschedulable(node: &mut Node, unschedulable: bool, now: Timestamp) -> Vec<NodeChange> {
     node.spec.unschedulable = unschedulable;
     sync_taints(node, now)
+}
+
+/// Reason of the `Ready` condition of a pod whose node is unreachable, and
+/// of the Warning event about it (Kubernetes' `MarkPodsNotReady`).
+pub const REASON_POD_NODE_NOT_READY: &str = drover_api::pod_condition::REASON_NODE_NOT_READY;
+/// Message of that condition and event.
+pub const MESSAGE_POD_NODE_NOT_READY: &str = "Node is not ready";
+
+/// A pod marked not ready because its node is unreachable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodNotReady {
+    /// The whole pod with its new status: write it with compare-and-swap on
+    /// its resource version (the one it was read with), so that a report
+    /// its agent made meanwhile wins.
+    pub pod: Pod,
+    /// The Warning `NodeNotReady` event about it.
+    pub event: Event,
+}
+
+impl NodeLifecycle {
+    /// The pods that still count as ready on unreachable nodes (the node's
+    /// `Ready` is `Unknown` and no heartbeat came since its deadline), as
+    /// Kubernetes' node lifecycle controller marks them: the pod's `Ready`
+    /// condition `False` (reason `NodeNotReady`) and every container not
+    /// ready, so that they are neither shown nor counted as ready or
+    /// available. Nothing else changes; when the node is back its agent's
+    /// report replaces the status. Pods already marked, or being deleted,
+    /// are left alone.
+    pub fn pods_not_ready<'a, 'n>(
+        &self,
+        nodes: impl IntoIterator<Item = &'n Node>,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        last_heartbeat: impl Fn(&str) -> Option<Timestamp>,
+        now: Timestamp,
+    ) -> Vec<PodNotReady> {
+        let unreachable: std::collections::HashSet<&str> = nodes
+            .into_iter()
+            .filter(|n| {
+                n.condition(node_condition::READY)
+                    .is_some_and(|c| c.status == Some(ConditionStatus::Unknown))
+                    && now >= self.deadline(last_heartbeat(&n.metadata.name))
+            })
+            .map(|n| n.metadata.name.as_str())
+            .collect();
+        if unreachable.is_empty() {
+            return Vec::new();
+        }
+        pods.into_iter()
+            .filter(|p| {
+                unreachable.contains(p.spec.node_name.as_str())
+                    && p.metadata.deletion_timestamp.is_none()
+                    && counts_as_ready(p)
+            })
+            .map(|p| {
+                let mut pod = p.clone();
+                mark_not_ready(&mut pod, now);
+                let event = pod_not_ready_event(&pod, now);
+                PodNotReady { pod, event }
+            })
+            .collect()
+    }
+}
+
+/// Whether a pod's `Ready` condition is not `False`, or a container says
+/// it is ready.
+fn counts_as_ready(p: &Pod) -> bool {
+    let ready = p
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.r#type == drover_api::pod_condition::READY);
+    ready.is_some_and(|c| c.status != Some(ConditionStatus::False))
+        || p.status.container_statuses.iter().any(|c| c.ready)
+}
+
+fn mark_not_ready(pod: &mut Pod, now: Timestamp) {
+    use drover_api::{pod_condition, PodCondition};
+    let time = now.to_rfc3339();
+    for kind in [pod_condition::READY, pod_condition::CONTAINERS_READY] {
+        let conditions = &mut pod.status.conditions;
+        let i = match conditions.iter().position(|c| c.r#type == kind) {
+            Some(i) => i,
+            None if kind == pod_condition::READY => {
+                conditions.push(PodCondition {
+                    r#type: kind.to_owned(),
+                    ..PodCondition::default()
+                });
+                conditions.len() - 1
+            }
+            None => continue,
+        };
+        let c = &mut conditions[i];
+        if c.status != Some(ConditionStatus::False) {
+            c.status = Some(ConditionStatus::False);
+            c.last_transition_time = Some(time.clone());
+        }
+        c.reason = REASON_POD_NODE_NOT_READY.to_owned();
+        c.message = MESSAGE_POD_NODE_NOT_READY.to_owned();
+    }
+    for c in &mut pod.status.container_statuses {
+        c.ready = false;
+    }
+}
+
+/// The Warning `NodeNotReady` event about a pod; the name's digits are the
+/// time, as for node events.
+fn pod_not_ready_event(pod: &Pod, now: Timestamp) -> Event {
+    let meta = &pod.metadata;
+    let involved = drover_api::ObjectReference {
+        api_version: "v1".to_owned(),
+        kind: "Pod".to_owned(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..drover_api::ObjectReference::default()
+    };
+    events::new_event(
+        involved,
+        drover_api::ObjectMeta {
+            name: events::event_name(&meta.name, now.unix_nanos() as u64),
+            namespace: meta.namespace.clone(),
+            ..drover_api::ObjectMeta::default()
+        },
+        events::NODE_CONTROLLER,
+        event_type::WARNING,
+        REASON_POD_NODE_NOT_READY,
+        MESSAGE_POD_NODE_NOT_READY.to_owned(),
+        now,
+    )
 }
 
 /// Pods bound to nodes that do not exist and not yet being deleted (what

@@ -17,6 +17,7 @@
 //! | [`quick_reconnect`], [`quick_tuning`], [`sim_options`] | the quick agent and sim timings the tests use |
 //! | [`pod_yaml`], [`is_running_and_ready`] | a pod bound to a node; the state tests wait for |
 //! | [`Ran`], [`SharedBuf`] | a client command's output and outcome; a writer read while the command runs |
+//! | [`CuttableLink`] | a TCP relay a test cuts and heals: a partition between an agent and a member |
 //! | [`docker`] | fixtures of the tests against the real Docker engine (the test image, unique node names, cleanup) |
 //!
 //! Every wait has a deadline and says what it waited for; servers bind
@@ -27,6 +28,7 @@ pub mod agent;
 pub mod cli;
 pub mod docker;
 pub use docker::skipping_docker;
+pub mod link;
 pub mod net;
 pub mod pods;
 pub mod process;
@@ -35,6 +37,7 @@ pub mod wait;
 
 pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, TestAgent};
 pub use cli::{Ran, SharedBuf};
+pub use link::CuttableLink;
 pub use net::{free_port, free_ports, https_get};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use process::{spawn_logged, Procs};

@@ -18,6 +18,9 @@ pub(super) struct Merged {
     pub(super) gone: Vec<(String, Arc<Pod>)>,
     /// The static pod uids it has mirrors for.
     pub(super) mirrors: HashSet<String>,
+    /// Statuses the server holds differently (marked not ready while the
+    /// node was away) became pending again.
+    pub(super) resend: bool,
 }
 
 /// Merges the server's complete list of the node's pods into `books`
@@ -36,6 +39,7 @@ pub(super) fn merge(
     let mut seen = HashSet::with_capacity(list.pods.len());
     let mut mirrors = HashSet::new();
     let mut changed = false;
+    let mut resend = false;
     for bytes in &list.pods {
         let mut pod: Pod = match serde_json::from_slice(bytes) {
             Ok(p) => p,
@@ -70,6 +74,14 @@ pub(super) fn merge(
                     // The server has it.
                     book.pending = false;
                     book.sent_at = None;
+                } else if book.status.is_some()
+                    && !book.pending
+                    && server_status.as_ref().is_some_and(marked_unreachable)
+                {
+                    // The server marked the pod not ready while this node
+                    // was away: what runs here says otherwise.
+                    book.pending = true;
+                    resend = true;
                 }
             }
             None => {
@@ -93,6 +105,16 @@ pub(super) fn merge(
         changed,
         gone,
         mirrors,
+        resend,
+    })
+}
+
+/// Whether the server marked a pod not ready because its node was
+/// unreachable (the node lifecycle controller's `pods_not_ready`).
+fn marked_unreachable(status: &PodStatus) -> bool {
+    status.conditions.iter().any(|c| {
+        c.r#type == drover_api::pod_condition::READY
+            && c.reason == drover_api::pod_condition::REASON_NODE_NOT_READY
     })
 }
 
@@ -115,5 +137,64 @@ pub(super) async fn save(dir: PathBuf, books: &HashMap<String, PodBook>, name: &
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(node = %name, "cannot save the desired pods: {e:#}"),
         Err(e) => tracing::warn!(node = %name, "cannot save the desired pods: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_api::{ConditionStatus, PodCondition};
+
+    fn list_of(pod: &Pod, rv: &str) -> pb::DesiredPods {
+        pb::DesiredPods {
+            pods: vec![serde_json::to_vec(pod).unwrap()],
+            resource_version: rv.into(),
+        }
+    }
+
+    fn ready(status: ConditionStatus, reason: &str) -> PodStatus {
+        PodStatus {
+            conditions: vec![PodCondition {
+                r#type: "Ready".into(),
+                status: Some(status),
+                reason: reason.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// The server marked a pod not ready while the node was away, and the
+    /// session stayed up: the agent sends what it knows again. Any other
+    /// difference is left to the usual outbox rules.
+    #[test]
+    fn a_status_the_server_marked_unreachable_is_sent_again() {
+        let mut pod = Pod::default();
+        pod.metadata.name = "web".into();
+        pod.metadata.namespace = "default".into();
+        pod.metadata.uid = "u1".into();
+        pod.spec.node_name = "n1".into();
+        let mut books = HashMap::new();
+        let mine = ready(ConditionStatus::True, "");
+        pod.status = mine.clone();
+        let m = merge(&mut books, &list_of(&pod, "5"), "n1", false, "now").unwrap();
+        assert!(!m.resend);
+        // The server shows what the agent has: nothing pending.
+        let b = books.get_mut("u1").unwrap();
+        b.status = Some(mine.clone());
+        merge(&mut books, &list_of(&pod, "6"), "n1", false, "now").unwrap();
+        assert!(!books["u1"].pending);
+        // Marked by the node lifecycle controller: pending again.
+        pod.status = ready(ConditionStatus::False, "NodeNotReady");
+        let m = merge(&mut books, &list_of(&pod, "7"), "n1", false, "now").unwrap();
+        assert!(m.resend);
+        assert!(books["u1"].pending);
+        assert_eq!(books["u1"].status.as_ref(), Some(&mine), "its own kept");
+        // Another status the server holds is not a reason to resend.
+        books.get_mut("u1").unwrap().pending = false;
+        pod.status = ready(ConditionStatus::False, "ContainersNotReady");
+        let m = merge(&mut books, &list_of(&pod, "8"), "n1", false, "now").unwrap();
+        assert!(!m.resend);
+        assert!(!books["u1"].pending);
     }
 }

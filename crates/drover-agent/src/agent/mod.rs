@@ -352,9 +352,10 @@ impl<R: Runtime> NodeAgent<R> {
         self.link.pods_received();
         let confirm = self.shared.confirm_after();
         let wall = self.shared.clock.wall();
-        if self
-            .statics
-            .mirrors_seen(merged.mirrors, &self.pods, confirm, wall)
+        if merged.resend
+            || self
+                .statics
+                .mirrors_seen(merged.mirrors, &self.pods, confirm, wall)
         {
             self.outbox.hold(self.shared.clock.now());
         }

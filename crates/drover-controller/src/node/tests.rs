@@ -303,3 +303,114 @@ fn bare_pods_of_missing_nodes() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].spec.node_name, "gone");
 }
+
+fn running_pod(name: &str, node: &str) -> Pod {
+    use drover_api::{ContainerStatus, PodCondition};
+    let mut p = Pod::default();
+    p.metadata.name = name.into();
+    p.metadata.namespace = "default".into();
+    p.metadata.uid = format!("uid-{name}");
+    p.metadata.resource_version = "7".into();
+    p.spec.node_name = node.into();
+    for kind in ["Ready", "ContainersReady", "PodScheduled"] {
+        p.status.conditions.push(PodCondition {
+            r#type: kind.into(),
+            status: Some(ConditionStatus::True),
+            last_transition_time: Some(at(-50).to_rfc3339()),
+            ..Default::default()
+        });
+    }
+    p.status.container_statuses.push(ContainerStatus {
+        name: "c".into(),
+        ready: true,
+        ..Default::default()
+    });
+    p
+}
+
+fn condition(p: &Pod, kind: &str) -> (Option<ConditionStatus>, String, Option<String>) {
+    let c = p
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.r#type == kind)
+        .unwrap();
+    (
+        c.status.clone(),
+        c.reason.clone(),
+        c.last_transition_time.clone(),
+    )
+}
+
+#[test]
+fn pods_of_an_unreachable_node_are_marked_not_ready_once() {
+    let down = with_ready(ready_node("down"), ConditionStatus::Unknown, 3);
+    let up = ready_node("up");
+    let nodes = [down.clone(), up];
+    let pods = [
+        running_pod("a", "down"),
+        running_pod("b", "up"),
+        running_pod("c", "down"),
+    ];
+    let beats = heartbeats(&[("down", 0), ("up", 9)]);
+    let marked = judge().pods_not_ready(&nodes, &pods, |n| beats.get(n).copied(), at(10));
+    let names: Vec<&str> = marked
+        .iter()
+        .map(|m| m.pod.metadata.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "c"]);
+    let a = &marked[0].pod;
+    let false_now = (
+        Some(ConditionStatus::False),
+        "NodeNotReady".to_string(),
+        Some(at(10).to_rfc3339()),
+    );
+    assert_eq!(condition(a, "Ready"), false_now);
+    assert_eq!(condition(a, "ContainersReady"), false_now);
+    // Scheduling is a fact, not a readiness: untouched.
+    assert_eq!(condition(a, "PodScheduled").0, Some(ConditionStatus::True));
+    assert!(!a.status.container_statuses[0].ready);
+    // The version it was read with, for the compare-and-swap.
+    assert_eq!(a.metadata.resource_version, "7");
+    let e = &marked[0].event;
+    assert_eq!(
+        (e.r#type.as_str(), e.reason.as_str(), e.message.as_str()),
+        ("Warning", "NodeNotReady", "Node is not ready")
+    );
+    assert_eq!(
+        (
+            e.involved_object.kind.as_str(),
+            e.involved_object.name.as_str()
+        ),
+        ("Pod", "a")
+    );
+    // Marked pods are not marked again.
+    let again: Vec<Pod> = marked.into_iter().map(|m| m.pod).collect();
+    assert!(judge()
+        .pods_not_ready(&nodes, &again, |n| beats.get(n).copied(), at(20))
+        .is_empty());
+}
+
+#[test]
+fn pods_are_left_alone_while_their_node_is_ready_or_heartbeats_again() {
+    let pods = [running_pod("a", "n1")];
+    // Ready: nothing, however old the heartbeat.
+    let nodes = [ready_node("n1")];
+    let none = |_: &str| None;
+    assert!(judge()
+        .pods_not_ready(&nodes, &pods, none, at(10))
+        .is_empty());
+    // Unknown in the store, but a heartbeat came since (the node is back
+    // and its agent's report may already be in): not marked.
+    let nodes = [with_ready(ready_node("n1"), ConditionStatus::Unknown, 3)];
+    let beats = heartbeats(&[("n1", 9)]);
+    assert!(judge()
+        .pods_not_ready(&nodes, &pods, |n| beats.get(n).copied(), at(10))
+        .is_empty());
+    // A pod being deleted is left to its deletion.
+    let mut going = running_pod("a", "n1");
+    going.metadata.deletion_timestamp = Some(at(1).to_rfc3339());
+    assert!(judge()
+        .pods_not_ready(&nodes, &[going], none, at(10))
+        .is_empty());
+}

@@ -231,6 +231,29 @@ impl Objects {
         Err(ApiError::conflict(kind, name))
     }
 
+    /// Writes an object the controllers read at its `metadata.resourceVersion`
+    /// and changed only the status of, if it is still at that version (a
+    /// controller's status never overwrites a report made meanwhile). Mirror
+    /// pods too: their status is the server's to keep.
+    pub async fn write_status_as_read(&self, m: Manifest) -> Result<Manifest, ApiError> {
+        let kind = Kind::of(&m);
+        let rev = m
+            .metadata()
+            .revision()
+            .map_err(|e| ApiError::BadRequest(format!("{}: {e}", m.reference())))?
+            .ok_or_else(|| {
+                ApiError::Internal(format!(
+                    "{}: written without the version it was read at",
+                    m.reference()
+                ))
+            })?;
+        let k = key(kind, m.namespace(), m.name());
+        self.swap(&k, m.clone(), rev).await.map_err(|e| match e {
+            ApiError::Conflict(_) => ApiError::conflict(kind, m.name()),
+            e => e,
+        })
+    }
+
     /// Replaces one object; compare-and-swap when it carries a
     /// resourceVersion (a malformed one is refused, never taken as "any").
     pub async fn update(&self, mut m: Manifest) -> Result<Manifest, ApiError> {

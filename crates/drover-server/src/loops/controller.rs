@@ -241,10 +241,42 @@ impl Leading {
         }
         self.record(plan.events).await;
 
+        // Pods of unreachable nodes stop counting as ready (their agents'
+        // reports restore them when the nodes are back).
+        let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
+        let marked =
+            self.nodes
+                .pods_not_ready(nodes.iter().copied(), pods.iter().copied(), last, now);
+        if !marked.is_empty() {
+            let mut events = Vec::with_capacity(marked.len());
+            let writes = marked.into_iter().map(|m| {
+                events.push(m.event);
+                let objects = self.objects.clone();
+                async move {
+                    let name = m.pod.metadata.name.clone();
+                    match objects
+                        .write_status_as_read(Manifest::Pod(Box::new(m.pod)))
+                        .await
+                    {
+                        Ok(m) => rev(&m),
+                        Err(e) => {
+                            tracing::debug!(pod = %name, "marking not ready: {}", e);
+                            0
+                        }
+                    }
+                }
+            });
+            let revs: Vec<u64> = futures_util::stream::iter(writes)
+                .buffer_unordered(CONCURRENT_WRITES)
+                .collect()
+                .await;
+            written = written.max(revs.into_iter().max().unwrap_or(0));
+            self.record(events).await;
+        }
+
         // DaemonSets. Each plan gets the pods it may touch: those it
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business.
-        let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
         let mut bare: Vec<&Pod> = Vec::new();
         let mut by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
         for &p in &pods {
