@@ -532,7 +532,15 @@ async fn watch(
         if !rv.is_empty() {
             resource_version = rv.clone();
         }
-        let m = event.object;
+        let mut m = event.object;
+        if event.r#type == "DELETED" {
+            // The pod is going: kubectl shows it Terminating (drover deletes
+            // at once and the agent stops the containers after).
+            let meta = m.metadata_mut();
+            if meta.deletion_timestamp.is_none() {
+                meta.deletion_timestamp = Some(now_rfc3339());
+            }
+        }
         if !names.is_empty() && !names.iter().any(|n| n == m.name()) {
             continue;
         }

@@ -877,7 +877,6 @@ lastTimestamp: "2024-05-01T12:00:00Z"
     assert_eq!(t[0][0], "NAME");
     assert_eq!(t[1][0], "web");
     assert_eq!(t.last().unwrap()[..3], strings(&["web2", "1/1", "Running"]));
-    w.abort();
 
     // ---------------------------------------------------------------- delete
     let r = delete(
@@ -909,6 +908,21 @@ lastTimestamp: "2024-05-01T12:00:00Z"
     .await
     .ok();
     assert_eq!(r.out, "pod \"web\" deleted\npod \"web2\" deleted\n");
+    // The watch shows each deleted pod as kubectl does: Terminating.
+    wait_for_output("the deleted pods", &watched, |t| {
+        t.matches("Terminating").count() == 2
+    })
+    .await;
+    let t = cells(&watched.text());
+    let last: Vec<Vec<String>> = t[t.len() - 2..].iter().map(|r| r[..3].to_vec()).collect();
+    assert_eq!(
+        last,
+        [
+            strings(&["web", "1/1", "Terminating"]),
+            strings(&["web2", "1/1", "Terminating"])
+        ]
+    );
+    w.abort();
     let r = delete(
         c,
         DeleteOptions {
@@ -1157,4 +1171,25 @@ metadata: {name: fine}
         ds["spec"]["template"]["spec"]["containers"][0]["comand"],
         serde_json::json!(["sleep", "3600"])
     );
+}
+
+/// A bare pod without spec.nodeName would wait for a scheduler drover does
+/// not have: it is refused with what to do instead, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_pod_without_a_node_is_refused_with_how_to_place_it() {
+    let cl = start().await;
+    let c = &cl.client;
+    let r = apply(
+        c,
+        &inline("apiVersion: v1\nkind: Pod\nmetadata: {name: lost}\nspec:\n  containers: [{name: c, image: busybox}]\n"),
+        None,
+    )
+    .await
+    .failed();
+    assert_eq!(
+        r.error(),
+        "Error from server (Invalid): Pod \"lost\" is invalid: spec.nodeName: Required value: drover has no scheduler for bare pods: set spec.nodeName to the node that should run this pod, or run it on every node (or those a nodeSelector picks) with a DaemonSet",
+        "{r:?}"
+    );
+    get(c, get_opts("pods", &["lost"])).await.failed();
 }

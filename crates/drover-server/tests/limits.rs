@@ -32,7 +32,7 @@ spec:
 
 fn pod(name: &str, arg: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - {{name: c, image: busybox, args: [\"{arg}\"]}}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: n1\n  containers:\n  - {{name: c, image: busybox, args: [\"{arg}\"]}}\n"
     )
 }
 

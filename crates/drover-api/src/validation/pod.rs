@@ -235,6 +235,22 @@ pub fn validate_pod(pod: &Pod) -> Result<(), Invalid> {
     to_result(pod, errors)
 }
 
+/// What the API refuses of a new pod beyond [`validate_pod`]: one without
+/// `spec.nodeName`. Kubernetes' scheduler would place it; drover has none
+/// (DaemonSet pods are bound by the controller), and such a pod would stay
+/// Pending for ever with no reason. Static pod manifests are not subject to
+/// it (their agent binds them to its node).
+pub fn validate_new_pod_placement(pod: &Pod) -> Result<(), Invalid> {
+    let mut errors = Vec::new();
+    if pod.spec.node_name.is_empty() {
+        errors.push(FieldError::required(
+            &Path::new("spec").child("nodeName"),
+            "drover has no scheduler for bare pods: set spec.nodeName to the node that should run this pod, or run it on every node (or those a nodeSelector picks) with a DaemonSet",
+        ));
+    }
+    to_result(pod, errors)
+}
+
 /// Validates an update of a pod: besides [`validate_pod`], only container
 /// images may change, tolerations may only be added, and `nodeName` may
 /// only be set when it was empty.

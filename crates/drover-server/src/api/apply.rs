@@ -143,7 +143,7 @@ impl Objects {
                 Some((o, _)) => mirror::refuse_write(o)
                     .and_then(|_| validate_manifest(m))
                     .and_then(|_| validate_manifest_update(m, o)),
-                None => validate_manifest(m),
+                None => super::validate_new(m),
             };
             if let Err(e) = check {
                 invalid.push(e);

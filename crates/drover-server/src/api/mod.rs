@@ -154,7 +154,7 @@ impl Objects {
     pub async fn create(&self, mut m: Manifest) -> Result<Manifest, ApiError> {
         m.default_namespace();
         defaults::default_manifest(&mut m);
-        validate_manifest(&m).map_err(|e| ApiError::invalid(vec![e]))?;
+        validate_new(&m).map_err(|e| ApiError::invalid(vec![e]))?;
         let kind = Kind::of(&m);
         let meta = m.metadata_mut();
         meta.uid = new_uid();
@@ -359,4 +359,14 @@ impl Objects {
         }
         Err(ApiError::conflict(kind, name))
     }
+}
+
+/// Validates an object the API is asked to create: [`validate_manifest`],
+/// and a pod must name its node (drover has no scheduler).
+pub(crate) fn validate_new(m: &Manifest) -> Result<(), drover_api::Invalid> {
+    validate_manifest(m)?;
+    if let Manifest::Pod(p) = m {
+        drover_api::validation::validate_new_pod_placement(p)?;
+    }
+    Ok(())
 }
