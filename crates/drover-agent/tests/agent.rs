@@ -591,7 +591,10 @@ async fn pods_of_an_unreachable_node_are_not_ready_until_it_returns() {
     })
     .await;
     eprintln!("web Ready again {back:?} after the link healed");
-    assert!(s.node("gone").await.unwrap().is_ready());
+    wait_until("gone Ready again", Duration::from_secs(15), || async {
+        s.node("gone").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
     assert_eq!(running(&rt, &uid), before, "never restarted");
     agent.stop(STOP).await;
     s.shutdown().await;

@@ -29,7 +29,7 @@
 //! fail, unless the run opts out with `DROVER_TEST_SKIP=docker`.
 
 use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock, Tuning};
-use drover_api::{ContainerStatus, Pod, PodPhase};
+use drover_api::{ContainerStatus, Kind, Pod, PodPhase};
 use drover_testkit::docker::{docker_ps, engine_ready, tuning, Cleanup, IMAGE};
 use drover_testkit::{is_running_and_ready, wait_until, TestAgent, TestServer};
 use std::collections::BTreeMap;
@@ -205,7 +205,8 @@ fn keys(node: &str) -> Vec<String> {
     [
         "default/ds:example-daemonset",
         "monitoring/ds:node-monitoring-daemonset",
-        "monitoring/ds:node-exporter",
+        // Not node-exporter: its host port 9100 is node-monitoring's
+        // (hostNetwork, port 9100), applied first; it waits for the port.
         "logging/ds:fluentd",
         "kube-system/ds:fluentd-elasticsearch",
         "default/ds:master-agent",
@@ -215,6 +216,20 @@ fn keys(node: &str) -> Vec<String> {
     .map(|k| k.to_string())
     .chain([format!("default/static-example-{node}")])
     .collect()
+}
+
+/// After 02 is applied, waits for its pod: it holds host port 9100 (it
+/// uses the host network), which 04 asks for too; deployed first, it keeps
+/// the port and 04 waits (a daemon pod goes only where its ports are free).
+async fn port_holder_placed(s: &TestServer, file: &str) {
+    if file.starts_with("02") {
+        wait_until("node-monitoring placed", WAIT, || async {
+            pods(s)
+                .await
+                .contains_key("monitoring/ds:node-monitoring-daemonset")
+        })
+        .await;
+    }
 }
 
 // ------------------------------------------------------------ tests
@@ -235,6 +250,7 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
     for (file, yaml) in APPLIED {
         let never = file.starts_with("09");
         s.apply(&rewrite(yaml, &reg, &node, never)).await;
+        port_holder_placed(&s, file).await;
         images.extend(images_of(yaml));
     }
     images.extend(images_of(STATIC));
@@ -261,6 +277,10 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
     eprintln!("applied -> every image error reported: {took:?}");
 
     let pods = pods(&s).await;
+    assert!(
+        !pods.contains_key("monitoring/ds:node-exporter"),
+        "node-exporter placed beside node-monitoring on host port 9100"
+    );
     for k in &keys {
         let p = &pods[k];
         let (reason, message) = waiting(p).unwrap();
@@ -326,8 +346,9 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (s, agent) = start_node(tmp.path(), &reg, &node).await;
-    for (_, yaml) in APPLIED {
+    for (file, yaml) in APPLIED {
         s.apply(&rewrite(yaml, &reg, &node, false)).await;
+        port_holder_placed(&s, file).await;
     }
 
     // busybox's default command, sh, exits 0 at once: the kubelet restarts
@@ -359,7 +380,6 @@ async fn the_manifests_run_once_their_images_exist_locally() {
         restarting
             .iter()
             .all(|k| pods.get(k).is_some_and(exits_at_once))
-            && cannot_start("monitoring/ds:node-exporter", "RunContainerError")
             && cannot_start("logging/ds:fluentd", "CreateContainerConfigError")
     })
     .await;
@@ -374,10 +394,10 @@ async fn the_manifests_run_once_their_images_exist_locally() {
         assert!(c.container_id.starts_with("docker://"), "{k}: {c:?}");
         assert!(c.image.starts_with(&reg), "{k}: {}", c.image);
     }
-    // node-exporter: `args` and no `command`, and this image has no
-    // entrypoint, so the engine cannot start `--path.procfs=…`.
-    let (_, m) = waiting(&pods["monitoring/ds:node-exporter"]).unwrap();
-    assert!(m.contains("--path.procfs=/host/proc"), "{m}");
+    assert!(
+        !pods.contains_key("monitoring/ds:node-exporter"),
+        "node-exporter placed beside node-monitoring on host port 9100"
+    );
     // fluentd: the configMap volume is refused by name.
     let (_, m) = waiting(&pods["logging/ds:fluentd"]).unwrap();
     assert!(
@@ -399,6 +419,28 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     assert_eq!(fluentd_es["HostConfig"]["Memory"], 200 * 1024 * 1024);
     let binds = fluentd_es["HostConfig"]["Mounts"].to_string();
     assert!(binds.contains("/var/log"), "{binds}");
+
+    // node-monitoring gone, its port is free: node-exporter is placed.
+    // `args` and no `command`, and this image has no entrypoint, so the
+    // engine cannot start `--path.procfs=…`.
+    s.objects
+        .delete(Kind::DaemonSet, "monitoring", "node-monitoring-daemonset")
+        .await
+        .expect("delete node-monitoring-daemonset");
+    wait_until(
+        "node-exporter placed once the port is free",
+        3 * WAIT,
+        || async {
+            crate::pods(&s)
+                .await
+                .get("monitoring/ds:node-exporter")
+                .and_then(waiting)
+                .is_some_and(|(r, m)| {
+                    r == "RunContainerError" && m.contains("--path.procfs=/host/proc")
+                })
+        },
+    )
+    .await;
 
     // 03 rolls 01's DaemonSet over to busybox that sleeps: Running, Ready.
     let old = pods["default/ds:example-daemonset"].metadata.uid.clone();

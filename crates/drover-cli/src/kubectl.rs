@@ -621,7 +621,9 @@ async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<Strin
     Ok(match m {
         Manifest::DaemonSet(ds) => {
             let ns = &ds.metadata.namespace;
-            let pods = list_all(c, Kind::Pod, ns, as_pod).await?;
+            // Every namespace's: whether a pod fits a node depends on all
+            // the node's pods (the DaemonSet's own are told apart by owner).
+            let pods = list_all(c, Kind::Pod, "", as_pod).await?;
             let nodes = list_all(c, Kind::Node, "", as_node).await?;
             let revisions = list_all(c, Kind::ControllerRevision, ns, |m| match m {
                 Manifest::ControllerRevision(r) => Some(*r),

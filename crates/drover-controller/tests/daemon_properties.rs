@@ -551,7 +551,7 @@ proptest! {
             .iter()
             .filter_map(|n| match &n.why {
                 daemon::NoPod::Ineligible(verdict) => Some((n.node.as_str(), verdict)),
-                daemon::NoPod::NotCreatedYet => None,
+                daemon::NoPod::NotCreatedYet | daemon::NoPod::DoesNotFit(_) => None,
             })
             .collect();
         let expected: Vec<&str> = nodes

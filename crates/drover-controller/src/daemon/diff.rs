@@ -16,6 +16,7 @@ use drover_api::selector::Selector;
 use drover_api::{DaemonSet, Node, Pod, PodPhase};
 
 use super::eligibility::{Eligibility, NodeEligibility};
+use super::fit::NodeUsage;
 use super::pods::{self, is_terminating, oldest_first, Claim};
 use super::rollout::{self, NodeSlot};
 use super::DeletionReason;
@@ -175,7 +176,7 @@ pub(crate) fn diff_node<'a>(
         diff.pods.iter().partition(|p| !is_terminating(p));
     diff.terminating = terminating;
     if diff.eligibility.should_run && diff.pods.is_empty() {
-        diff.place = true;
+        diff.place = diff.eligibility.misfits.is_empty();
     } else if diff.eligibility.should_continue_running {
         let mut running: Vec<&'a Pod> = Vec::new();
         for pod in live {
@@ -255,6 +256,7 @@ pub(crate) fn diff_nodes<'a>(
     eligibility: &Eligibility,
     nodes: &[&'a Node],
     by_node: &mut HashMap<&'a str, Vec<&'a Pod>>,
+    usage: Option<&NodeUsage>,
     surge_hash: Option<&str>,
     now: Timestamp,
 ) -> Vec<NodeDiff<'a>> {
@@ -266,7 +268,10 @@ pub(crate) fn diff_nodes<'a>(
             continue;
         }
         let on_node = by_node.remove(name).unwrap_or_default();
-        let verdict = eligibility.evaluate(node);
+        let mut verdict = eligibility.evaluate(node);
+        if let Some(usage) = usage.filter(|_| verdict.should_run && on_node.is_empty()) {
+            verdict.misfits = usage.misfits(node, eligibility.pod_spec(), &ds.metadata.uid);
+        }
         diffs.push(diff_node(ds, node, verdict, on_node, surge_hash, now));
     }
     diffs
@@ -448,6 +453,7 @@ mod tests {
             &Eligibility::new(&ds),
             &[&n1, &n1],
             &mut claimed.by_node,
+            None,
             None,
             at(),
         );

@@ -104,6 +104,10 @@ pub struct NodeEligibility {
     pub should_continue_running: bool,
     /// Why not, when `should_run` is false; empty otherwise.
     pub reasons: Vec<Ineligibility>,
+    /// The node should run the pod but it does not fit there (resources,
+    /// host ports): no pod is created until it does ([`super::fit`]).
+    /// Checked only where a pod would be placed.
+    pub misfits: Vec<super::fit::Misfit>,
 }
 
 impl fmt::Display for NodeEligibility {
@@ -180,6 +184,7 @@ impl Eligibility {
             should_run: reasons.is_empty(),
             should_continue_running: !reasons.iter().any(Ineligibility::evicts),
             reasons,
+            misfits: Vec::new(),
         }
     }
 }
@@ -223,7 +228,8 @@ mod tests {
             NodeEligibility {
                 should_run: true,
                 should_continue_running: true,
-                reasons: vec![]
+                reasons: vec![],
+                misfits: vec![]
             }
         );
         assert_eq!(verdict.to_string(), "eligible");

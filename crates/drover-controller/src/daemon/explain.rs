@@ -105,6 +105,9 @@ pub enum NoPod {
     /// The node should run it; the controller has not created it yet (or
     /// the one it had is being deleted, and is replaced once gone).
     NotCreatedYet,
+    /// The node should run it, but it does not fit there (see
+    /// [`super::fit`]): it is created once it does.
+    DoesNotFit(Vec<super::fit::Misfit>),
 }
 
 impl NoPod {
@@ -113,6 +116,7 @@ impl NoPod {
         match self {
             NoPod::Ineligible(verdict) => verdict.reasons.iter().map(ToString::to_string).collect(),
             NoPod::NotCreatedYet => vec![self.to_string()],
+            NoPod::DoesNotFit(misfits) => misfits.iter().map(ToString::to_string).collect(),
         }
     }
 }
@@ -124,6 +128,15 @@ impl fmt::Display for NoPod {
             NoPod::Ineligible(verdict) => write!(f, "{verdict}"),
             NoPod::NotCreatedYet => {
                 f.write_str("eligible: the DaemonSet controller has not created its pod yet")
+            }
+            NoPod::DoesNotFit(misfits) => {
+                for (i, m) in misfits.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{m}")?;
+                }
+                Ok(())
             }
         }
     }
@@ -307,14 +320,27 @@ pub fn explain<'a, 'n>(
     let mut by_node = claimed.by_node.clone();
     let eligibility = Eligibility::new(ds);
     let surge = revision_hash.filter(|_| rollout::allows_surge(ds));
-    let diffs = diff::diff_nodes(ds, &eligibility, &nodes, &mut by_node, surge, now);
+    // The fits are judged from the pods given: pass every pod of the
+    // cluster for them to be exact.
+    let usage = super::fit::NodeUsage::new(pods.iter().copied());
+    let diffs = diff::diff_nodes(
+        ds,
+        &eligibility,
+        &nodes,
+        &mut by_node,
+        Some(&usage),
+        surge,
+        now,
+    );
 
     let mut nodes_without_pod: Vec<NodeWithoutPod> = diffs
         .iter()
         .filter(|d| d.pods.iter().all(|p| is_terminating(p)))
         .map(|d| NodeWithoutPod {
             node: d.node.to_owned(),
-            why: if d.eligibility.should_run {
+            why: if d.eligibility.should_run && !d.eligibility.misfits.is_empty() {
+                NoPod::DoesNotFit(d.eligibility.misfits.clone())
+            } else if d.eligibility.should_run {
                 NoPod::NotCreatedYet
             } else {
                 NoPod::Ineligible(d.eligibility.clone())

@@ -91,6 +91,7 @@ pub mod backoff;
 mod diff;
 pub mod eligibility;
 pub mod explain;
+pub mod fit;
 pub mod pods;
 pub mod rollout;
 mod status;
@@ -108,6 +109,7 @@ pub use explain::{
     explain, Explanation, Idle, NoPod, NodeWait, NodeWithoutPod, PodPhases, RolloutProgress,
     WaitReason,
 };
+pub use fit::{Misfit, NodeUsage};
 
 use crate::events::{self, namespace_of, reason};
 use crate::time::Timestamp;
@@ -145,6 +147,10 @@ pub struct PlanInput<'a> {
     /// The hash of the current template revision (its ControllerRevision),
     /// once rolling updates exist; `None` until then.
     pub revision_hash: Option<&'a str>,
+    /// What every node's pods request and the host ports they hold (built
+    /// from all the cluster's pods): a pod is placed only where it fits.
+    /// `None`: fits are not checked.
+    pub usage: Option<&'a NodeUsage>,
 }
 
 impl<'a> PlanInput<'a> {
@@ -162,6 +168,16 @@ impl<'a> PlanInput<'a> {
             backoff: &NO_BACKOFF,
             now,
             revision_hash: None,
+            usage: None,
+        }
+    }
+
+    /// The same input with the nodes' usage: a pod is placed only where it
+    /// fits ([`fit`]).
+    pub fn with_usage(self, usage: &'a NodeUsage) -> Self {
+        PlanInput {
+            usage: Some(usage),
+            ..self
         }
     }
 
@@ -466,6 +482,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         &eligibility,
         &input.nodes,
         &mut claimed.by_node,
+        input.usage,
         surge,
         now,
     );

@@ -54,7 +54,7 @@ fn ineligible(ds: &DaemonSet, nodes: &[Node]) -> Vec<(String, NodeEligibility)> 
         .into_iter()
         .filter_map(|n| match n.why {
             NoPod::Ineligible(verdict) => Some((n.node, verdict)),
-            NoPod::NotCreatedYet => None,
+            NoPod::NotCreatedYet | NoPod::DoesNotFit(_) => None,
         })
         .collect()
 }

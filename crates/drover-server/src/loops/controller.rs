@@ -285,6 +285,9 @@ impl Leading {
                 None => bare.push(p),
             }
         }
+        // What each node's pods request and the ports they hold: a daemon
+        // pod is placed only where it fits.
+        let mut usage = daemon::NodeUsage::new(pods.iter().copied());
         let mut live = std::collections::HashSet::new();
         for ds in view.daemon_sets.values() {
             live.insert(ds.metadata.uid.clone());
@@ -296,7 +299,9 @@ impl Leading {
                 .copied()
                 .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
                 .collect();
-            let (w, t) = self.sync_daemon_set(ds, &nodes, &mine, now).await;
+            let (w, t) = self
+                .sync_daemon_set(ds, &nodes, &mine, &mut usage, now)
+                .await;
             written = written.max(w);
             soonest(t);
         }
@@ -333,6 +338,7 @@ impl Leading {
         ds: &DaemonSet,
         nodes: &[&Node],
         pods: &[&Pod],
+        usage: &mut daemon::NodeUsage,
         now: Timestamp,
     ) -> (u64, Option<Timestamp>) {
         let uid = ds.metadata.uid.clone();
@@ -354,11 +360,17 @@ impl Leading {
             None => ds,
         };
         let mut input = PlanInput::new(ds, nodes.iter().copied(), pods.iter().copied(), now)
-            .with_backoff(&backoff);
+            .with_backoff(&backoff)
+            .with_usage(usage);
         if let Some(hash) = revs.hash.as_deref() {
             input = input.with_revision_hash(hash);
         }
         let mut plan = daemon::plan(&input, &mut self.rng);
+        drop(input);
+        // What this plan places counts for the DaemonSets planned after it.
+        for c in &plan.create {
+            usage.add(&c.pod);
+        }
         if revs.collision_count.is_some() {
             plan.status_changed = true;
         }

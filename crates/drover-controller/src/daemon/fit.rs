@@ -1,0 +1,450 @@
+//! Whether a daemon pod fits a node: its resource requests within the
+//! node's allocatable minus what the node's other pods request, and its
+//! host ports free. These are the scheduler's `NodeResourcesFit` and
+//! `NodePorts` checks, which Kubernetes applies to daemon pods too.
+//!
+//! A node where the pod does not fit still *should run* it (it counts in
+//! `desiredNumberScheduled`, so the DaemonSet shows that it is short), but
+//! no pod is created there until it fits; `describe ds` lists the node
+//! under "Nodes without a pod" with the reason, in the scheduler's words
+//! (`Insufficient cpu`, `node(s) didn't have free ports for the requested
+//! pod ports`). A pod already running stays: a fit is checked before a pod
+//! is placed, never against a running one.
+//!
+//! What counts: every pod bound to the node that has not terminated
+//! (phase `Succeeded` or `Failed`), pods being deleted included (their
+//! containers may still hold the resources), except the DaemonSet's own
+//! pods. A container's request is its `requests`, or its `limits` where it
+//! has no request (Kubernetes' defaulting). The node's allocatable is
+//! `status.allocatable`, else `status.capacity`; a resource the node does
+//! not report is not checked. Host ports: a container port with a
+//! `hostPort` (with `hostNetwork`, every container port) conflicts with
+//! the same port and protocol on an overlapping `hostIP` (empty or
+//! `0.0.0.0` overlaps every address).
+
+use std::collections::HashMap;
+use std::fmt;
+
+use drover_api::{Node, Pod, PodPhase, PodSpec, Protocol, Quantity};
+
+/// Why a daemon pod does not fit a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misfit {
+    /// Not enough of a resource is left (amounts in millis for `cpu`, in
+    /// units otherwise: bytes, pods).
+    Insufficient {
+        /// `cpu`, `memory`, `pods`, or another resource name.
+        resource: String,
+        /// What the daemon pod requests.
+        requested: i128,
+        /// What the node's other pods request.
+        used: i128,
+        /// The node's allocatable amount.
+        allocatable: i128,
+    },
+    /// A host port the daemon pod needs is taken.
+    HostPort {
+        /// The port.
+        port: i32,
+        /// Its protocol (`TCP`, `UDP`, `SCTP`).
+        protocol: String,
+        /// The pod that holds it, `namespace/name`.
+        holder: String,
+    },
+}
+
+fn amount(resource: &str, value: i128) -> String {
+    if resource == "cpu" {
+        format!("{value}m")
+    } else {
+        value.to_string()
+    }
+}
+
+impl fmt::Display for Misfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Misfit::Insufficient {
+                resource,
+                requested,
+                used,
+                allocatable,
+            } => {
+                let what = if resource == "pods" {
+                    "Too many pods".to_string()
+                } else {
+                    format!("Insufficient {resource}")
+                };
+                write!(
+                    f,
+                    "{what} (the pod requests {}; the node's other pods request {} of {} allocatable)",
+                    amount(resource, *requested),
+                    amount(resource, *used),
+                    amount(resource, *allocatable)
+                )
+            }
+            Misfit::HostPort {
+                port,
+                protocol,
+                holder,
+            } => write!(
+                f,
+                "node(s) didn't have free ports for the requested pod ports ({port}/{protocol} is taken by pod {holder})"
+            ),
+        }
+    }
+}
+
+/// A port a pod holds on its node: port, protocol, host IP.
+type HostPort = (i32, String, String);
+
+fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    let mut out = Vec::new();
+    for c in &spec.containers {
+        for p in &c.ports {
+            let port = match p.host_port {
+                Some(h) if h > 0 => h,
+                _ if spec.host_network && p.container_port > 0 => p.container_port,
+                _ => continue,
+            };
+            let protocol = p
+                .protocol
+                .as_ref()
+                .map_or_else(|| "TCP".to_string(), |p: &Protocol| p.as_str().to_string());
+            out.push((port, protocol, p.host_ip.clone()));
+        }
+    }
+    out
+}
+
+fn overlaps(a: &str, b: &str) -> bool {
+    let any = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
+    any(a) || any(b) || a == b
+}
+
+/// What a pod requests, by resource (millis for cpu, units otherwise).
+/// Quantities that do not parse count as nothing (validation refuses them
+/// before they are stored).
+pub fn requests(spec: &PodSpec) -> HashMap<String, i128> {
+    let mut out: HashMap<String, i128> = HashMap::new();
+    for c in &spec.containers {
+        let r = &c.resources;
+        let mut names: Vec<&String> = r.requests.keys().chain(r.limits.keys()).collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            let q: Option<&Quantity> = r.requests.get(name).or_else(|| r.limits.get(name));
+            let Some(q) = q else { continue };
+            let v = if name == "cpu" {
+                q.to_millis()
+            } else {
+                q.to_units()
+            };
+            if let Ok(v) = v {
+                *out.entry(name.clone()).or_default() += v;
+            }
+        }
+    }
+    out
+}
+
+/// What one pod holds on its node.
+#[derive(Debug, Clone)]
+struct Held {
+    /// Its controller's uid ("" for none).
+    owner: String,
+    /// `namespace/name`.
+    name: String,
+    requests: HashMap<String, i128>,
+    ports: Vec<HostPort>,
+}
+
+/// What the live pods bound to each node request and hold, for fit
+/// checks. Build it once per pass from every pod of the cluster (all
+/// namespaces), and [`NodeUsage::add`] the pods a pass creates, so that
+/// two DaemonSets planned in one pass do not both take the last of a node.
+#[derive(Debug, Default, Clone)]
+pub struct NodeUsage {
+    by_node: HashMap<String, Vec<Held>>,
+}
+
+impl NodeUsage {
+    /// The usage of every node by `pods`.
+    pub fn new<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
+        let mut usage = NodeUsage::default();
+        for p in pods {
+            usage.add(p);
+        }
+        usage
+    }
+
+    /// Counts `pod` on its node (unless it is unbound or has terminated).
+    pub fn add(&mut self, pod: &Pod) {
+        let done = matches!(
+            pod.status.phase,
+            Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
+        );
+        if pod.spec.node_name.is_empty() || done {
+            return;
+        }
+        let held = Held {
+            owner: pod
+                .metadata
+                .controller_ref()
+                .map(|o| o.uid.clone())
+                .unwrap_or_default(),
+            name: format!("{}/{}", pod.metadata.namespace, pod.metadata.name),
+            requests: requests(&pod.spec),
+            ports: host_ports(&pod.spec),
+        };
+        self.by_node
+            .entry(pod.spec.node_name.clone())
+            .or_default()
+            .push(held);
+    }
+
+    /// Why a pod with `spec`, of the controller `owner_uid`, does not fit
+    /// `node` (empty: it fits). The owner's own pods do not count.
+    pub fn misfits(&self, node: &Node, spec: &PodSpec, owner_uid: &str) -> Vec<Misfit> {
+        let others: Vec<&Held> = self
+            .by_node
+            .get(node.metadata.name.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|h| h.owner.is_empty() || h.owner != owner_uid)
+            .collect();
+        let mut out = Vec::new();
+        let wanted = requests(spec);
+        let allocatable = if node.status.allocatable.is_empty() {
+            &node.status.capacity
+        } else {
+            &node.status.allocatable
+        };
+        let mut used: HashMap<&str, i128> = HashMap::new();
+        for h in &others {
+            for (k, v) in &h.requests {
+                *used.entry(k.as_str()).or_default() += v;
+            }
+        }
+        let mut names: Vec<&String> = wanted.keys().collect();
+        names.sort();
+        for name in names {
+            let requested = wanted[name];
+            if requested <= 0 {
+                continue;
+            }
+            let Some(total) = allocatable.get(name.as_str()).and_then(|q| {
+                if name == "cpu" {
+                    q.to_millis().ok()
+                } else {
+                    q.to_units().ok()
+                }
+            }) else {
+                continue;
+            };
+            let in_use = used.get(name.as_str()).copied().unwrap_or(0);
+            if in_use + requested > total {
+                out.push(Misfit::Insufficient {
+                    resource: name.clone(),
+                    requested,
+                    used: in_use,
+                    allocatable: total,
+                });
+            }
+        }
+        if let Some(max) = allocatable.get("pods").and_then(|q| q.to_units().ok()) {
+            let count = others.len() as i128;
+            if count + 1 > max {
+                out.push(Misfit::Insufficient {
+                    resource: "pods".into(),
+                    requested: 1,
+                    used: count,
+                    allocatable: max,
+                });
+            }
+        }
+        for (port, protocol, ip) in host_ports(spec) {
+            let holder = others.iter().find(|h| {
+                h.ports
+                    .iter()
+                    .any(|(q, pr, qip)| *q == port && *pr == protocol && overlaps(&ip, qip))
+            });
+            if let Some(h) = holder {
+                out.push(Misfit::HostPort {
+                    port,
+                    protocol: protocol.clone(),
+                    holder: h.name.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::fixtures::{at, ds, node, pod};
+    use crate::daemon::{explain, plan, NoPod, PlanInput};
+    use drover_api::{ContainerPort, OwnerReference, ResourceRequirements};
+    use rand::SeedableRng;
+
+    fn with_capacity(mut n: Node, cpu: &str, memory: &str) -> Node {
+        n.status.capacity.insert("cpu".into(), Quantity(cpu.into()));
+        n.status
+            .capacity
+            .insert("memory".into(), Quantity(memory.into()));
+        n.status
+            .capacity
+            .insert("pods".into(), Quantity("110".into()));
+        n
+    }
+
+    fn requesting(mut d: drover_api::DaemonSet, cpu: &str, memory: &str) -> drover_api::DaemonSet {
+        let r = &mut d.spec.template.spec.containers[0].resources;
+        *r = ResourceRequirements::default();
+        r.requests.insert("cpu".into(), Quantity(cpu.into()));
+        r.limits.insert("memory".into(), Quantity(memory.into()));
+        d
+    }
+
+    fn with_host_port(mut d: drover_api::DaemonSet, port: i32) -> drover_api::DaemonSet {
+        d.spec.template.spec.containers[0].ports = vec![ContainerPort {
+            container_port: port,
+            host_port: Some(port),
+            ..Default::default()
+        }];
+        d
+    }
+
+    /// A running pod of another owner on `node`, with the spec of `like`.
+    fn other_pod(name: &str, node_name: &str, like: &drover_api::DaemonSet) -> Pod {
+        let mut p = pod(name, node_name, "h", true, 0);
+        p.metadata.namespace = "monitoring".into();
+        p.metadata.owner_references = vec![OwnerReference {
+            uid: "other-ds".into(),
+            controller: Some(true),
+            ..Default::default()
+        }];
+        p.spec = like.spec.template.spec.clone();
+        p.spec.node_name = node_name.into();
+        p
+    }
+
+    #[test]
+    fn requests_count_limits_where_no_request_is_given() {
+        let d = requesting(ds("x"), "250m", "1Gi");
+        let r = requests(&d.spec.template.spec);
+        assert_eq!(r["cpu"], 250);
+        assert_eq!(r["memory"], 1 << 30);
+    }
+
+    #[test]
+    fn a_pod_that_asks_for_more_than_the_node_has_is_not_placed_but_counts_as_desired() {
+        let big = requesting(ds("x"), "1000", "1Mi");
+        let nodes = [with_capacity(node("n1", true), "4", "8Gi")];
+        let usage = NodeUsage::new(std::iter::empty());
+        let input = PlanInput::new(&big, &nodes, [], at(10)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert!(p.create.is_empty(), "{:?}", p.create);
+        assert_eq!(p.status.desired_number_scheduled, 1);
+        assert_eq!(p.status.current_number_scheduled, 0);
+        let e = explain(&big, &nodes, [], None, at(10));
+        assert_eq!(e.nodes_without_pod.len(), 1);
+        assert!(matches!(e.nodes_without_pod[0].why, NoPod::DoesNotFit(_)));
+        assert_eq!(
+            e.nodes_without_pod[0].why.lines(),
+            ["Insufficient cpu (the pod requests 1000000m; the node's other pods request 0m of 4000m allocatable)"]
+        );
+    }
+
+    #[test]
+    fn what_other_pods_request_counts_and_the_daemon_sets_own_pods_do_not() {
+        let d = requesting(ds("x"), "3", "1Mi");
+        let nodes = [with_capacity(node("n1", true), "4", "8Gi")];
+        let hog = requesting(ds("y"), "1500m", "1Mi");
+        let others = [other_pod("hog", "n1", &hog)];
+        let usage = NodeUsage::new(others.iter());
+        let misfits = usage.misfits(&nodes[0], &d.spec.template.spec, "ds-uid");
+        assert_eq!(
+            misfits,
+            [Misfit::Insufficient {
+                resource: "cpu".into(),
+                requested: 3000,
+                used: 1500,
+                allocatable: 4000
+            }]
+        );
+        // The same pods, but owned by the DaemonSet itself: they do not
+        // count (its pod on the node is the one being replaced).
+        assert!(usage
+            .misfits(&nodes[0], &d.spec.template.spec, "other-ds")
+            .is_empty());
+        // A finished pod holds nothing.
+        let mut done = others[0].clone();
+        done.status.phase = Some(PodPhase::Succeeded);
+        assert!(NodeUsage::new([&done])
+            .misfits(&nodes[0], &d.spec.template.spec, "ds-uid")
+            .is_empty());
+    }
+
+    #[test]
+    fn a_host_port_taken_by_another_pod_keeps_the_daemon_pod_off_the_node() {
+        let exporter = with_host_port(ds("x"), 9100);
+        let nodes = [node("n1", true), node("n2", true)];
+        let holder = other_pod("node-exporter-1", "n1", &with_host_port(ds("y"), 9100));
+        let usage = NodeUsage::new([&holder]);
+        let input = PlanInput::new(&exporter, &nodes, [], at(10)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        let placed: Vec<&str> = p
+            .create
+            .iter()
+            .map(|c| c.pod.spec.node_name.as_str())
+            .collect();
+        assert_eq!(placed, ["n2"]);
+        assert_eq!(
+            usage.misfits(&nodes[0], &exporter.spec.template.spec, "ds-uid")[0].to_string(),
+            "node(s) didn't have free ports for the requested pod ports (9100/TCP is taken by pod monitoring/node-exporter-1)"
+        );
+        // Another protocol, or another address, does not conflict.
+        let mut udp = with_host_port(ds("x"), 9100);
+        udp.spec.template.spec.containers[0].ports[0].protocol = Some(Protocol::Udp);
+        assert!(usage
+            .misfits(&nodes[0], &udp.spec.template.spec, "ds-uid")
+            .is_empty());
+        let mut a = holder.clone();
+        a.spec.containers[0].ports[0].host_ip = "10.0.0.1".into();
+        let mut b = exporter.clone();
+        b.spec.template.spec.containers[0].ports[0].host_ip = "10.0.0.2".into();
+        assert!(NodeUsage::new([&a])
+            .misfits(&nodes[0], &b.spec.template.spec, "ds-uid")
+            .is_empty());
+        // With hostNetwork every container port is a host port.
+        let mut net = ds("x");
+        net.spec.template.spec.host_network = true;
+        net.spec.template.spec.containers[0].ports = vec![ContainerPort {
+            container_port: 9100,
+            ..Default::default()
+        }];
+        assert_eq!(
+            usage
+                .misfits(&nodes[0], &net.spec.template.spec, "ds-uid")
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_running_daemon_pod_stays_whatever_the_node_has_left() {
+        let d = requesting(ds("x"), "3", "1Mi");
+        let nodes = [with_capacity(node("n1", true), "4", "8Gi")];
+        let mut mine = pod("agent-1", "n1", "h", true, 0);
+        mine.spec = d.spec.template.spec.clone();
+        mine.spec.node_name = "n1".into();
+        let hog = other_pod("hog", "n1", &requesting(ds("y"), "3", "1Mi"));
+        let usage = NodeUsage::new([&mine, &hog]);
+        let input = PlanInput::new(&d, &nodes, [&mine], at(10)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+    }
+}
