@@ -372,6 +372,9 @@ struct AgentArgs {
     /// A taint the node registers with (k=v:Effect); repeatable.
     #[arg(long = "taint", value_parser = drover_agent::flags::parse_taint)]
     taints: Vec<drover_api::Taint>,
+    /// What the node keeps for itself, off its allocatable (cpu=500m,memory=1Gi); daemon pods are placed against what is left.
+    #[arg(long, value_name = "RESOURCES", value_parser = drover_agent::flags::parse_reserved)]
+    reserved: Option<std::collections::BTreeMap<String, drover_api::Quantity>>,
     /// The container runtime: docker (refuses to start when the engine does not answer) or sim.
     #[arg(long, default_value = "docker")]
     runtime: drover_agent::RuntimeKind,
@@ -636,6 +639,7 @@ async fn run(cli: Cli) -> Result<()> {
             opts.data_dir = a.data_dir;
             opts.manifest_dir = a.manifest_dir;
             opts.leave_on_stop = a.leave_on_stop;
+            opts.reserved = a.reserved.unwrap_or_default();
             if a.leave {
                 drover_agent::leave_now(opts).await?
             } else {

@@ -2,7 +2,7 @@
 //! `value_parser`s: `--server A,B,C`, `--label k=v`, `--taint k=v:Effect`.
 
 use drover_api::validation::{is_qualified_name, is_valid_label_value};
-use drover_api::Taint;
+use drover_api::{Quantity, Taint};
 use std::collections::BTreeMap;
 
 /// A flag value that is not valid; the message names the flag and says why.
@@ -70,6 +70,40 @@ pub fn parse_label(text: &str) -> Result<(String, String), FlagError> {
     Ok((key.to_string(), value.to_string()))
 }
 
+/// `--reserved cpu=500m,memory=1Gi`: what the node keeps for itself, by
+/// resource (`cpu`, `memory`, `pods`, `ephemeral-storage`), in Kubernetes
+/// quantities.
+pub fn parse_reserved(text: &str) -> Result<BTreeMap<String, Quantity>, FlagError> {
+    let mut out = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, value)) = part.split_once('=') else {
+            return Err(FlagError(format!(
+                "--reserved {text}: {part:?} is not resource=quantity (e.g. cpu=500m,memory=1Gi)"
+            )));
+        };
+        if !matches!(name, "cpu" | "memory" | "pods" | "ephemeral-storage") {
+            return Err(FlagError(format!(
+                "--reserved {text}: {name:?} is not one of cpu, memory, pods, ephemeral-storage"
+            )));
+        }
+        let q = Quantity(value.to_string());
+        if let Err(e) = q.to_nanos() {
+            return Err(FlagError(format!(
+                "--reserved {text}: {name}={value}: {e} (e.g. 500m, 2, 1Gi, 512Mi)"
+            )));
+        }
+        if q.to_nanos().is_ok_and(|n| n < 0) {
+            return Err(FlagError(format!(
+                "--reserved {text}: {name}={value} is negative"
+            )));
+        }
+        if out.insert(name.to_string(), q).is_some() {
+            return Err(FlagError(format!("--reserved {text}: {name} given twice")));
+        }
+    }
+    Ok(out)
+}
+
 /// `--taint k=v:Effect` or `k:Effect` (kubectl's syntax).
 pub fn parse_taint(text: &str) -> Result<Taint, FlagError> {
     text.parse::<Taint>()
@@ -112,6 +146,23 @@ pub fn taints(list: &[Taint]) -> Result<Vec<Taint>, FlagError> {
 mod tests {
     use super::*;
     use drover_api::TaintEffect;
+
+    #[test]
+    fn reserved_resources_parse_and_bad_ones_say_why() {
+        let r = parse_reserved("cpu=500m, memory=1Gi").unwrap();
+        assert_eq!(r["cpu"], Quantity("500m".into()));
+        assert_eq!(r["memory"], Quantity("1Gi".into()));
+        for (bad, says) in [
+            ("cpu", "is not resource=quantity"),
+            ("gpu=1", "is not one of cpu, memory"),
+            ("memory=lots", "memory=lots"),
+            ("cpu=-1", "is negative"),
+            ("cpu=1,cpu=2", "cpu given twice"),
+        ] {
+            let e = parse_reserved(bad).unwrap_err().0;
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn servers() {

@@ -100,7 +100,7 @@ pub use sim::{run_sim, Sim, SimOptions};
 pub use sim_runtime::{SimConfig, SimRuntime};
 
 use anyhow::{bail, Context, Result};
-use drover_api::Taint;
+use drover_api::{Quantity, Taint};
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -225,6 +225,10 @@ pub struct AgentOptions {
     /// default) or just stop, leaving every container running (`drover
     /// agent` on SIGTERM: a restart, an upgrade or a reboot).
     pub leave_on_stop: bool,
+    /// What the node keeps for itself (`--reserved cpu=500m,memory=1Gi`,
+    /// the kubelet's `--system-reserved`): its allocatable is its capacity
+    /// minus this, and daemon pods are placed against the allocatable.
+    pub reserved: BTreeMap<String, Quantity>,
 }
 
 impl AgentOptions {
@@ -243,6 +247,7 @@ impl AgentOptions {
             manifest_dir: None,
             tuning: Tuning::default(),
             leave_on_stop: true,
+            reserved: BTreeMap::new(),
         }
     }
 }
@@ -370,6 +375,7 @@ pub async fn run_agent_with<R: Runtime>(
         token,
         labels: opts.labels.clone(),
         taints: opts.taints.clone(),
+        reserved: opts.reserved.clone(),
         tuning: opts.tuning.clone(),
         clock,
         gate: None,

@@ -18,6 +18,9 @@ pub struct NodeFacts {
     pub addresses: Vec<NodeAddress>,
     /// `cpu`, `memory`, `pods`.
     pub capacity: BTreeMap<String, Quantity>,
+    /// The capacity minus what the node keeps for itself ([`allocatable`]);
+    /// empty: the capacity.
+    pub allocatable: BTreeMap<String, Quantity>,
     /// Versions and identity.
     pub node_info: NodeSystemInfo,
 }
@@ -100,6 +103,7 @@ pub fn machine_facts(name: &str, host_ip: &str, runtime_version: &str) -> NodeFa
     NodeFacts {
         addresses: vec![address("InternalIP", host_ip), address("Hostname", name)],
         capacity,
+        allocatable: BTreeMap::new(),
         node_info,
     }
 }
@@ -115,6 +119,7 @@ pub fn sim_facts(name: &str, host_ip: &str, runtime_version: &str) -> NodeFacts 
     NodeFacts {
         addresses: vec![address("InternalIP", host_ip), address("Hostname", name)],
         capacity,
+        allocatable: BTreeMap::new(),
         node_info,
     }
 }
@@ -137,6 +142,35 @@ pub fn labels(name: &str, user: &BTreeMap<String, String>) -> BTreeMap<String, S
     l
 }
 
+/// `capacity` minus `reserved`, resource by resource (never below zero), as
+/// the kubelet computes allocatable from `--system-reserved`: CPU in
+/// millicores (`3500m`), the rest in whole units (bytes for memory).
+pub fn allocatable(
+    capacity: &BTreeMap<String, Quantity>,
+    reserved: &BTreeMap<String, Quantity>,
+) -> BTreeMap<String, Quantity> {
+    capacity
+        .iter()
+        .map(|(name, total)| {
+            let Some(minus) = reserved.get(name) else {
+                return (name.clone(), total.clone());
+            };
+            let left = if name == "cpu" {
+                match (total.to_millis(), minus.to_millis()) {
+                    (Ok(t), Ok(m)) => Quantity(format!("{}m", (t - m).max(0))),
+                    _ => total.clone(),
+                }
+            } else {
+                match (total.to_units(), minus.to_units()) {
+                    (Ok(t), Ok(m)) => Quantity((t - m).max(0).to_string()),
+                    _ => total.clone(),
+                }
+            };
+            (name.clone(), left)
+        })
+        .collect()
+}
+
 /// The Node of a hello.
 pub fn node_object(
     name: &str,
@@ -150,7 +184,11 @@ pub fn node_object(
     n.spec.taints = taints.to_vec();
     n.status.addresses = facts.addresses.clone();
     n.status.capacity = facts.capacity.clone();
-    n.status.allocatable = facts.capacity.clone();
+    n.status.allocatable = if facts.allocatable.is_empty() {
+        facts.capacity.clone()
+    } else {
+        facts.allocatable.clone()
+    };
     n.status.node_info = facts.node_info.clone();
     n
 }
@@ -185,6 +223,33 @@ pub async fn host_ip(servers: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocatable_is_capacity_minus_reserved_never_below_zero() {
+        let q = |s: &str| Quantity(s.into());
+        let capacity: BTreeMap<String, Quantity> = [
+            ("cpu".to_string(), q("4")),
+            ("memory".to_string(), q("8Gi")),
+            ("pods".to_string(), q("110")),
+        ]
+        .into();
+        let reserved: BTreeMap<String, Quantity> = [
+            ("cpu".to_string(), q("500m")),
+            ("memory".to_string(), q("1Gi")),
+            ("pods".to_string(), q("200")),
+        ]
+        .into();
+        let a = allocatable(&capacity, &reserved);
+        assert_eq!(a["cpu"], q("3500m"));
+        assert_eq!(a["memory"], q(&(7u64 << 30).to_string()));
+        assert_eq!(a["pods"], q("0"));
+        assert_eq!(allocatable(&capacity, &BTreeMap::new()), capacity);
+        let mut facts = sim_facts("n", "10.0.0.1", "sim://x");
+        facts.allocatable = a.clone();
+        let n = node_object("n", &BTreeMap::new(), &[], &facts);
+        assert_eq!(n.status.allocatable, a);
+        assert_eq!(n.status.capacity, capacity);
+    }
 
     #[test]
     fn a_node_for_hello_is_valid_and_carries_flags_and_facts() {

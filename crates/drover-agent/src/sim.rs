@@ -121,6 +121,7 @@ impl Sim {
             token,
             labels: opts.labels.clone(),
             taints: opts.taints.clone(),
+            reserved: BTreeMap::new(),
             tuning: opts.tuning.clone(),
             clock: clock.clone(),
             gate: Some(Arc::new(Semaphore::new(opts.max_joining.max(1)))),

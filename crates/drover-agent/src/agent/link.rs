@@ -90,11 +90,13 @@ fn merged(given: &[String], learnt: &[String]) -> Vec<String> {
 
 /// The Node of this agent's hello.
 fn facts(shared: &Shared, name: &str, host_ip: &str) -> NodeFacts {
-    if shared.sim_facts {
+    let mut facts = if shared.sim_facts {
         node::sim_facts(name, host_ip, &shared.runtime_version)
     } else {
         node::machine_facts(name, host_ip, &shared.runtime_version)
-    }
+    };
+    facts.allocatable = node::allocatable(&facts.capacity, &shared.reserved);
+    facts
 }
 
 fn hello(shared: &Shared, me: &Identity) -> pb::Hello {

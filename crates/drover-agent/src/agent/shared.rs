@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub(crate) token: Option<drover_pki::JoinToken>,
     pub(crate) labels: BTreeMap<String, String>,
     pub(crate) taints: Vec<Taint>,
+    /// Taken off the capacity for the allocatable (`--reserved`).
+    pub(crate) reserved: BTreeMap<String, drover_api::Quantity>,
     pub(crate) tuning: Tuning,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) gate: Option<Arc<Semaphore>>,
