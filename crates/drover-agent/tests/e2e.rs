@@ -674,22 +674,38 @@ async fn a_failed_daemon_pod_is_replaced_with_backoff() {
     assert!(events_with_reason(s, "FailedDaemonPod").await >= 1);
 
     // Second failure on the same node: its deletion waits for the backoff,
-    // which started at 1 s when the first failed pod was deleted.
+    // which started at 1 s when the first failed pod was deleted (the
+    // controller's clock read before that deletion, which this test saw
+    // later: `first_gone` is at or after the backoff's start). Measured
+    // from the first *deletion*, so a slow replacement cannot stand in for
+    // the backoff; and the second failure must come inside the window, or
+    // the check would prove nothing.
+    let first_gone = gone;
     let t_fail2 = Instant::now();
+    let into_window = t_fail2 - first_gone;
+    assert!(
+        into_window < Duration::from_millis(700),
+        "the replacement was failed {into_window:?} after the first deletion: too late to see a 1 s backoff"
+    );
     set_failed(b.clone()).await;
     wait_until("the second failed pod deleted", WAIT, || async {
         s.pod(&b.metadata.name).await.is_none()
     })
     .await;
     let gone = Instant::now();
-    let since_first = t_fail.elapsed();
+    let since_first = gone - first_gone;
     eprintln!(
-        "second failure: deleted {:?} after it, {since_first:?} after the first",
+        "second failure {into_window:?} after the first deletion: deleted {:?} after it, {since_first:?} after the first deletion",
         t_fail2.elapsed()
     );
+    // Without backoff the deletion would follow the failure within a
+    // reaction (< 700 ms after a failure that came < 700 ms into the
+    // window, and usually ~100 ms): a second deletion at least 900 ms
+    // after the first (1 s, less the time this test took to see the first)
+    // is the backoff.
     assert!(
         since_first >= Duration::from_millis(900),
-        "the second failed pod went {since_first:?} after the first failure: no 1 s backoff"
+        "the second failed pod went {since_first:?} after the first deletion: no 1 s backoff"
     );
     let created_after =
         replacement(vec![a.metadata.uid.clone(), b.metadata.uid.clone()], gone).await;
