@@ -120,6 +120,9 @@ enum Cmd {
         /// Label selector, e.g. app=web,tier!=db or 'env in (a,b)'.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Field selector, e.g. involvedObject.name=web-abc,type=Warning (events), spec.nodeName=n1 (pods).
+        #[arg(long)]
+        field_selector: Option<String>,
         #[command(flatten)]
         ns: Namespaces,
         /// After listing, print one line per change.
@@ -562,11 +565,24 @@ fn main() {
         private_umask();
     }
     let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
+    // Agents say what they do (join, lose a server, move, rejoin) at info.
+    let is_agent = matches!(&cli.cmd, Cmd::Agent(_) | Cmd::Sim(_));
+    let default_filter = if is_server {
+        "info,raft=warn"
+    } else if is_agent {
+        "warn,drover_agent=info"
+    } else {
+        "warn"
+    };
+    // Colours only on a terminal, and never with NO_COLOR set (no-color.org).
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
-                .unwrap_or_else(|_| if is_server { "info,raft=warn" } else { "warn" }.into()),
+                .unwrap_or_else(|_| default_filter.into()),
         )
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -728,6 +744,7 @@ async fn run(cli: Cli) -> Result<()> {
             names,
             output,
             selector,
+            field_selector,
             ns,
             watch,
         } => {
@@ -737,6 +754,7 @@ async fn run(cli: Cli) -> Result<()> {
                 names,
                 output,
                 selector,
+                field_selector,
                 namespace: ns.namespace,
                 all_namespaces: ns.all_namespaces,
                 watch,

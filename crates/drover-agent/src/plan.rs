@@ -19,6 +19,7 @@
 //! longer desired is removed. Pods with an operation in flight are skipped.
 
 use crate::backoff::{Backoff, RestartPolicy};
+use crate::events::{reason, EventType, Note};
 use crate::probe::ProbeKind;
 use crate::runtime::{ContainerInfo, RunState, RuntimeError};
 use drover_api::{Container, Pod, PodStatus, RestartPolicy as PodRestartPolicy};
@@ -234,6 +235,10 @@ pub struct Plan {
     pub ops: Vec<PodOp>,
     /// The earliest time a backoff ends (plan again then).
     pub wake_at: Option<SystemTime>,
+    /// The kubelet's events for what waits: `BackOff` (a restart, an image
+    /// pull) and `Failed` (`Error: ImagePullBackOff`), once per plan, as
+    /// the kubelet notes them on every sync.
+    pub notes: Vec<Note>,
 }
 
 /// Whether the pod's restart policy restarts a container that exited with
@@ -320,6 +325,19 @@ pub fn plan(
                         actions.push(Action::Start { index, attempt: 0 });
                     } else {
                         out.wake_at = earliest(out.wake_at, at);
+                        if failure.is_some_and(|f| f.error.reason == "ErrImagePull") {
+                            let note = |t, r, m| Note::container(&book.pod, &spec.name, t, r, m);
+                            out.notes.push(note(
+                                EventType::Normal,
+                                reason::BACK_OFF,
+                                format!("Back-off pulling image {:?}", spec.image),
+                            ));
+                            out.notes.push(note(
+                                EventType::Warning,
+                                reason::FAILED,
+                                "Error: ImagePullBackOff".into(),
+                            ));
+                        }
                     }
                 }
                 Some(latest) => match &latest.state {
@@ -359,6 +377,17 @@ pub fn plan(
                             });
                         } else {
                             out.wake_at = earliest(out.wake_at, at);
+                            let m = &book.pod.metadata;
+                            out.notes.push(Note::container(
+                                &book.pod,
+                                &spec.name,
+                                EventType::Warning,
+                                reason::BACK_OFF,
+                                format!(
+                                    "Back-off restarting failed container {} in pod {}_{}({})",
+                                    spec.name, m.name, m.namespace, m.uid
+                                ),
+                            ));
                         }
                     }
                 },

@@ -10,6 +10,7 @@
 use crate::client::{Client, ClientError, ObjectWatch};
 use crate::describe;
 use crate::edit;
+use crate::field_selector::{FieldSelector, Filter};
 use crate::errors::{kube, refusal, server_line, Reported};
 use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
@@ -168,6 +169,8 @@ pub struct GetOptions {
     pub names: Vec<String>,
     pub output: Option<Output>,
     pub selector: Option<String>,
+    /// `--field-selector`, e.g. `involvedObject.name=web-abc`.
+    pub field_selector: Option<String>,
     pub namespace: Option<String>,
     pub all_namespaces: bool,
     pub watch: bool,
@@ -287,10 +290,13 @@ pub async fn get(
     if !o.names.is_empty() && !selector.is_empty() {
         bail!("a selector (-l) can't be combined with names: give one or the other");
     }
-    let local_selector = if selector.is_empty() {
-        None
-    } else {
-        Some(Selector::parse(selector).map_err(|e| anyhow!("{e}"))?)
+    let filter = Filter {
+        labels: if selector.is_empty() {
+            None
+        } else {
+            Some(Selector::parse(selector).map_err(|e| anyhow!("{e}"))?)
+        },
+        fields: FieldSelector::parse(kind, o.field_selector.as_deref().unwrap_or(""))?,
     };
     let ns = scope(kind, o.namespace.as_deref(), o.all_namespaces);
     let topts = TableOptions {
@@ -335,6 +341,7 @@ pub async fn get(
             }
         }
     }
+    items.retain(|m| filter.fields.matches(m));
     let single = o.names.len() == 1 && !o.watch;
     let mut widths = Widths::default();
     print_objects(kind, &items, single, o.output, &topts, &mut widths, out)?;
@@ -352,7 +359,7 @@ pub async fn get(
             kind,
             &ns,
             &o.names,
-            local_selector.as_ref(),
+            &filter,
             resource_version,
             o.output,
             widths,
@@ -394,6 +401,12 @@ async fn get_kinds(
     if !o.names.is_empty() {
         bail!(
             "names can't be combined with several kinds ({}): give one kind, or name objects as TYPE/NAME with one command per kind",
+            o.kind
+        );
+    }
+    if o.field_selector.is_some() {
+        bail!(
+            "--field-selector selects on one kind at a time ({} given): run one `drover get KIND --field-selector …` per kind",
             o.kind
         );
     }
@@ -481,7 +494,7 @@ async fn watch(
     kind: Kind,
     ns: &str,
     names: &[String],
-    selector: Option<&Selector>,
+    filter: &Filter,
     mut resource_version: String,
     output: Option<Output>,
     mut widths: Widths,
@@ -530,7 +543,7 @@ async fn watch(
         if !names.is_empty() && !names.iter().any(|n| n == m.name()) {
             continue;
         }
-        if selector.is_some_and(|s| !s.matches(&m.metadata().labels)) {
+        if !filter.matches(&m) {
             continue;
         }
         match output {
@@ -970,7 +983,7 @@ pub async fn events(
         Kind::Event,
         &ns,
         &[],
-        None,
+        &Filter::default(),
         list.resource_version,
         None,
         widths,

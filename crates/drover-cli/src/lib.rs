@@ -8,6 +8,7 @@ pub mod commands;
 pub mod describe;
 pub mod edit;
 pub mod errors;
+pub mod field_selector;
 pub mod kubectl;
 pub mod logs;
 pub mod printers;
