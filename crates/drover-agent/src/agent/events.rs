@@ -89,7 +89,8 @@ impl Events {
     pub(super) fn flush_at(&self, shared: &Shared, now: Instant) -> Option<Instant> {
         let wall = shared.clock.wall();
         let due = self.correlator.next_due(wall)?;
-        let at = shared.clock.instant_at(due).max(now);
+        // `now` and `wall` are the same moment: due now is `now`.
+        let at = now + due.duration_since(wall).unwrap_or_default();
         let interval = shared.tuning.status_interval;
         Some(self.last_flush.map_or(at, |l| at.max(l + interval)))
     }

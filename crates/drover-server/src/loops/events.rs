@@ -341,7 +341,7 @@ mod tests {
         r.r#type = "Fatal".into();
         assert!(event_of("n1", &r, Some(&p), now()).is_err(), "type");
         let mut r = report();
-        r.last_timestamp = "2999-01-01T00:00:00Z".into();
+        r.last_timestamp = "2200-01-01T00:00:00Z".into();
         let e = event_of("n1", &r, Some(&p), now()).expect("future time");
         assert_eq!(e.last_timestamp, Some(now().to_rfc3339()), "clamped");
         let many = pb::PodEvents {
