@@ -241,7 +241,11 @@ pub async fn run_sim(opts: SimOptions, shutdown: impl Future<Output = ()>) -> Re
         let s = &sim.stats;
         let now = [&s.joined, &s.lost, &s.moved, &s.rejoined].map(|c| c.load(Ordering::Relaxed));
         if now != seen {
-            let d: Vec<usize> = now.iter().zip(seen).map(|(a, b)| a.saturating_sub(b)).collect();
+            let d: Vec<usize> = now
+                .iter()
+                .zip(seen)
+                .map(|(a, b)| a.saturating_sub(b))
+                .collect();
             tracing::info!(
                 "sim: {}/{n} nodes connected ({} joined, {} lost their server, {} moved to another, {} rejoined)",
                 sim.connected(),

@@ -408,7 +408,10 @@ impl Runtime for SimRuntime {
         req.event(
             crate::events::EventType::Normal,
             crate::events::reason::PULLED,
-            format!("Container image {:?} already present on machine", spec.image),
+            format!(
+                "Container image {:?} already present on machine",
+                spec.image
+            ),
         );
         let mut s = self.lock();
         let same = |c: &SimContainer| c.pod_uid == *uid && c.container == spec.name;

@@ -9,7 +9,7 @@
 //!   and BackOff (`Back-off pulling image …`);
 //! - a failing exec readiness probe: Scheduled is not there (a bare pod),
 //!   but Pulled, Created, Started and Unhealthy (`Readiness probe failed:`
-//!   with the probe's output, counted) are.
+//!   with the command, its exit code and its output, counted) are.
 //!
 //! The image `local/busybox:1` is built by `deploy/examples/busybox-image.sh`
 //! (never pulled). Without an engine the test fails, unless the run opts
@@ -86,8 +86,11 @@ async fn a_missing_image_and_a_failing_probe_show_their_events_in_describe_pod()
 
     wait_until("the pull's events", WAIT, || async {
         let evs = events_of(&s, "noimage").await;
-        has(&evs, "Pulling", "Pulling image \"127.0.0.1:1/drover-test/absent:1\"")
-            && has(&evs, "Failed", "Failed to pull image")
+        has(
+            &evs,
+            "Pulling",
+            "Pulling image \"127.0.0.1:1/drover-test/absent:1\"",
+        ) && has(&evs, "Failed", "Failed to pull image")
             && has(&evs, "Failed", "Error: ErrImagePull")
             && has(&evs, "BackOff", "Back-off pulling image")
     })
@@ -97,7 +100,8 @@ async fn a_missing_image_and_a_failing_probe_show_their_events_in_describe_pod()
         has(&evs, "Started", "Started container app")
             && evs.iter().any(|e| {
                 e.reason == "Unhealthy"
-                    && e.message == "Readiness probe failed: not ready yet"
+                    && e.message.starts_with("Readiness probe failed: ")
+                    && e.message.ends_with("exited with 1: not ready yet")
                     && e.count.unwrap_or(1) >= 2
             })
     })
@@ -121,7 +125,7 @@ async fn a_missing_image_and_a_failing_probe_show_their_events_in_describe_pod()
     eprintln!("---- describe pod unready\n{text}");
     assert!(text.contains("Warning  Unhealthy"), "{text}");
     assert!(
-        text.contains("kubelet  Readiness probe failed: not ready yet"),
+        text.contains("kubelet  Readiness probe failed: command"),
         "{text}"
     );
     assert!(text.contains(" over "), "a counted event: {text}");
@@ -129,6 +133,9 @@ async fn a_missing_image_and_a_failing_probe_show_their_events_in_describe_pod()
     assert!(text.contains("Normal   Started"), "{text}");
 
     agent.stop(Duration::from_secs(20)).await;
-    assert!(docker_ps(&node, &[]).is_empty(), "the node's containers are gone");
+    assert!(
+        docker_ps(&node, &[]).is_empty(),
+        "the node's containers are gone"
+    );
     s.shutdown().await;
 }

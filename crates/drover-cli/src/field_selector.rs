@@ -24,7 +24,12 @@ fn fields(kind: Kind) -> &'static [&'static str] {
             "source",
             "type",
         ],
-        Kind::Pod => &["spec.nodeName", "spec.restartPolicy", "status.phase", "status.podIP"],
+        Kind::Pod => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "status.phase",
+            "status.podIP",
+        ],
         Kind::Node => &["spec.unschedulable"],
         _ => &[],
     }

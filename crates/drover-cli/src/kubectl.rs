@@ -10,8 +10,8 @@
 use crate::client::{Client, ClientError, ObjectWatch};
 use crate::describe;
 use crate::edit;
-use crate::field_selector::{FieldSelector, Filter};
 use crate::errors::{kube, refusal, server_line, Reported};
+use crate::field_selector::{FieldSelector, Filter};
 use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};

@@ -5,9 +5,9 @@
 //! the node leaves.
 
 use super::shared::Identity;
+use crate::events::{reason, EventType, Note};
 use crate::plan::{Action, PodBook, PodOp, StartFailure};
 use crate::probe::{self, Target};
-use crate::events::{reason, EventType, Note};
 use crate::runtime::{ContainerInfo, EventSink, Runtime, RuntimeError, StartContainer};
 use drover_api::{LifecycleHandler, Pod};
 use std::collections::{HashMap, HashSet};

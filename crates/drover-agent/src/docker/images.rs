@@ -57,7 +57,7 @@ impl DockerRuntime {
                     format!(
                         "Container image {image:?} is not present with pull policy of Never; load or tag it on the node (docker load / docker tag), or change imagePullPolicy"
                     ),
-                ))
+                ));
             }
             _ => true,
         };

@@ -15,7 +15,9 @@ use crate::limits::{
     EVENT_BUDGET_BURST, EVENT_BUDGET_PER_SECOND, MAX_EVENTS_PER_MESSAGE, MAX_EVENT_FIELD_BYTES,
     MAX_EVENT_MESSAGE_BYTES, MAX_EVENT_REASON_BYTES,
 };
-use drover_api::{event_type, Event, EventSource, Kind, Manifest, ObjectMeta, ObjectReference, Pod};
+use drover_api::{
+    event_type, Event, EventSource, Kind, Manifest, ObjectMeta, ObjectReference, Pod,
+};
 use drover_controller::time::Timestamp;
 use drover_proto::v1 as pb;
 use std::time::Instant;
@@ -69,9 +71,8 @@ pub fn event_of(
     pod: Option<&Pod>,
     now: Timestamp,
 ) -> Result<Event, String> {
-    let bound = pod.is_some_and(|p| {
-        !e.uid.is_empty() && p.spec.node_name == node && p.metadata.uid == e.uid
-    });
+    let bound = pod
+        .is_some_and(|p| !e.uid.is_empty() && p.spec.node_name == node && p.metadata.uid == e.uid);
     if !bound {
         return Err(format!(
             "pod {}/{} (uid {:?}) is not bound to node {node}",
@@ -82,9 +83,9 @@ pub fn event_of(
         .name
         .strip_prefix(e.pod.as_str())
         .and_then(|s| s.strip_prefix('.'));
-    if !suffix.is_some_and(|s| {
-        !s.is_empty() && s.len() <= 16 && s.bytes().all(|b| b.is_ascii_hexdigit())
-    }) {
+    if !suffix
+        .is_some_and(|s| !s.is_empty() && s.len() <= 16 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
         return Err(format!(
             "event name {:?} must be the pod's name, a dot and up to 16 hex digits",
             e.name
