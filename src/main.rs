@@ -567,24 +567,11 @@ fn main() {
     let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
     // Agents say what they do (join, lose a server, move, rejoin) at info.
     let is_agent = matches!(&cli.cmd, Cmd::Agent(_) | Cmd::Sim(_));
-    let default_filter = if is_server {
-        "info,raft=warn"
-    } else if is_agent {
-        "warn,drover_agent=info"
-    } else {
-        "warn"
-    };
-    // Colours only on a terminal, and never with NO_COLOR set (no-color.org).
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
-                .unwrap_or_else(|_| default_filter.into()),
-        )
-        .with_ansi(colour)
-        .with_writer(std::io::stderr)
-        .init();
+    drover_cli::log::init(match (is_server, is_agent) {
+        (true, _) => "info,raft=warn",
+        (_, true) => "warn,drover_agent=info",
+        _ => "warn",
+    });
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

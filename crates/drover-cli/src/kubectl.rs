@@ -11,6 +11,7 @@ use crate::client::{Client, ClientError, ObjectWatch};
 use crate::describe;
 use crate::edit;
 use crate::errors::{kube, refusal, server_line, Reported};
+pub use crate::events::{events, events_table};
 use crate::field_selector::{FieldSelector, Filter};
 use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
@@ -177,7 +178,7 @@ pub struct GetOptions {
 }
 
 /// The namespace a list or watch covers: empty for all (and for nodes).
-fn scope(kind: Kind, namespace: Option<&str>, all: bool) -> String {
+pub(crate) fn scope(kind: Kind, namespace: Option<&str>, all: bool) -> String {
     if !kind.namespaced() || all {
         String::new()
     } else {
@@ -489,7 +490,7 @@ fn retryable(e: &ClientError) -> bool {
 /// `get -w`: one row (or object) per change, from `resource_version` on,
 /// following the cluster across servers when the stream breaks.
 #[allow(clippy::too_many_arguments)]
-async fn watch(
+pub(crate) async fn watch(
     c: &Client,
     kind: Kind,
     ns: &str,
@@ -608,7 +609,7 @@ fn as_node(m: Manifest) -> Option<Node> {
     }
 }
 
-fn as_event(m: Manifest) -> Option<Event> {
+pub(crate) fn as_event(m: Manifest) -> Option<Event> {
     match m {
         Manifest::Event(e) => Some(*e),
         _ => None,
@@ -902,94 +903,6 @@ pub async fn cordon(
     } else {
         Err(Reported(errors.join("\n")).into())
     }
-}
-
-/// The table `drover events` prints: kubectl events' columns, oldest
-/// first.
-pub fn events_table(events: &[Event], all_namespaces: bool, now: SystemTime) -> String {
-    let mut sorted: Vec<&Event> = events.iter().collect();
-    sorted.sort_by_key(|e| printers::event_sort_time(e));
-    let (headers, rows) = events_rows(&sorted, all_namespaces, now);
-    table::render(&headers, &rows)
-}
-
-/// The headers and rows of [`events_table`], in the order given.
-fn events_rows(
-    sorted: &[&Event],
-    all_namespaces: bool,
-    now: SystemTime,
-) -> (Vec<&'static str>, Vec<Vec<String>>) {
-    let mut headers = Vec::new();
-    if all_namespaces {
-        headers.push("NAMESPACE");
-    }
-    headers.extend(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
-    let rows: Vec<Vec<String>> = sorted
-        .iter()
-        .map(|e| {
-            let mut r = Vec::new();
-            if all_namespaces {
-                r.push(e.metadata.namespace.clone());
-            }
-            r.extend([
-                printers::event_interval(e, now),
-                e.r#type.clone(),
-                e.reason.clone(),
-                format!("{}/{}", e.involved_object.kind, e.involved_object.name),
-                e.message.trim().to_string(),
-            ]);
-            r
-        })
-        .collect();
-    (headers, rows)
-}
-
-/// `drover events [-n NS | -A] [-w]`: every event, oldest first; with
-/// `-w`, then one line per new or repeated event until interrupted.
-pub async fn events(
-    c: &Client,
-    namespace: Option<&str>,
-    all_namespaces: bool,
-    follow: bool,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> Result<()> {
-    let ns = scope(Kind::Event, namespace, all_namespaces);
-    let list = c
-        .list_objects(Kind::Event.plural(), &ns, "")
-        .await
-        .map_err(kube)?;
-    let evs: Vec<Event> = list.items.into_iter().filter_map(as_event).collect();
-    let mut widths = Widths::default();
-    if evs.is_empty() {
-        if all_namespaces {
-            writeln!(err, "No events found.")?;
-        } else {
-            writeln!(err, "No events found in {ns} namespace.")?;
-        }
-    } else {
-        let now = SystemTime::now();
-        let mut sorted: Vec<&Event> = evs.iter().collect();
-        sorted.sort_by_key(|e| printers::event_sort_time(e));
-        let (headers, rows) = events_rows(&sorted, all_namespaces, now);
-        write!(out, "{}", table::render_with(&mut widths, &headers, &rows))?;
-    }
-    if !follow {
-        return Ok(());
-    }
-    out.flush()?;
-    watch(
-        c,
-        Kind::Event,
-        &ns,
-        &[],
-        &Filter::default(),
-        list.resource_version,
-        None,
-        widths,
-        out,
-    )
-    .await
 }
 
 /// `drover completion bash|zsh|fish`: the completion script of `cmd`.
