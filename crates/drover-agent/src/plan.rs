@@ -68,6 +68,11 @@ pub struct PodBook {
     /// Each container's running instance that failed its startup or
     /// liveness probe, until it is killed.
     pub unhealthy: Vec<Option<Unhealthy>>,
+    /// What each container (by name) last waited for, as noted in a
+    /// `BackOff` event: the exited instance's id, or the failed pull's
+    /// time. One event per wait, not one per sync (the loop syncs every
+    /// second; the count then says how many restarts waited).
+    pub backoff_noted: HashMap<String, String>,
     /// The status last built (or the server's, before the first build).
     pub status: Option<PodStatus>,
     /// Whether `status` still has to be sent.
@@ -102,6 +107,7 @@ impl PodBook {
             restarts: vec![None; n],
             failures: vec![None; n],
             unhealthy: vec![None; n],
+            backoff_noted: HashMap::new(),
             status: server_status,
             pending: true,
             sent_at: None,
@@ -325,7 +331,12 @@ pub fn plan(
                         actions.push(Action::Start { index, attempt: 0 });
                     } else {
                         out.wake_at = earliest(out.wake_at, at);
-                        if failure.is_some_and(|f| f.error.reason == "ErrImagePull") {
+                        let pull = failure.filter(|f| f.error.reason == "ErrImagePull");
+                        let key = pull.map(|f| format!("pull {:?}", f.at));
+                        if key.is_some() && book.backoff_noted.get(&spec.name) != key.as_ref() {
+                            if let Some(k) = key {
+                                book.backoff_noted.insert(spec.name.clone(), k);
+                            }
                             let note = |t, r, m| Note::container(&book.pod, &spec.name, t, r, m);
                             out.notes.push(note(
                                 EventType::Normal,
@@ -378,6 +389,11 @@ pub fn plan(
                         } else {
                             out.wake_at = earliest(out.wake_at, at);
                             let m = &book.pod.metadata;
+                            if book.backoff_noted.get(&spec.name) == Some(&latest.id) {
+                                continue;
+                            }
+                            book.backoff_noted
+                                .insert(spec.name.clone(), latest.id.clone());
                             out.notes.push(Note::container(
                                 &book.pod,
                                 &spec.name,
@@ -578,6 +594,16 @@ pub(crate) mod tests {
         let p = plan(&mut ps, &observed, &none, &fast(), t(1000));
         assert!(p.ops.is_empty());
         assert_eq!(p.wake_at, Some(t(1100)));
+        // The kubelet's BackOff event, once per wait (not once per sync).
+        assert_eq!(p.notes.len(), 1);
+        assert_eq!(p.notes[0].reason, "BackOff");
+        assert_eq!(p.notes[0].field_path, "spec.containers{c}");
+        assert_eq!(
+            p.notes[0].message,
+            "Back-off restarting failed container c in pod pod-a_default(a)"
+        );
+        let p = plan(&mut ps, &observed, &none, &fast(), t(1050));
+        assert!(p.notes.is_empty(), "the same wait");
         let p = plan(&mut ps, &observed, &none, &fast(), t(1100));
         assert_eq!(
             p.ops[0].actions,
@@ -595,6 +621,7 @@ pub(crate) mod tests {
         let p = plan(&mut ps, &observed, &none, &fast(), t(1700));
         assert_eq!(p.ops[0].actions, vec![Action::Remove { id: "x0".into() }]);
         assert_eq!(p.wake_at, Some(t(1800)));
+        assert_eq!(p.notes.len(), 1, "a new wait: BackOff again");
     }
 
     #[test]

@@ -45,7 +45,7 @@ async fn a_crash_loop_on_many_sim_nodes_counts_back_offs_in_a_bounded_number_of_
     o.tuning.reconnect_min = Duration::from_millis(50);
     o.tuning.reconnect_max = Duration::from_millis(500);
     // Crash fast, restart fast; a small spam filter so that the test sees
-    // it work: 8 writes per pod, then one every 2 s.
+    // it work: 8 writes per pod, then one every 500 ms.
     o.sim = SimConfig {
         crash_after: Duration::from_millis(100),
         ..SimConfig::default()
@@ -54,7 +54,7 @@ async fn a_crash_loop_on_many_sim_nodes_counts_back_offs_in_a_bounded_number_of_
     o.tuning.restart_backoff_max = Duration::from_millis(200);
     o.tuning.events = EventLimits {
         burst: 8,
-        refill: Duration::from_secs(2),
+        refill: Duration::from_millis(500),
     };
     let sim = Sim::start(o).expect("sim starts");
     wait_until("every node registered", Duration::from_secs(60), || async {
@@ -113,7 +113,7 @@ async fn a_crash_loop_on_many_sim_nodes_counts_back_offs_in_a_bounded_number_of_
     );
 
     // The loop goes on: counts grow (past the burst: the spam filter lets
-    // one write through every 2 s, with the whole count), the number of
+    // one write through every 500 ms, with the whole count), the number of
     // Event objects does not.
     wait_until(
         "BackOff counts to grow past the burst on every pod",
