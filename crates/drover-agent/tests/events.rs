@@ -147,3 +147,58 @@ async fn a_crash_loop_on_many_sim_nodes_counts_back_offs_in_a_bounded_number_of_
     sim.shutdown().await;
     s.shutdown().await;
 }
+
+/// Figures, not a check (`cargo nextest run -p drover-agent --test events
+/// --run-ignored only`): `EVENT_NODES` (1000) sim nodes crash-loop for
+/// `EVENT_SECS` (120) with the default spam filter (25 writes per pod, then
+/// one per 5 minutes) and restarts backing off from 1 s to 10 s; prints the
+/// events noted, written and stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a report: run it on purpose"]
+async fn crash_loop_event_figures() {
+    let var = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let nodes = var("EVENT_NODES", 1000) as usize;
+    let secs = var("EVENT_SECS", 120);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let mut o = SimOptions::new(vec![s.addr.clone()], s.node_token.clone(), nodes);
+    o.tuning.seed = Some(11);
+    o.tuning.restart_backoff = Duration::from_secs(1);
+    o.tuning.restart_backoff_max = Duration::from_secs(10);
+    let sim = Sim::start(o).expect("sim starts");
+    wait_until(
+        "every node registered",
+        Duration::from_secs(300),
+        || async { s.node_count().await == nodes },
+    )
+    .await;
+    s.apply(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: crashy}\nspec:\n  selector: {matchLabels: {app: crashy}}\n  template:\n    metadata: {labels: {app: crashy}}\n    spec:\n      containers: [{name: app, image: sim/crash:1}]\n",
+    )
+    .await;
+    let t0 = Instant::now();
+    let mut next = Duration::from_secs(30);
+    while t0.elapsed() < Duration::from_secs(secs) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if t0.elapsed() >= next || t0.elapsed() >= Duration::from_secs(secs) {
+            next += Duration::from_secs(30);
+            let evs = events(&s).await;
+            let st = sim.stats();
+            eprintln!(
+                "{:>4}s: {nodes} crash-looping pods: {} events noted, {} written by the nodes, {} Event objects, BackOff counts sum {}",
+                t0.elapsed().as_secs(),
+                st.events_noted.load(Ordering::Relaxed),
+                st.events_sent.load(Ordering::Relaxed),
+                evs.len(),
+                back_offs(&evs).values().map(|c| i64::from(*c)).sum::<i64>()
+            );
+        }
+    }
+    sim.shutdown().await;
+    s.shutdown().await;
+}
