@@ -701,5 +701,26 @@ async fn a_node_writes_events_about_its_own_pods_only() {
     })
     .await;
     assert_eq!(events_about(&s, "mine").await.len(), 1);
+
+    // An Event of that shape that is not this node's (the scheduler's) is
+    // not taken over by reporting its name.
+    s.apply("apiVersion: v1\nkind: Event\nmetadata: {name: mine.c1}\ninvolvedObject: {kind: Pod, name: mine}\nreason: Scheduled\nmessage: theirs\ntype: Normal\nsource: {component: default-scheduler}\n")
+        .await;
+    tx.send(pod_events(&mine, &["c1"])).await.unwrap();
+    tx.send(pod_events(&mine, &["d1"])).await.unwrap();
+    wait_until("the next event", WAIT, || async {
+        events_about(&s, "mine")
+            .await
+            .iter()
+            .any(|e| e.metadata.name == "mine.d1")
+    })
+    .await;
+    let theirs = events_about(&s, "mine").await;
+    let theirs = theirs
+        .iter()
+        .find(|e| e.metadata.name == "mine.c1")
+        .expect("the scheduler's event");
+    assert_eq!(theirs.message, "theirs", "unchanged");
+    assert_eq!(theirs.source.component, "default-scheduler");
     s.shutdown().await;
 }
