@@ -125,6 +125,9 @@ enum Cmd {
         /// Label selector, e.g. app=web,tier!=db or 'env in (a,b)'.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Field selector, e.g. involvedObject.name=web-abc,type=Warning (events), spec.nodeName=n1 (pods).
+        #[arg(long)]
+        field_selector: Option<String>,
         #[command(flatten)]
         ns: Namespaces,
         /// After listing, print one line per change.
@@ -570,13 +573,13 @@ fn main() {
         private_umask();
     }
     let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
-                .unwrap_or_else(|_| if is_server { "info,raft=warn" } else { "warn" }.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Agents say what they do (join, lose a server, move, rejoin) at info.
+    let is_agent = matches!(&cli.cmd, Cmd::Agent(_) | Cmd::Sim(_));
+    drover_cli::log::init(match (is_server, is_agent) {
+        (true, _) => "info,raft=warn",
+        (_, true) => "warn,drover_agent=info",
+        _ => "warn",
+    });
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -739,6 +742,7 @@ async fn run(cli: Cli) -> Result<()> {
             names,
             output,
             selector,
+            field_selector,
             ns,
             watch,
         } => {
@@ -748,6 +752,7 @@ async fn run(cli: Cli) -> Result<()> {
                 names,
                 output,
                 selector,
+                field_selector,
                 namespace: ns.namespace,
                 all_namespaces: ns.all_namespaces,
                 watch,

@@ -75,6 +75,7 @@ mod agent;
 pub mod backoff;
 pub mod clock;
 pub mod docker;
+pub mod events;
 pub mod flags;
 mod link;
 pub mod node;
@@ -139,6 +140,9 @@ pub struct Tuning {
     pub seed: Option<u64>,
     /// How often `--manifest-dir` is read again for static pods, 2 s.
     pub static_poll: Duration,
+    /// The pod events' spam filter: a burst of 25 writes per pod, then one
+    /// per 5 minutes (client-go's; [`events`]).
+    pub events: events::EventLimits,
 }
 
 impl Default for Tuning {
@@ -155,6 +159,7 @@ impl Default for Tuning {
             leave_timeout: Duration::from_secs(5),
             seed: None,
             static_poll: Duration::from_secs(2),
+            events: events::EventLimits::default(),
         }
     }
 }

@@ -19,6 +19,7 @@
 //! longer desired is removed. Pods with an operation in flight are skipped.
 
 use crate::backoff::{Backoff, RestartPolicy};
+use crate::events::{reason, EventType, Note};
 use crate::probe::ProbeKind;
 use crate::runtime::{ContainerInfo, RunState, RuntimeError};
 use drover_api::{Container, Pod, PodStatus, RestartPolicy as PodRestartPolicy};
@@ -67,6 +68,11 @@ pub struct PodBook {
     /// Each container's running instance that failed its startup or
     /// liveness probe, until it is killed.
     pub unhealthy: Vec<Option<Unhealthy>>,
+    /// What each container (by name) last waited for, as noted in a
+    /// `BackOff` event: the exited instance's id, or the failed pull's
+    /// time. One event per wait, not one per sync (the loop syncs every
+    /// second; the count then says how many restarts waited).
+    pub backoff_noted: HashMap<String, String>,
     /// The status last built (or the server's, before the first build).
     pub status: Option<PodStatus>,
     /// Whether `status` still has to be sent.
@@ -101,6 +107,7 @@ impl PodBook {
             restarts: vec![None; n],
             failures: vec![None; n],
             unhealthy: vec![None; n],
+            backoff_noted: HashMap::new(),
             status: server_status,
             pending: true,
             sent_at: None,
@@ -234,6 +241,10 @@ pub struct Plan {
     pub ops: Vec<PodOp>,
     /// The earliest time a backoff ends (plan again then).
     pub wake_at: Option<SystemTime>,
+    /// The kubelet's events for what waits: `BackOff` (a restart, an image
+    /// pull) and `Failed` (`Error: ImagePullBackOff`), once per plan, as
+    /// the kubelet notes them on every sync.
+    pub notes: Vec<Note>,
 }
 
 /// Whether the pod's restart policy restarts a container that exited with
@@ -320,6 +331,24 @@ pub fn plan(
                         actions.push(Action::Start { index, attempt: 0 });
                     } else {
                         out.wake_at = earliest(out.wake_at, at);
+                        let pull = failure.filter(|f| f.error.reason == "ErrImagePull");
+                        let key = pull.map(|f| format!("pull {:?}", f.at));
+                        if key.is_some() && book.backoff_noted.get(&spec.name) != key.as_ref() {
+                            if let Some(k) = key {
+                                book.backoff_noted.insert(spec.name.clone(), k);
+                            }
+                            let note = |t, r, m| Note::container(&book.pod, &spec.name, t, r, m);
+                            out.notes.push(note(
+                                EventType::Normal,
+                                reason::BACK_OFF,
+                                format!("Back-off pulling image {:?}", spec.image),
+                            ));
+                            out.notes.push(note(
+                                EventType::Warning,
+                                reason::FAILED,
+                                "Error: ImagePullBackOff".into(),
+                            ));
+                        }
                     }
                 }
                 Some(latest) => match &latest.state {
@@ -359,6 +388,22 @@ pub fn plan(
                             });
                         } else {
                             out.wake_at = earliest(out.wake_at, at);
+                            let m = &book.pod.metadata;
+                            if book.backoff_noted.get(&spec.name) == Some(&latest.id) {
+                                continue;
+                            }
+                            book.backoff_noted
+                                .insert(spec.name.clone(), latest.id.clone());
+                            out.notes.push(Note::container(
+                                &book.pod,
+                                &spec.name,
+                                EventType::Warning,
+                                reason::BACK_OFF,
+                                format!(
+                                    "Back-off restarting failed container {} in pod {}_{}({})",
+                                    spec.name, m.name, m.namespace, m.uid
+                                ),
+                            ));
                         }
                     }
                 },
@@ -549,6 +594,16 @@ pub(crate) mod tests {
         let p = plan(&mut ps, &observed, &none, &fast(), t(1000));
         assert!(p.ops.is_empty());
         assert_eq!(p.wake_at, Some(t(1100)));
+        // The kubelet's BackOff event, once per wait (not once per sync).
+        assert_eq!(p.notes.len(), 1);
+        assert_eq!(p.notes[0].reason, "BackOff");
+        assert_eq!(p.notes[0].field_path, "spec.containers{c}");
+        assert_eq!(
+            p.notes[0].message,
+            "Back-off restarting failed container c in pod pod-a_default(a)"
+        );
+        let p = plan(&mut ps, &observed, &none, &fast(), t(1050));
+        assert!(p.notes.is_empty(), "the same wait");
         let p = plan(&mut ps, &observed, &none, &fast(), t(1100));
         assert_eq!(
             p.ops[0].actions,
@@ -566,6 +621,7 @@ pub(crate) mod tests {
         let p = plan(&mut ps, &observed, &none, &fast(), t(1700));
         assert_eq!(p.ops[0].actions, vec![Action::Remove { id: "x0".into() }]);
         assert_eq!(p.wake_at, Some(t(1800)));
+        assert_eq!(p.notes.len(), 1, "a new wait: BackOff again");
     }
 
     #[test]

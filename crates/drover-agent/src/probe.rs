@@ -348,6 +348,9 @@ pub struct ProbeReport {
     pub verdict: Verdict,
     /// Why the last run failed (empty when it passed).
     pub message: String,
+    /// The probe whose run just failed, if one did (the kubelet's
+    /// `Unhealthy` event, on every failed run).
+    pub failed: Option<ProbeKind>,
 }
 
 /// The container instance a probe worker probes.
@@ -407,7 +410,8 @@ pub(crate) async fn run_worker<R: Runtime>(
             tracing::debug!(pod_uid = %pod_uid, container = %container.name, "{} probe failed: {message}", kind.name());
         }
         let verdict = probes.record(kind, outcome, clock.now());
-        if verdict == Verdict::Unchanged {
+        let failed = (outcome == Outcome::Failure).then_some(kind);
+        if verdict == Verdict::Unchanged && failed.is_none() {
             continue;
         }
         let report = ProbeReport {
@@ -416,6 +420,7 @@ pub(crate) async fn run_worker<R: Runtime>(
             container_id: target.container_id.clone(),
             verdict,
             message,
+            failed,
         };
         if tx.send(report).await.is_err() {
             return;

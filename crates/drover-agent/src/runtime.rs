@@ -20,6 +20,7 @@
 //! kubelet). Its spec hash ([`spec_hash`]) tells the agent whether it still
 //! runs the current spec.
 
+use crate::events::{EventType, Note};
 use drover_api::{Container, Pod};
 use std::future::Future;
 use std::sync::Arc;
@@ -108,12 +109,41 @@ pub struct StartContainer {
     /// The node's IP (the downward API's `status.hostIP`; the pod IP of a
     /// `hostNetwork` pod).
     pub host_ip: String,
+    /// Where the runtime tells what it does (Pulling, Pulled, FailedMount
+    /// …): the pod's events.
+    pub events: EventSink,
 }
 
 impl StartContainer {
     /// The container to start.
     pub fn container(&self) -> Option<&Container> {
         self.pod.spec.containers.get(self.index)
+    }
+
+    /// Notes an event about the container being started.
+    pub fn event(&self, r#type: EventType, reason: &'static str, message: String) {
+        let name = self.container().map_or("", |c| c.name.as_str());
+        self.events
+            .send(Note::container(&self.pod, name, r#type, reason, message));
+    }
+}
+
+/// Where the events of a pod's operations go, in order (the agent's sync
+/// loop counts them: [`crate::events`]); the default drops them.
+#[derive(Debug, Clone, Default)]
+pub struct EventSink(Option<tokio::sync::mpsc::UnboundedSender<Note>>);
+
+impl EventSink {
+    /// A sink into `tx`.
+    pub fn new(tx: tokio::sync::mpsc::UnboundedSender<Note>) -> Self {
+        EventSink(Some(tx))
+    }
+
+    /// Notes `note` (dropped when nobody listens).
+    pub fn send(&self, note: Note) {
+        if let Some(tx) = &self.0 {
+            let _ = tx.send(note);
+        }
     }
 }
 

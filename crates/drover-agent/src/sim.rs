@@ -194,6 +194,11 @@ impl Sim {
         &self.names
     }
 
+    /// The nodes' counters (sessions, events).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
     /// How many nodes have a session open now.
     pub fn connected(&self) -> usize {
         self.stats.connected.load(Ordering::Relaxed)
@@ -224,7 +229,35 @@ impl Sim {
 pub async fn run_sim(opts: SimOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
     let n = opts.nodes;
     let sim = Sim::start(opts)?;
-    shutdown.await;
+    let mut shutdown = std::pin::pin!(shutdown);
+    // One line a second at most, when nodes joined, lost their server,
+    // moved to another or rejoined (each node says so at debug).
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    let mut seen = [0usize; 4];
+    loop {
+        tokio::select! {
+            _ = shutdown.as_mut() => break,
+            _ = every.tick() => {}
+        }
+        let s = &sim.stats;
+        let now = [&s.joined, &s.lost, &s.moved, &s.rejoined].map(|c| c.load(Ordering::Relaxed));
+        if now != seen {
+            let d: Vec<usize> = now
+                .iter()
+                .zip(seen)
+                .map(|(a, b)| a.saturating_sub(b))
+                .collect();
+            tracing::info!(
+                "sim: {}/{n} nodes connected ({} joined, {} lost their server, {} moved to another, {} rejoined)",
+                sim.connected(),
+                d[0],
+                d[1],
+                d[2],
+                d[3]
+            );
+            seen = now;
+        }
+    }
     tracing::info!("sim: {n} nodes leaving");
     let left = sim.shutdown().await;
     if left < n {

@@ -404,6 +404,15 @@ impl Runtime for SimRuntime {
         };
         let now = self.clock.wall();
         let uid = &req.pod.metadata.uid;
+        // Every image is there (nothing is pulled in memory).
+        req.event(
+            crate::events::EventType::Normal,
+            crate::events::reason::PULLED,
+            format!(
+                "Container image {:?} already present on machine",
+                spec.image
+            ),
+        );
         let mut s = self.lock();
         let same = |c: &SimContainer| c.pod_uid == *uid && c.container == spec.name;
         if s.containers
@@ -587,6 +596,7 @@ mod tests {
             spec_hash: "h".into(),
             node_name: "n".into(),
             host_ip: "192.0.2.1".into(),
+            events: Default::default(),
         }
     }
 

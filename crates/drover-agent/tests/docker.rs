@@ -81,6 +81,7 @@ fn start_req(n: &Node, p: &Arc<Pod>, index: usize, attempt: u32) -> StartContain
         spec_hash: format!("hash-{index}"),
         node_name: n.name.clone(),
         host_ip: "127.0.0.1".into(),
+        events: Default::default(),
     }
 }
 

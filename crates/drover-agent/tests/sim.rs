@@ -108,3 +108,39 @@ async fn killed_sim_nodes_stay_registered() {
     assert_eq!(s.node_count().await, 5);
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn sim_nodes_count_their_joins_losses_and_rejoins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("server");
+    let s = TestServer::start(&dir).await;
+    let o = drover_testkit::sim_options(vec![s.addr.clone()], &s.node_token, "j-", 5);
+    let sim = Sim::start(o).expect("sim starts");
+    wait_until("5 sessions", Duration::from_secs(20), || async {
+        sim.connected() == 5
+    })
+    .await;
+    let count = |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::Relaxed);
+    let st = sim.stats();
+    assert_eq!(count(&st.joined), 5);
+    assert_eq!(count(&st.lost) + count(&st.moved) + count(&st.rejoined), 0);
+    // The only server goes and comes back on the same address: every node
+    // loses it and rejoins it (one line each at info for a lone agent; the
+    // sim sums them up once a second).
+    s.shutdown().await;
+    wait_until("5 sessions lost", Duration::from_secs(10), || async {
+        count(&sim.stats().lost) == 5
+    })
+    .await;
+    let s = TestServer::restart(&dir).await;
+    wait_until("5 nodes back", Duration::from_secs(20), || async {
+        sim.connected() == 5
+    })
+    .await;
+    let st = sim.stats();
+    assert_eq!(count(&st.rejoined), 5, "the same server again");
+    assert_eq!(count(&st.moved), 0, "there is no other");
+    assert_eq!(count(&st.joined), 5, "joined once each");
+    sim.shutdown().await;
+    s.shutdown().await;
+}

@@ -11,6 +11,8 @@ use crate::client::{Client, ClientError, ObjectWatch};
 use crate::describe;
 use crate::edit;
 use crate::errors::{kube, refusal, server_line, Reported};
+pub use crate::events::{events, events_table};
+use crate::field_selector::{FieldSelector, Filter};
 use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};
@@ -174,13 +176,15 @@ pub struct GetOptions {
     pub names: Vec<String>,
     pub output: Option<Output>,
     pub selector: Option<String>,
+    /// `--field-selector`, e.g. `involvedObject.name=web-abc`.
+    pub field_selector: Option<String>,
     pub namespace: Option<String>,
     pub all_namespaces: bool,
     pub watch: bool,
 }
 
 /// The namespace a list or watch covers: empty for all (and for nodes).
-fn scope(kind: Kind, namespace: Option<&str>, all: bool) -> String {
+pub(crate) fn scope(kind: Kind, namespace: Option<&str>, all: bool) -> String {
     if !kind.namespaced() || all {
         String::new()
     } else {
@@ -293,10 +297,13 @@ pub async fn get(
     if !o.names.is_empty() && !selector.is_empty() {
         bail!("a selector (-l) can't be combined with names: give one or the other");
     }
-    let local_selector = if selector.is_empty() {
-        None
-    } else {
-        Some(Selector::parse(selector).map_err(|e| anyhow!("{e}"))?)
+    let filter = Filter {
+        labels: if selector.is_empty() {
+            None
+        } else {
+            Some(Selector::parse(selector).map_err(|e| anyhow!("{e}"))?)
+        },
+        fields: FieldSelector::parse(kind, o.field_selector.as_deref().unwrap_or(""))?,
     };
     let ns = scope(kind, o.namespace.as_deref(), o.all_namespaces);
     let topts = TableOptions {
@@ -341,6 +348,7 @@ pub async fn get(
             }
         }
     }
+    items.retain(|m| filter.fields.matches(m));
     let single = o.names.len() == 1 && !o.watch;
     let mut widths = Widths::default();
     print_objects(kind, &items, single, o.output, &topts, &mut widths, out)?;
@@ -358,7 +366,7 @@ pub async fn get(
             kind,
             &ns,
             &o.names,
-            local_selector.as_ref(),
+            &filter,
             resource_version,
             o.output,
             widths,
@@ -400,6 +408,12 @@ async fn get_kinds(
     if !o.names.is_empty() {
         bail!(
             "names can't be combined with several kinds ({}): give one kind, or name objects as TYPE/NAME with one command per kind",
+            o.kind
+        );
+    }
+    if o.field_selector.is_some() {
+        bail!(
+            "--field-selector selects on one kind at a time ({} given): run one `drover get KIND --field-selector …` per kind",
             o.kind
         );
     }
@@ -482,12 +496,12 @@ fn retryable(e: &ClientError) -> bool {
 /// `get -w`: one row (or object) per change, from `resource_version` on,
 /// following the cluster across servers when the stream breaks.
 #[allow(clippy::too_many_arguments)]
-async fn watch(
+pub(crate) async fn watch(
     c: &Client,
     kind: Kind,
     ns: &str,
     names: &[String],
-    selector: Option<&Selector>,
+    filter: &Filter,
     mut resource_version: String,
     output: Option<Output>,
     mut widths: Widths,
@@ -544,7 +558,7 @@ async fn watch(
         if !names.is_empty() && !names.iter().any(|n| n == m.name()) {
             continue;
         }
-        if selector.is_some_and(|s| !s.matches(&m.metadata().labels)) {
+        if !filter.matches(&m) {
             continue;
         }
         match output {
@@ -609,7 +623,7 @@ fn as_node(m: Manifest) -> Option<Node> {
     }
 }
 
-fn as_event(m: Manifest) -> Option<Event> {
+pub(crate) fn as_event(m: Manifest) -> Option<Event> {
     match m {
         Manifest::Event(e) => Some(*e),
         _ => None,
@@ -905,94 +919,6 @@ pub async fn cordon(
     } else {
         Err(Reported(errors.join("\n")).into())
     }
-}
-
-/// The table `drover events` prints: kubectl events' columns, oldest
-/// first.
-pub fn events_table(events: &[Event], all_namespaces: bool, now: SystemTime) -> String {
-    let mut sorted: Vec<&Event> = events.iter().collect();
-    sorted.sort_by_key(|e| printers::event_sort_time(e));
-    let (headers, rows) = events_rows(&sorted, all_namespaces, now);
-    table::render(&headers, &rows)
-}
-
-/// The headers and rows of [`events_table`], in the order given.
-fn events_rows(
-    sorted: &[&Event],
-    all_namespaces: bool,
-    now: SystemTime,
-) -> (Vec<&'static str>, Vec<Vec<String>>) {
-    let mut headers = Vec::new();
-    if all_namespaces {
-        headers.push("NAMESPACE");
-    }
-    headers.extend(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
-    let rows: Vec<Vec<String>> = sorted
-        .iter()
-        .map(|e| {
-            let mut r = Vec::new();
-            if all_namespaces {
-                r.push(e.metadata.namespace.clone());
-            }
-            r.extend([
-                printers::event_interval(e, now),
-                e.r#type.clone(),
-                e.reason.clone(),
-                format!("{}/{}", e.involved_object.kind, e.involved_object.name),
-                e.message.trim().to_string(),
-            ]);
-            r
-        })
-        .collect();
-    (headers, rows)
-}
-
-/// `drover events [-n NS | -A] [-w]`: every event, oldest first; with
-/// `-w`, then one line per new or repeated event until interrupted.
-pub async fn events(
-    c: &Client,
-    namespace: Option<&str>,
-    all_namespaces: bool,
-    follow: bool,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> Result<()> {
-    let ns = scope(Kind::Event, namespace, all_namespaces);
-    let list = c
-        .list_objects(Kind::Event.plural(), &ns, "")
-        .await
-        .map_err(kube)?;
-    let evs: Vec<Event> = list.items.into_iter().filter_map(as_event).collect();
-    let mut widths = Widths::default();
-    if evs.is_empty() {
-        if all_namespaces {
-            writeln!(err, "No events found.")?;
-        } else {
-            writeln!(err, "No events found in {ns} namespace.")?;
-        }
-    } else {
-        let now = SystemTime::now();
-        let mut sorted: Vec<&Event> = evs.iter().collect();
-        sorted.sort_by_key(|e| printers::event_sort_time(e));
-        let (headers, rows) = events_rows(&sorted, all_namespaces, now);
-        write!(out, "{}", table::render_with(&mut widths, &headers, &rows))?;
-    }
-    if !follow {
-        return Ok(());
-    }
-    out.flush()?;
-    watch(
-        c,
-        Kind::Event,
-        &ns,
-        &[],
-        None,
-        list.resource_version,
-        None,
-        widths,
-        out,
-    )
-    .await
 }
 
 /// `drover completion bash|zsh|fish`: the completion script of `cmd`.

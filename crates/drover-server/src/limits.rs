@@ -43,3 +43,26 @@ pub const MAX_STATUS_MESSAGE_BYTES: usize = 4 << 10;
 /// How long an agent session may take to send its hello before the server
 /// drops the stream (`DEADLINE_EXCEEDED`, reason Timeout).
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Pod events in one `PodEvents` message of an agent; a message with more
+/// is refused whole (the agent sends at most this many).
+pub const MAX_EVENTS_PER_MESSAGE: usize = 100;
+
+/// The longest reason of a pod event an agent reports (letters and digits).
+pub const MAX_EVENT_REASON_BYTES: usize = 128;
+
+/// The longest message of a pod event an agent reports (the agent cuts
+/// longer ones to this).
+pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
+
+/// The longest `fieldPath` of a pod event an agent reports.
+pub const MAX_EVENT_FIELD_BYTES: usize = 256;
+
+/// Pod events one agent session may write at once (each is a store write);
+/// beyond, [`EVENT_BUDGET_PER_SECOND`]. The agent's own spam filter (25
+/// per pod, then one per 5 minutes) keeps well below this; a node that
+/// does not sees its extra events dropped.
+pub const EVENT_BUDGET_BURST: usize = 1000;
+
+/// Pod events per second an agent session may write after its burst.
+pub const EVENT_BUDGET_PER_SECOND: f64 = 20.0;

@@ -613,3 +613,115 @@ async fn a_data_dir_from_before_tls_is_refused_with_what_to_do() {
         "{e}"
     );
 }
+
+/// Events in a `PodEvents` message about pod `p` (name, namespace, uid).
+fn pod_events(p: &drover_api::Pod, names: &[&str]) -> pb::AgentMessage {
+    let events = names
+        .iter()
+        .map(|n| pb::PodEvent {
+            namespace: p.metadata.namespace.clone(),
+            pod: p.metadata.name.clone(),
+            uid: p.metadata.uid.clone(),
+            field_path: "spec.containers{c}".into(),
+            name: format!("{}.{n}", p.metadata.name),
+            r#type: "Warning".into(),
+            reason: "BackOff".into(),
+            message: "Back-off restarting failed container c".into(),
+            count: 3,
+            first_timestamp: "2024-05-03T15:00:00Z".into(),
+            last_timestamp: "2024-05-03T15:01:00Z".into(),
+        })
+        .collect();
+    pb::AgentMessage {
+        msg: Some(pb::agent_message::Msg::Events(pb::PodEvents { events })),
+    }
+}
+
+async fn events_about(s: &TestServer, pod: &str) -> Vec<drover_api::Event> {
+    let (list, _) = s
+        .objects
+        .list(Kind::Event, None, None)
+        .await
+        .expect("list events");
+    list.into_iter()
+        .filter_map(|m| match m {
+            Manifest::Event(e) if e.involved_object.name == pod => Some(*e),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_node_writes_events_about_its_own_pods_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("s")).await;
+    for (pod, node) in [("mine", "n1"), ("victim", "other")] {
+        s.apply(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}}}\nspec:\n  nodeName: {node}\n  containers: [{{name: c, image: busybox}}]\n"))
+            .await;
+    }
+    let mine = s.pod("mine").await.expect("mine");
+    let victim = s.pod("victim").await.expect("victim");
+    let (cert, key) = node_certificate(&s.addr, &s.ca, &s.node_token, "n1").await;
+    let ch = cert_channel(&s.addr, &s.ca, &cert, &key).await;
+    let (tx, _down) = session(ch, "n1").await.expect("n1's own session");
+
+    // About another node's pod (with its true uid): dropped.
+    tx.send(pod_events(&victim, &["a1"])).await.unwrap();
+    // About its own pod but with another uid: dropped.
+    let mut other_uid = mine.clone();
+    other_uid.metadata.uid = "not-the-uid".into();
+    tx.send(pod_events(&other_uid, &["a2"])).await.unwrap();
+    // More than the limit in one message: refused whole.
+    let many: Vec<String> = (0..101).map(|i| format!("{i:x}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    tx.send(pod_events(&mine, &many)).await.unwrap();
+    // Then a good one: once it is written, the ones before were handled.
+    tx.send(pod_events(&mine, &["b1"])).await.unwrap();
+    wait_until("n1's event about its own pod", WAIT, || async {
+        !events_about(&s, "mine").await.is_empty()
+    })
+    .await;
+    let written = events_about(&s, "mine").await;
+    assert_eq!(written.len(), 1, "only the good one: {written:?}");
+    let e = &written[0];
+    assert_eq!(e.metadata.name, "mine.b1");
+    assert_eq!(e.source.component, "kubelet");
+    assert_eq!(e.source.host, "n1");
+    assert_eq!(e.count, Some(3));
+    assert!(events_about(&s, "victim").await.is_empty());
+
+    // The same name again with a new count updates it; a node cannot take
+    // over another node's event by its name either.
+    let mut again = pod_events(&mine, &["b1"]);
+    if let Some(pb::agent_message::Msg::Events(ev)) = &mut again.msg {
+        ev.events[0].count = 7;
+    }
+    tx.send(again).await.unwrap();
+    wait_until("the count to grow", WAIT, || async {
+        events_about(&s, "mine").await.first().and_then(|e| e.count) == Some(7)
+    })
+    .await;
+    assert_eq!(events_about(&s, "mine").await.len(), 1);
+
+    // An Event of that shape that is not this node's (the scheduler's) is
+    // not taken over by reporting its name.
+    s.apply("apiVersion: v1\nkind: Event\nmetadata: {name: mine.c1}\ninvolvedObject: {kind: Pod, name: mine}\nreason: Scheduled\nmessage: theirs\ntype: Normal\nsource: {component: default-scheduler}\n")
+        .await;
+    tx.send(pod_events(&mine, &["c1"])).await.unwrap();
+    tx.send(pod_events(&mine, &["d1"])).await.unwrap();
+    wait_until("the next event", WAIT, || async {
+        events_about(&s, "mine")
+            .await
+            .iter()
+            .any(|e| e.metadata.name == "mine.d1")
+    })
+    .await;
+    let theirs = events_about(&s, "mine").await;
+    let theirs = theirs
+        .iter()
+        .find(|e| e.metadata.name == "mine.c1")
+        .expect("the scheduler's event");
+    assert_eq!(theirs.message, "theirs", "unchanged");
+    assert_eq!(theirs.source.component, "default-scheduler");
+    s.shutdown().await;
+}

@@ -71,6 +71,11 @@ pub(super) struct Link {
     rng: SmallRng,
     /// The node's certificate and channels, once it has one.
     creds: Option<Arc<NodeTls>>,
+    /// The server of the last session that was up (none before the first).
+    last_server: Option<String>,
+    /// An attempt failed since the last session: further failures are
+    /// logged at debug only (one line per loss, not one per retry).
+    failing: bool,
 }
 
 /// Where a node keeps the servers it learnt (JSON list of `host:port`).
@@ -121,6 +126,8 @@ impl Link {
             reconnect: Reconnect::new(shared.tuning.reconnect_min, shared.tuning.reconnect_max),
             rng,
             creds: None,
+            last_server: None,
+            failing: false,
         }
     }
 
@@ -363,12 +370,29 @@ impl Link {
                 });
                 // A random phase spreads the heartbeats of many nodes.
                 let phase = every.mul_f64(self.rng.random_range(0.5..1.0));
+                let server = self.server_addr().to_string();
+                let stats = &shared.stats;
+                let what = match self.last_server.replace(server.clone()) {
+                    None => {
+                        stats.joined.fetch_add(1, Ordering::Relaxed);
+                        "joined the cluster".to_string()
+                    }
+                    Some(last) if last == server => {
+                        stats.rejoined.fetch_add(1, Ordering::Relaxed);
+                        "rejoined the cluster on the same server".to_string()
+                    }
+                    Some(last) => {
+                        stats.moved.fetch_add(1, Ordering::Relaxed);
+                        format!("moved to another server (was {last})")
+                    }
+                };
+                self.failing = false;
                 note!(
                     shared.loud,
                     node = %name,
-                    server = %self.server_addr(),
+                    server = %server,
                     member = format_args!("{:016x}", session.welcome.member),
-                    "joined the cluster"
+                    "{what}"
                 );
                 self.reconnect.reset();
                 shared.stats.connected.fetch_add(1, Ordering::Relaxed);
@@ -384,7 +408,9 @@ impl Link {
                 if wire::is_refusal(&s) {
                     tracing::error!(node = %name, server = %self.server_addr(), "the server refused this agent: {}", s.message());
                 } else {
-                    note!(shared.loud, node = %name, server = %self.server_addr(), "the server is not reachable: {}", s.message());
+                    let loud = shared.loud && !self.failing;
+                    note!(loud, node = %name, server = %self.server_addr(), "the server is not reachable, trying the others: {}", s.message());
+                    self.failing = true;
                 }
                 self.state = State::Down;
                 self.retry_later(shared);
@@ -408,7 +434,8 @@ impl Link {
     pub(super) fn down(&mut self, shared: &Shared, name: &str, why: &str) {
         if matches!(self.state, State::Up(_)) {
             shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
-            note!(shared.loud, node = %name, server = %self.server_addr(), "lost the session: {why}");
+            shared.stats.lost.fetch_add(1, Ordering::Relaxed);
+            note!(shared.loud, node = %name, server = %self.server_addr(), "lost its server: {why}");
         }
         self.state = State::Down;
         self.retry_later(shared);

@@ -66,6 +66,9 @@
 //!   preStop hooks and grace periods; stopping everything on leave.
 //! - `outbox.rs` ([`outbox::Outbox`]): which statuses must go, and when.
 //! - `probes.rs` ([`probes::Probes`]): the probe workers and their results.
+//! - `events.rs` ([`events::Events`]): the pods' events (the runtime's,
+//!   the plan's, the probes'), counted and rate-limited by
+//!   [`crate::events::Correlator`], sent in batches.
 //! - `static_pods.rs` ([`static_pods::Statics`]): the manifest dir's pods
 //!   and the `StaticPods` report.
 //! - `shared.rs`: what the agents of one process share ([`Shared`],
@@ -79,6 +82,7 @@ macro_rules! note {
 }
 
 mod desired;
+mod events;
 mod link;
 mod ops;
 mod outbox;
@@ -90,6 +94,7 @@ pub(crate) use shared::Shared;
 pub use shared::Stats;
 
 use crate::clock::rfc3339;
+use crate::events::{Correlator, Note};
 use crate::persist;
 use crate::plan::{group, plan, PodBook};
 use crate::probe::ProbeReport;
@@ -115,6 +120,7 @@ use tonic::Status;
 
 enum Event {
     Shutdown,
+    Note(Note),
     Timer,
     Op(OpDone),
     Link(LinkEvent),
@@ -143,6 +149,8 @@ pub(crate) struct NodeAgent<R: Runtime> {
     dirty: bool,
     /// When they must be synced at the latest.
     next_sync: Instant,
+    /// The pods' events: counted, rate-limited, sent.
+    events: events::Events,
 }
 
 impl<R: Runtime> NodeAgent<R> {
@@ -187,6 +195,7 @@ impl<R: Runtime> NodeAgent<R> {
             timer: Box::pin(tokio::time::sleep_until(now)),
             dirty: true,
             next_sync: now,
+            events: events::Events::new(Correlator::new(shared.tuning.events)),
             shared,
         }
     }
@@ -226,10 +235,16 @@ impl<R: Runtime> NodeAgent<R> {
                 }
                 Event::Probe(r) => {
                     let loud = self.shared.loud;
-                    if self.probes.report(r, &mut self.pods, &self.me.name, loud) {
+                    let mut notes = Vec::new();
+                    if self
+                        .probes
+                        .report(r, &mut self.pods, &self.me.name, loud, &mut notes)
+                    {
                         self.dirty = true;
                     }
+                    self.events.observe_all(notes, &self.shared);
                 }
+                Event::Note(n) => self.events.observe_all([n], &self.shared),
                 Event::Static(pods) => self.static_changed(pods),
             }
         }
@@ -276,6 +291,11 @@ impl<R: Runtime> NodeAgent<R> {
         if let Some(f) = self.flush_at(now) {
             d = d.min(f);
         }
+        if self.link.got_pods() {
+            if let Some(e) = self.events.flush_at(&self.shared, now) {
+                d = d.min(e);
+            }
+        }
         d.max(now + Duration::from_millis(1))
     }
 
@@ -287,9 +307,12 @@ impl<R: Runtime> NodeAgent<R> {
         let timer = &mut self.timer;
         let probes = &mut self.probes;
         let statics = &mut self.statics;
+        let notes = self.events.notes();
         tokio::select! {
             biased;
             _ = shutdown => Event::Shutdown,
+            // Before the operations: a start's events come before its end.
+            Some(n) = notes.recv() => Event::Note(n),
             Some(r) = ops.join_next(), if !ops.is_empty() => Event::Op(r),
             Some(r) = probes.recv() => Event::Probe(r),
             Some(p) = statics.recv() => Event::Static(p),
@@ -313,6 +336,10 @@ impl<R: Runtime> NodeAgent<R> {
                 &self.shared,
                 &self.me.name,
             );
+        }
+        if self.link.got_pods() {
+            self.events
+                .flush(&mut self.link, &self.shared, &self.me.name, now);
         }
     }
 
@@ -349,6 +376,8 @@ impl<R: Runtime> NodeAgent<R> {
         for (uid, pod) in merged.gone {
             self.ops.leaving(uid, pod);
         }
+        let pods = &self.pods;
+        self.events.forget_gone(|uid| pods.contains_key(uid));
         self.link.pods_received();
         let confirm = self.shared.confirm_after();
         let wall = self.shared.clock.wall();
@@ -399,6 +428,7 @@ impl<R: Runtime> NodeAgent<R> {
         let policy = self.shared.restart_policy();
         let p = plan(&mut self.pods, &observed, self.ops.busy(), &policy, wall);
         tracing::trace!(node = %self.me.name, containers = observed.len(), ops = p.ops.len(), "sync");
+        self.events.observe_all(p.notes, &self.shared);
         for op in p.ops {
             self.ops.spawn(
                 op,
@@ -407,6 +437,7 @@ impl<R: Runtime> NodeAgent<R> {
                 &self.runtime,
                 &self.me,
                 self.shared.loud,
+                self.events.sink(),
             );
         }
         self.probes.sync_workers(

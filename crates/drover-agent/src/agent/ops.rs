@@ -5,9 +5,10 @@
 //! the node leaves.
 
 use super::shared::Identity;
+use crate::events::{reason, EventType, Note};
 use crate::plan::{Action, PodBook, PodOp, StartFailure};
 use crate::probe::{self, Target};
-use crate::runtime::{ContainerInfo, Runtime, RuntimeError, StartContainer};
+use crate::runtime::{ContainerInfo, EventSink, Runtime, RuntimeError, StartContainer};
 use drover_api::{LifecycleHandler, Pod};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -56,6 +57,38 @@ async fn run_pre_stops<R: Runtime>(rt: &Arc<R>, hooks: Vec<PreStop>, grace: Dura
     }
     while set.join_next().await.is_some() {}
     probe::remaining_grace(grace, start.elapsed())
+}
+
+/// Starts one container and notes the kubelet's events: Created and
+/// Started, or Failed with the error (`Error: ErrImagePull` for a pull,
+/// whose own message the runtime noted).
+async fn started<R: Runtime>(rt: &Arc<R>, req: StartContainer) -> Result<(), RuntimeError> {
+    let name = req.container().map(|c| c.name.clone()).unwrap_or_default();
+    let (pod, sink) = (req.pod.clone(), req.events.clone());
+    let r = rt.start(req).await;
+    let note = |t, reason, message| Note::container(&pod, &name, t, reason, message);
+    match &r {
+        Ok(()) => {
+            sink.send(note(
+                EventType::Normal,
+                reason::CREATED,
+                format!("Created container: {name}"),
+            ));
+            sink.send(note(
+                EventType::Normal,
+                reason::STARTED,
+                format!("Started container {name}"),
+            ));
+        }
+        Err(e) => {
+            let message = match e.reason.as_str() {
+                "ErrImagePull" | "ErrImageNeverPull" => format!("Error: {}", e.reason),
+                _ => format!("Error: {}", e.message),
+            };
+            sink.send(note(EventType::Warning, reason::FAILED, message));
+        }
+    }
+    r
 }
 
 /// The node's runtime operations in flight, and the pods they may still
@@ -161,7 +194,35 @@ impl Ops {
         }
     }
 
-    /// Starts the task of one pod's operation.
+    /// The kubelet's `Killing` event for stopping instance `info` of pod
+    /// `uid`, with why.
+    fn killing(
+        &self,
+        pods: &HashMap<String, PodBook>,
+        uid: &str,
+        info: &ContainerInfo,
+        why: Option<&str>,
+    ) -> Option<Note> {
+        let pod = pods
+            .get(uid)
+            .map(|b| &b.pod)
+            .or_else(|| self.leaving.get(uid))?;
+        let c = &info.container;
+        let message = match why {
+            Some(why) => format!("Container {c} {why}, will be restarted"),
+            None => format!("Stopping container {c}"),
+        };
+        Some(Note::container(
+            pod,
+            c,
+            EventType::Normal,
+            reason::KILLING,
+            message,
+        ))
+    }
+
+    /// Starts the task of one pod's operation; its events go to `sink`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn spawn<R: Runtime>(
         &mut self,
         op: PodOp,
@@ -170,7 +231,10 @@ impl Ops {
         rt: &Arc<R>,
         me: &Identity,
         loud: bool,
+        sink: &EventSink,
     ) {
+        let mut kills: HashMap<String, Note> = HashMap::new();
+        let mut pod_kills: Vec<Note> = Vec::new();
         let rt = rt.clone();
         let book = pods.get(&op.uid).map(|b| (b.pod.clone(), b.hashes.clone()));
         let grace = self.grace(pods, &op.uid);
@@ -185,12 +249,31 @@ impl Ops {
                         if let Some(h) = self.pre_stop_of(pods, &op.uid, info, &me.host_ip) {
                             hooks.insert(id.clone(), h);
                         }
+                        let why = match a {
+                            Action::Kill { index, .. } => pods
+                                .get(&op.uid)
+                                .and_then(|b| b.unhealthy.get(*index)?.as_ref())
+                                .map(|u| format!("failed {} probe", u.probe.name())),
+                            _ => Some("definition changed".to_string()),
+                        };
+                        let why = why.unwrap_or_else(|| "failed a probe".into());
+                        if info.state.is_running() {
+                            if let Some(n) = self.killing(pods, &op.uid, info, Some(&why)) {
+                                kills.insert(id.clone(), n);
+                            }
+                        }
                     }
                     if let Action::Kill { id, index } = a {
                         kill_graces.insert(id.clone(), self.kill_grace(pods, &op.uid, *index));
                     }
                 }
                 Action::RemovePod => {
+                    pod_kills.extend(
+                        observed
+                            .iter()
+                            .filter(|c| c.pod_uid == op.uid && c.state.is_running())
+                            .filter_map(|c| self.killing(pods, &op.uid, c, None)),
+                    );
                     pod_hooks.extend(
                         observed
                             .iter()
@@ -204,6 +287,7 @@ impl Ops {
         let node_name = me.name.clone();
         let host_ip = me.host_ip.clone();
         let uid = op.uid.clone();
+        let sink = sink.clone();
         let handle = self.set.spawn(async move {
             let mut starts = Vec::new();
             let start = |index: usize, attempt: u32| {
@@ -214,27 +298,34 @@ impl Ops {
                     spec_hash: hashes.get(index).cloned().unwrap_or_default(),
                     node_name: node_name.clone(),
                     host_ip: host_ip.clone(),
+                    events: sink.clone(),
                 })
             };
             for a in op.actions {
                 let r = match a {
                     Action::Start { index, attempt } => {
                         if let Some(req) = start(index, attempt) {
-                            starts.push((index, rt.start(req).await));
+                            starts.push((index, started(&rt, req).await));
                         }
                         Ok(())
                     }
                     Action::Replace { id, index, attempt } => {
+                        if let Some(n) = kills.remove(&id) {
+                            sink.send(n);
+                        }
                         let left = run_pre_stop(rt.as_ref(), hooks.remove(&id), grace).await;
                         let r = rt.remove(&id, left).await;
                         if r.is_ok() {
                             if let Some(req) = start(index, attempt) {
-                                starts.push((index, rt.start(req).await));
+                                starts.push((index, started(&rt, req).await));
                             }
                         }
                         r
                     }
                     Action::Kill { id, .. } => {
+                        if let Some(n) = kills.remove(&id) {
+                            sink.send(n);
+                        }
                         let grace = kill_graces.get(&id).copied().unwrap_or(grace);
                         let left = run_pre_stop(rt.as_ref(), hooks.remove(&id), grace).await;
                         rt.stop(&id, left).await
@@ -242,6 +333,9 @@ impl Ops {
                     Action::Remove { id } => rt.remove(&id, grace).await,
                     Action::RemovePod => {
                         note!(loud, node = %node_name, pod_uid = %op.uid, "stopping a pod that is no longer desired");
+                        for n in std::mem::take(&mut pod_kills) {
+                            sink.send(n);
+                        }
                         let left = run_pre_stops(&rt, std::mem::take(&mut pod_hooks), grace).await;
                         rt.remove_pod(&op.uid, left).await
                     }

@@ -4,6 +4,7 @@
 
 use super::shared::{AbortOnDrop, Identity};
 use crate::clock::Clock;
+use crate::events::{reason, EventType, Note};
 use crate::plan::{PodBook, Unhealthy};
 use crate::probe::{self, ContainerProbes, ProbeReport, ProbeStatus, Target, Verdict};
 use crate::runtime::{ContainerInfo, RunState, Runtime};
@@ -111,16 +112,33 @@ impl Probes {
         self.status.retain(|id, _| want.contains(id));
     }
 
-    /// A worker's news; `true` when the pods must be synced again.
+    /// A worker's news; `true` when the pods must be synced again. A
+    /// failed run is the kubelet's `Unhealthy` event, noted in `notes`.
     pub(super) fn report(
         &mut self,
         r: ProbeReport,
         pods: &mut HashMap<String, PodBook>,
         name: &str,
         loud: bool,
+        notes: &mut Vec<Note>,
     ) -> bool {
         if !self.workers.contains_key(&r.container_id) {
             return false; // the instance is gone
+        }
+        if let (Some(kind), Some(book)) = (r.failed, pods.get(&r.pod_uid)) {
+            if let Some(c) = book.pod.spec.containers.get(r.index) {
+                let mut k = kind.name().to_string();
+                if let Some(f) = k.get_mut(0..1) {
+                    f.make_ascii_uppercase();
+                }
+                notes.push(Note::container(
+                    &book.pod,
+                    &c.name,
+                    EventType::Warning,
+                    reason::UNHEALTHY,
+                    format!("{k} probe failed: {}", r.message.trim()),
+                ));
+            }
         }
         match r.verdict {
             Verdict::Unchanged => false,

@@ -22,6 +22,18 @@ pub struct Stats {
     pub connected: AtomicUsize,
     /// Nodes whose Leave the server took.
     pub left: AtomicUsize,
+    /// Sessions opened by nodes that never had one (in this process).
+    pub joined: AtomicUsize,
+    /// Sessions lost (the server went away, the link broke).
+    pub lost: AtomicUsize,
+    /// Sessions opened again on another server than the last one.
+    pub moved: AtomicUsize,
+    /// Sessions opened again on the same server.
+    pub rejoined: AtomicUsize,
+    /// Pod events sent (each a write of one Event: new, or a new count).
+    pub events_sent: AtomicUsize,
+    /// Pod events noted (before deduplication and the spam filter).
+    pub events_noted: AtomicUsize,
 }
 
 /// What the agents of one process share.

@@ -2,7 +2,8 @@
 //! kubelet's reasons (`ErrImageNeverPull`, `ErrImagePull`).
 
 use super::{engine, status_of, DockerRuntime};
-use crate::runtime::RuntimeError;
+use crate::events::{reason, EventType};
+use crate::runtime::{RuntimeError, StartContainer};
 use bollard::models::ImageInspect;
 use bollard::query_parameters::CreateImageOptions;
 use drover_api::PullPolicy;
@@ -30,11 +31,13 @@ fn pull_reference(image: &str) -> (String, Option<String>) {
 
 impl DockerRuntime {
     /// Makes sure the image is there as the pull policy says; returns its
-    /// inspect.
+    /// inspect. Notes the kubelet's events on `req` (Pulling, Pulled,
+    /// Failed, ErrImageNeverPull).
     pub(super) async fn ensure_image(
         &self,
         image: &str,
         policy: &PullPolicy,
+        req: &StartContainer,
     ) -> Result<ImageInspect, RuntimeError> {
         let local = match self.docker.inspect_image(image).await {
             Ok(i) => Some(i),
@@ -44,26 +47,52 @@ impl DockerRuntime {
         let pull = match (policy, &local) {
             (PullPolicy::Never, Some(_)) | (PullPolicy::IfNotPresent, Some(_)) => false,
             (PullPolicy::Never, None) => {
+                req.event(
+                    EventType::Warning,
+                    reason::ERR_IMAGE_NEVER_PULL,
+                    format!("Container image {image:?} is not present with pull policy of Never"),
+                );
                 return Err(RuntimeError::new(
                     "ErrImageNeverPull",
                     format!(
                         "Container image {image:?} is not present with pull policy of Never; load or tag it on the node (docker load / docker tag), or change imagePullPolicy"
                     ),
-                ))
+                ));
             }
             _ => true,
         };
         if !pull {
+            req.event(
+                EventType::Normal,
+                reason::PULLED,
+                format!("Container image {image:?} already present on machine"),
+            );
             return local.ok_or_else(|| RuntimeError::new("ErrImageInspect", image));
         }
+        req.event(
+            EventType::Normal,
+            reason::PULLING,
+            format!("Pulling image {image:?}"),
+        );
+        let started = std::time::Instant::now();
         match self.pull(image).await {
-            Ok(()) => {}
+            Ok(()) => req.event(
+                EventType::Normal,
+                reason::PULLED,
+                format!(
+                    "Successfully pulled image {image:?} in {:.3}s",
+                    started.elapsed().as_secs_f64()
+                ),
+            ),
             Err(e) => match local {
                 Some(i) => {
                     tracing::warn!(node = %self.node, "pulling {image:?} failed, running the local copy: {}", e.message);
                     return Ok(i);
                 }
-                None => return Err(e),
+                None => {
+                    req.event(EventType::Warning, reason::FAILED, e.message.clone());
+                    return Err(e);
+                }
             },
         }
         self.docker.inspect_image(image).await.map_err(|e| {

@@ -469,7 +469,7 @@ impl DockerRuntime {
             .image_pull_policy
             .clone()
             .unwrap_or_else(|| drover_api::defaults::default_image_pull_policy(&spec.image));
-        let image = self.ensure_image(&spec.image, &policy).await?;
+        let image = self.ensure_image(&spec.image, &policy, req).await?;
         let image_user = image
             .config
             .as_ref()
@@ -498,7 +498,18 @@ impl DockerRuntime {
             tokio::task::spawn_blocking(move || volumes::prepare(&root, &p, &s))
                 .await
                 .map_err(|e| RuntimeError::new("CreateContainerConfigError", e.to_string()))?
-                .map_err(|e| RuntimeError::new("CreateContainerConfigError", e.0))?;
+                .map_err(|e| {
+                    let mut note = crate::events::Note::container(
+                        pod,
+                        &spec.name,
+                        crate::events::EventType::Warning,
+                        crate::events::reason::FAILED_MOUNT,
+                        format!("MountVolume.SetUp failed: {}", e.0),
+                    );
+                    note.field_path.clear(); // the pod's event, as the kubelet's
+                    req.events.send(note);
+                    RuntimeError::new("CreateContainerConfigError", e.0)
+                })?;
         let grace = Duration::from_secs(
             u64::try_from(pod.spec.termination_grace_period_seconds.unwrap_or(30)).unwrap_or(0),
         );

@@ -139,10 +139,7 @@ pub(super) fn events(w: &mut W, evs: &[&Event], now: SystemTime) {
     w.w(0, "Events:\n  Type\tReason\tAge\tFrom\tMessage\n");
     w.w(1, "----\t------\t----\t----\t-------\n");
     for e in evs {
-        let mut message = e.message.trim().to_string();
-        if !e.involved_object.field_path.is_empty() {
-            message = format!("{}: {message}", e.involved_object.field_path);
-        }
+        let message = e.message.trim();
         let source = if e.source.component.is_empty() {
             e.reporting_component.clone()
         } else {

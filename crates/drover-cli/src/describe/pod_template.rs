@@ -79,6 +79,11 @@ fn container_state(w: &mut W, name: &str, s: &ContainerState) {
         if !wt.reason.is_empty() {
             w.w(3, format!("Reason:\t{}\n", wt.reason));
         }
+        // kubectl shows the reason only; the message says what to fix
+        // (the missing image, the refused field), so drover shows it too.
+        if !wt.message.is_empty() {
+            w.w(3, format!("Message:\t{}\n", wt.message));
+        }
     } else if let Some(t) = &s.terminated {
         w.w(2, format!("{name}:\tTerminated\n"));
         if !t.reason.is_empty() {

@@ -435,6 +435,11 @@ impl Leading {
                 Ok(m) => {
                     written = written.max(rev(&m));
                     events.push(c.event.clone());
+                    // Daemon pods are bound by the controller itself: the
+                    // scheduler's event says so, as in Kubernetes.
+                    if let Manifest::Pod(p) = &m {
+                        events.push(super::events::scheduled(p, now));
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(pod = %c.pod.metadata.name, "create: {}", e);

@@ -11,6 +11,7 @@
 //! - [`tokens`]: rotated join tokens, replicated, taken up by every member.
 
 pub mod controller;
+pub mod events;
 pub mod heartbeats;
 pub mod mirror;
 pub mod revisions;

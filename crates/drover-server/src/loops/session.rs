@@ -1,8 +1,8 @@
 //! One agent's session, after its hello: register (or re-use) its Node,
 //! push the node's complete desired pod list now and on every change (from
 //! the cache, serialised only here), and act on what the agent says:
-//! heartbeats, pod statuses (compare-and-swap writes), static pods (mirror
-//! pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
+//! heartbeats, pod statuses (compare-and-swap writes), pod events
+//! ([`super::events`]), static pods (mirror pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
 //! is deleted). The gRPC side is [`crate::svc::agent`].
 
 use crate::api::node_certs::{bound_serial, revoked};
@@ -218,6 +218,7 @@ pub fn run(
         // The agent follows the member list: it got it in the welcome and
         // gets it again whenever it changes.
         let mut servers = ctx.voters();
+        let mut event_budget = super::events::Budget::default();
         loop {
             let msg = tokio::select! {
                 m = inbound.message() => m,
@@ -264,6 +265,10 @@ pub fn run(
                         }
                         ctx.heartbeats.forget(&node);
                         break;
+                    }
+                    Some(agent_message::Msg::Events(e)) => {
+                        ctx.heartbeats.beat(&node);
+                        super::events::write(&objects, &cache, &node, e, &mut event_budget).await;
                     }
                     Some(agent_message::Msg::StaticPods(s)) => {
                         ctx.heartbeats.beat(&node);

@@ -23,6 +23,11 @@
 //! | `Cluster` | certify | anyone with the server or node token in the request; a node renewing its own certificate |
 //! | `Raft` ([`raft`]) | send, heartbeats | member (a message's sender must be the certificate's member) |
 //! | `Agent` ([`agent`]) | session | node, for its own name, with its current certificate |
+//!
+//! Inside a session (`loops/session.rs`), the node's messages speak for its
+//! own objects only: `PodStatuses` and `PodEvents` ([`crate::loops::events`])
+//! about pods whose `spec.nodeName` is the node, named by uid; `StaticPods`
+//! make mirror pods of that node; `Leave` deletes that Node.
 
 pub mod agent;
 pub mod cluster;
