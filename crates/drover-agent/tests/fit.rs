@@ -149,6 +149,38 @@ async fn daemon_pods_go_only_where_their_ports_and_requests_fit() {
         running_pods_of(&s, loser).await == all
     })
     .await;
+
+    // A critical exporter on the same port preempts it on every node; the
+    // preempted DaemonSet waits (lower priority never takes it back).
+    s.apply(&exporter(
+        "critical",
+        "        ports: [{containerPort: 9100, hostPort: 9100}]\n      priorityClassName: system-node-critical\n",
+    ))
+    .await;
+    wait_until(
+        "critical on every node, the other on none",
+        WAIT,
+        || async {
+            running_pods_of(&s, "critical").await == all
+                && running_pods_of(&s, loser).await.is_empty()
+        },
+    )
+    .await;
+    let (events, _) = s
+        .objects
+        .list(Kind::Event, None, None)
+        .await
+        .expect("events");
+    let preempted = events
+        .iter()
+        .filter(|m| matches!(m, Manifest::Event(e) if e.reason == "Preempted"))
+        .count();
+    assert!(preempted >= NODES, "{preempted} Preempted events");
+    let text = describe(loser).await;
+    assert!(
+        text.contains("9100/TCP is taken by pod default/critical-"),
+        "{text}"
+    );
     drop(sim);
     s.shutdown().await;
 }

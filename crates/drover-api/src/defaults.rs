@@ -149,6 +149,11 @@ pub fn default_manifest(manifest: &mut Manifest) {
     match manifest {
         Manifest::DaemonSet(ds) => default_daemon_set(ds),
         Manifest::Pod(pod) => default_pod(pod),
+        Manifest::PriorityClass(pc) => {
+            if pc.preemption_policy.is_none() {
+                pc.preemption_policy = Some("PreemptLowerPriority".into());
+            }
+        }
         Manifest::Node(_) | Manifest::ControllerRevision(_) | Manifest::Event(_) => {}
     }
 }

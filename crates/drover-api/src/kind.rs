@@ -17,21 +17,24 @@ pub enum Kind {
     ControllerRevision,
     /// `v1` Event.
     Event,
+    /// `scheduling.k8s.io/v1` PriorityClass (cluster-scoped).
+    PriorityClass,
 }
 
 /// A name that is not a kind drover has (`deployments`, `pods.apps`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), pods (po), nodes (no), events (ev), controllerrevisions)")]
+#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), pods (po), nodes (no), events (ev), controllerrevisions, priorityclasses (pc))")]
 pub struct UnknownKind(pub String);
 
 impl Kind {
     /// Every kind, in the order `drover` lists them.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::DaemonSet,
         Kind::Pod,
         Kind::Node,
         Kind::Event,
         Kind::ControllerRevision,
+        Kind::PriorityClass,
     ];
 
     /// Parses a kind as kubectl accepts it: plural, singular or short name,
@@ -46,6 +49,7 @@ impl Kind {
             "no" | "node" | "nodes" => Kind::Node,
             "ev" | "event" | "events" => Kind::Event,
             "controllerrevision" | "controllerrevisions" => Kind::ControllerRevision,
+            "pc" | "priorityclass" | "priorityclasses" => Kind::PriorityClass,
             _ => return Err(UnknownKind(s.to_string())),
         };
         if !group.is_empty() && group != kind.group() {
@@ -62,6 +66,7 @@ impl Kind {
             Manifest::DaemonSet(_) => Kind::DaemonSet,
             Manifest::ControllerRevision(_) => Kind::ControllerRevision,
             Manifest::Event(_) => Kind::Event,
+            Manifest::PriorityClass(_) => Kind::PriorityClass,
         }
     }
 
@@ -69,6 +74,7 @@ impl Kind {
     pub fn group(self) -> &'static str {
         match self {
             Kind::DaemonSet | Kind::ControllerRevision => "apps",
+            Kind::PriorityClass => "scheduling.k8s.io",
             _ => "",
         }
     }
@@ -81,6 +87,7 @@ impl Kind {
             Kind::DaemonSet => "DaemonSet",
             Kind::ControllerRevision => "ControllerRevision",
             Kind::Event => "Event",
+            Kind::PriorityClass => "PriorityClass",
         }
     }
 
@@ -92,6 +99,7 @@ impl Kind {
             Kind::DaemonSet => "daemonsets",
             Kind::ControllerRevision => "controllerrevisions",
             Kind::Event => "events",
+            Kind::PriorityClass => "priorityclasses",
         }
     }
 
@@ -103,6 +111,7 @@ impl Kind {
             Kind::Node => "node",
             Kind::Event => "event",
             Kind::ControllerRevision => "controllerrevision.apps",
+            Kind::PriorityClass => "priorityclass.scheduling.k8s.io",
         }
     }
 
@@ -112,13 +121,15 @@ impl Kind {
         match self {
             Kind::DaemonSet => "daemonsets.apps",
             Kind::ControllerRevision => "controllerrevisions.apps",
+            Kind::PriorityClass => "priorityclasses.scheduling.k8s.io",
             other => other.plural(),
         }
     }
 
-    /// Whether objects of the kind live in a namespace (all but nodes).
+    /// Whether objects of the kind live in a namespace (all but nodes and
+    /// priority classes).
     pub fn namespaced(self) -> bool {
-        self != Kind::Node
+        !matches!(self, Kind::Node | Kind::PriorityClass)
     }
 }
 
@@ -140,6 +151,8 @@ mod tests {
             ("ev", Kind::Event),
             ("controllerrevisions", Kind::ControllerRevision),
             ("controllerrevisions.apps", Kind::ControllerRevision),
+            ("pc", Kind::PriorityClass),
+            ("priorityclasses.scheduling.k8s.io", Kind::PriorityClass),
         ] {
             assert_eq!(Kind::parse(s).unwrap(), k, "{s}");
         }

@@ -377,6 +377,15 @@ pub fn fields_of(type_name: &str) -> Option<&'static [&'static str]> {
             "conditions",
         ],
         "ControllerRevision" => &["apiVersion", "kind", "metadata", "data", "revision"],
+        "PriorityClass" => &[
+            "apiVersion",
+            "kind",
+            "metadata",
+            "value",
+            "globalDefault",
+            "description",
+            "preemptionPolicy",
+        ],
         _ => return None,
     };
     Some(fields)
@@ -475,6 +484,7 @@ mod tests {
             OwnerReference,
             LabelSelector,
             LabelSelectorRequirement,
+            PriorityClass,
         );
         assert!(
             missing.is_empty(),

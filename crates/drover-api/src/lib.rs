@@ -51,6 +51,7 @@ pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
 pub mod quantity;
+pub mod scheduling_v1;
 pub mod selector;
 pub mod serde_util;
 pub mod taints;
@@ -66,6 +67,7 @@ pub use meta::{
     LabelSelectorRequirement, Labels, ObjectMeta, OwnerReference,
 };
 pub use quantity::Quantity;
+pub use scheduling_v1::{Priorities, PriorityClass};
 pub use unknown::{unknown_fields, FieldValidation, UnknownField};
 pub use validation::{FieldError, Invalid};
 /// The namespace of objects whose manifest names none.

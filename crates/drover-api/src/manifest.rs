@@ -27,6 +27,7 @@ use serde_json::Value;
 use crate::apps_v1::{ControllerRevision, DaemonSet};
 use crate::core_v1::{Event, Node, Pod};
 use crate::meta::ObjectMeta;
+use crate::scheduling_v1::PriorityClass;
 use crate::unknown::{unknown_fields, FieldValidation, UnknownField};
 use crate::validation::daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_update,
@@ -51,6 +52,8 @@ pub enum Manifest {
     ControllerRevision(Box<ControllerRevision>),
     /// A `v1` Event.
     Event(Box<Event>),
+    /// A `scheduling.k8s.io/v1` PriorityClass.
+    PriorityClass(Box<PriorityClass>),
 }
 
 /// Where a document sits in its file.
@@ -356,6 +359,12 @@ fn collect(
             typed::<ControllerRevision>(&value).map(|o| Manifest::ControllerRevision(Box::new(o)))
         }
         ("v1", "Event") => typed::<Event>(&value).map(|o| Manifest::Event(Box::new(o))),
+        ("scheduling.k8s.io/v1", "PriorityClass") => {
+            typed::<PriorityClass>(&value).map(|o| Manifest::PriorityClass(Box::new(o)))
+        }
+        (_, "PriorityClass") => Err(format!(
+            "no matches for kind {kind_name:?} in version {version:?}: drover serves it as scheduling.k8s.io/v1"
+        )),
         (_, "DaemonSet" | "ControllerRevision") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as apps/v1"
         )),
@@ -413,6 +422,7 @@ impl Manifest {
             Manifest::Node(_) => Node::KIND,
             Manifest::ControllerRevision(_) => ControllerRevision::KIND,
             Manifest::Event(_) => Event::KIND,
+            Manifest::PriorityClass(_) => PriorityClass::KIND,
         }
     }
 
@@ -424,12 +434,13 @@ impl Manifest {
             Manifest::Node(_) => Node::API_VERSION,
             Manifest::ControllerRevision(_) => ControllerRevision::API_VERSION,
             Manifest::Event(_) => Event::API_VERSION,
+            Manifest::PriorityClass(_) => PriorityClass::API_VERSION,
         }
     }
 
     /// Whether the kind lives in a namespace (all but nodes).
     pub fn namespaced(&self) -> bool {
-        !matches!(self, Manifest::Node(_))
+        !matches!(self, Manifest::Node(_) | Manifest::PriorityClass(_))
     }
 
     /// The object's metadata.
@@ -440,6 +451,7 @@ impl Manifest {
             Manifest::Node(o) => &o.metadata,
             Manifest::ControllerRevision(o) => &o.metadata,
             Manifest::Event(o) => &o.metadata,
+            Manifest::PriorityClass(o) => &o.metadata,
         }
     }
 
@@ -451,6 +463,7 @@ impl Manifest {
             Manifest::Node(o) => &mut o.metadata,
             Manifest::ControllerRevision(o) => &mut o.metadata,
             Manifest::Event(o) => &mut o.metadata,
+            Manifest::PriorityClass(o) => &mut o.metadata,
         }
     }
 
@@ -473,6 +486,7 @@ impl Manifest {
             Manifest::Node(_) => ("node", Node::GROUP),
             Manifest::ControllerRevision(_) => ("controllerrevision", ControllerRevision::GROUP),
             Manifest::Event(_) => ("event", Event::GROUP),
+            Manifest::PriorityClass(_) => ("priorityclass", PriorityClass::GROUP),
         };
         if group.is_empty() {
             format!("{kind}/{}", self.name())
@@ -501,6 +515,7 @@ impl Manifest {
             Manifest::Node(o) => unknown_fields(o.as_ref()),
             Manifest::ControllerRevision(o) => unknown_fields(o.as_ref()),
             Manifest::Event(o) => unknown_fields(o.as_ref()),
+            Manifest::PriorityClass(o) => unknown_fields(o.as_ref()),
         }
     }
 
@@ -600,6 +615,7 @@ pub fn validate_manifest(manifest: &Manifest) -> Result<(), Invalid> {
         Manifest::Node(node) => validate_node(node),
         Manifest::ControllerRevision(revision) => validate_controller_revision(revision),
         Manifest::Event(event) => validate_event(event),
+        Manifest::PriorityClass(class) => crate::validation::validate_priority_class(class),
     }
 }
 
@@ -612,6 +628,9 @@ pub fn validate_manifest_update(new: &Manifest, old: &Manifest) -> Result<(), In
         }
         (Manifest::Pod(new), Manifest::Pod(old)) => validate_pod_update(new, old),
         (Manifest::Node(new), Manifest::Node(old)) => validate_node_update(new, old),
+        (Manifest::PriorityClass(new), Manifest::PriorityClass(old)) => {
+            crate::validation::validate_priority_class_update(new, old)
+        }
         (new, _) => validate_manifest(new),
     }
 }
@@ -624,6 +643,7 @@ impl Serialize for Manifest {
             Manifest::Node(o) => o.serialize(serializer),
             Manifest::ControllerRevision(o) => o.serialize(serializer),
             Manifest::Event(o) => o.serialize(serializer),
+            Manifest::PriorityClass(o) => o.serialize(serializer),
         }
     }
 }
@@ -644,4 +664,11 @@ macro_rules! manifest_from {
         })*
     };
 }
-manifest_from!(DaemonSet, Pod, Node, ControllerRevision, Event);
+manifest_from!(
+    DaemonSet,
+    Pod,
+    Node,
+    ControllerRevision,
+    Event,
+    PriorityClass
+);

@@ -96,6 +96,9 @@ pub fn headers(kind: Kind, o: &TableOptions) -> Vec<&'static str> {
             }
         }
         Kind::ControllerRevision => h.extend(["NAME", "CONTROLLER", "REVISION", "AGE"]),
+        Kind::PriorityClass => {
+            h.extend(["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"])
+        }
     }
     h
 }
@@ -112,6 +115,15 @@ pub fn row(m: &Manifest, o: &TableOptions) -> Vec<String> {
         Manifest::Node(n) => r.extend(node_row(n, o)),
         Manifest::Event(e) => r.extend(event_row(e, o)),
         Manifest::ControllerRevision(cr) => r.extend(controller_revision_row(cr, o)),
+        Manifest::PriorityClass(pc) => r.extend([
+            pc.metadata.name.clone(),
+            pc.value.to_string(),
+            pc.global_default.to_string(),
+            age(pc.metadata.creation_timestamp.as_deref(), o.now),
+            pc.preemption_policy
+                .clone()
+                .unwrap_or_else(|| "PreemptLowerPriority".into()),
+        ]),
     }
     r
 }

@@ -1193,3 +1193,38 @@ async fn a_bare_pod_without_a_node_is_refused_with_how_to_place_it() {
     );
     get(c, get_opts("pods", &["lost"])).await.failed();
 }
+
+/// PriorityClasses: applied, listed with kubectl's columns, validated as
+/// the API server does (no `system-` names, at most 1e9, value immutable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_classes_apply_list_and_validate() {
+    let cl = start().await;
+    let c = &cl.client;
+    let pc = |name: &str, value: i64| {
+        inline(&format!(
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: {value}\ndescription: monitoring\n"
+        ))
+    };
+    let r = apply(c, &pc("monitoring", 1000), None).await.ok();
+    assert_eq!(
+        r.out,
+        "priorityclass.scheduling.k8s.io/monitoring created\n"
+    );
+    let r = get(c, get_opts("pc", &[])).await.ok();
+    let t = cells(&r.out);
+    assert_eq!(
+        t[0],
+        strings(&["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"])
+    );
+    assert_eq!(t[1][..3], strings(&["monitoring", "1000", "false"]));
+    assert_eq!(t[1][4], "PreemptLowerPriority");
+    apply(c, &pc("monitoring", 2000), None)
+        .await
+        .failed_with("value: Forbidden: may not be changed in an update");
+    apply(c, &pc("system-mine", 1), None)
+        .await
+        .failed_with("priority class names with 'system-' prefix are reserved");
+    apply(c, &pc("huge", 2_000_000_000), None)
+        .await
+        .failed_with("maximum allowed value of a user defined priority is 1000000000");
+}

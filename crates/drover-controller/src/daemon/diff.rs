@@ -270,7 +270,18 @@ pub(crate) fn diff_nodes<'a>(
         let on_node = by_node.remove(name).unwrap_or_default();
         let mut verdict = eligibility.evaluate(node);
         if let Some(usage) = usage.filter(|_| verdict.should_run && on_node.is_empty()) {
-            verdict.misfits = usage.misfits(node, eligibility.pod_spec(), &ds.metadata.uid);
+            let spec = eligibility.pod_spec();
+            let uid = ds.metadata.uid.as_str();
+            if usage.priority_of(spec).is_none() {
+                verdict.misfits = vec![super::fit::Misfit::NoPriorityClass(
+                    spec.priority_class_name.clone(),
+                )];
+            } else {
+                verdict.misfits = usage.misfits(node, spec, uid);
+                if !verdict.misfits.is_empty() {
+                    verdict.preempt = usage.preemption(node, spec, uid).unwrap_or_default();
+                }
+            }
         }
         diffs.push(diff_node(ds, node, verdict, on_node, surge_hash, now));
     }

@@ -108,6 +108,9 @@ pub struct NodeEligibility {
     /// host ports): no pod is created until it does ([`super::fit`]).
     /// Checked only where a pod would be placed.
     pub misfits: Vec<super::fit::Misfit>,
+    /// Pods of lower priority to preempt so that the pod fits (it is
+    /// created once they are gone).
+    pub preempt: Vec<super::fit::Victim>,
 }
 
 impl fmt::Display for NodeEligibility {
@@ -185,6 +188,7 @@ impl Eligibility {
             should_continue_running: !reasons.iter().any(Ineligibility::evicts),
             reasons,
             misfits: Vec::new(),
+            preempt: Vec::new(),
         }
     }
 }
@@ -229,7 +233,8 @@ mod tests {
                 should_run: true,
                 should_continue_running: true,
                 reasons: vec![],
-                misfits: vec![]
+                misfits: vec![],
+                preempt: vec![]
             }
         );
         assert_eq!(verdict.to_string(), "eligible");

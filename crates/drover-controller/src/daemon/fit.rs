@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use drover_api::{Node, Pod, PodPhase, PodSpec, Protocol, Quantity};
+use drover_api::{Node, Pod, PodPhase, PodSpec, Priorities, Protocol, Quantity};
 
 /// Why a daemon pod does not fit a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,8 @@ pub enum Misfit {
         /// The node's allocatable amount.
         allocatable: i128,
     },
+    /// The pod names a PriorityClass that does not exist.
+    NoPriorityClass(String),
     /// A host port the daemon pod needs is taken.
     HostPort {
         /// The port.
@@ -83,6 +85,10 @@ impl fmt::Display for Misfit {
                     amount(resource, *allocatable)
                 )
             }
+            Misfit::NoPriorityClass(name) => write!(
+                f,
+                "no PriorityClass with name {name} was found (create it, or name system-node-critical, system-cluster-critical or none)"
+            ),
             Misfit::HostPort {
                 port,
                 protocol,
@@ -153,10 +159,28 @@ pub fn requests(spec: &PodSpec) -> HashMap<String, i128> {
 struct Held {
     /// Its controller's uid ("" for none).
     owner: String,
-    /// `namespace/name`.
+    namespace: String,
     name: String,
+    uid: String,
+    /// Its priority (from its `priorityClassName`).
+    priority: i32,
+    /// A mirror of a static pod is never preempted (its agent runs it).
+    mirror: bool,
     requests: HashMap<String, i128>,
     ports: Vec<HostPort>,
+}
+
+/// A pod to preempt so that a daemon pod of higher priority fits its node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Victim {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid (the precondition of the delete).
+    pub uid: String,
+    /// Its priority.
+    pub priority: i32,
 }
 
 /// What the live pods bound to each node request and hold, for fit
@@ -166,16 +190,42 @@ struct Held {
 #[derive(Debug, Default, Clone)]
 pub struct NodeUsage {
     by_node: HashMap<String, Vec<Held>>,
+    priorities: Priorities,
 }
 
 impl NodeUsage {
-    /// The usage of every node by `pods`.
+    /// The usage of every node by `pods`, with the built-in priority
+    /// classes only.
     pub fn new<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
-        let mut usage = NodeUsage::default();
+        Self::with_priorities(pods, Priorities::new([]))
+    }
+
+    /// The usage of every node by `pods`, their priorities from `priorities`.
+    pub fn with_priorities<'a>(
+        pods: impl IntoIterator<Item = &'a Pod>,
+        priorities: Priorities,
+    ) -> Self {
+        let mut usage = NodeUsage {
+            by_node: HashMap::new(),
+            priorities,
+        };
         for p in pods {
             usage.add(p);
         }
         usage
+    }
+
+    /// The priority of a pod with `spec`, and whether it may preempt
+    /// (`None`: it names a class that does not exist).
+    pub fn priority_of(&self, spec: &PodSpec) -> Option<(i32, bool)> {
+        self.priorities.of(&spec.priority_class_name)
+    }
+
+    /// Forgets a pod (preempted or deleted in this pass).
+    pub fn remove(&mut self, node: &str, uid: &str) {
+        if let Some(list) = self.by_node.get_mut(node) {
+            list.retain(|h| h.uid != uid);
+        }
     }
 
     /// Counts `pod` on its node (unless it is unbound or has terminated).
@@ -193,7 +243,15 @@ impl NodeUsage {
                 .controller_ref()
                 .map(|o| o.uid.clone())
                 .unwrap_or_default(),
-            name: format!("{}/{}", pod.metadata.namespace, pod.metadata.name),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            // A class that no longer exists: as if it named none.
+            priority: self
+                .priorities
+                .of(&pod.spec.priority_class_name)
+                .map_or(0, |(p, _)| p),
+            mirror: pod.is_mirror(),
             requests: requests(&pod.spec),
             ports: host_ports(&pod.spec),
         };
@@ -206,12 +264,81 @@ impl NodeUsage {
     /// Why a pod with `spec`, of the controller `owner_uid`, does not fit
     /// `node` (empty: it fits). The owner's own pods do not count.
     pub fn misfits(&self, node: &Node, spec: &PodSpec, owner_uid: &str) -> Vec<Misfit> {
-        let others: Vec<&Held> = self
-            .by_node
+        self.misfits_without(node, spec, owner_uid, &[])
+    }
+
+    /// The pods of lower priority whose removal makes a pod with `spec`
+    /// fit `node`, as the scheduler's preemption picks them: every pod of
+    /// strictly lower priority is a candidate; if the pod fits without all
+    /// of them, candidates are spared again from the highest priority down
+    /// as long as it still fits. `None` when it cannot fit that way, or
+    /// its class says `preemptionPolicy: Never`. Pods of higher or equal
+    /// priority are never taken.
+    pub fn preemption(&self, node: &Node, spec: &PodSpec, owner_uid: &str) -> Option<Vec<Victim>> {
+        let (mine, may_preempt) = self.priority_of(spec)?;
+        if !may_preempt {
+            return None;
+        }
+        let mut candidates: Vec<&Held> = self
+            .others(node, owner_uid)
+            .into_iter()
+            .filter(|h| h.priority < mine && !h.mirror)
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let mut gone: Vec<&str> = candidates.iter().map(|h| h.uid.as_str()).collect();
+        if !self
+            .misfits_without(node, spec, owner_uid, &gone)
+            .is_empty()
+        {
+            return None;
+        }
+        // Spare the most important first (the newest of equals last).
+        candidates.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
+        for c in &candidates {
+            let trial: Vec<&str> = gone.iter().copied().filter(|u| *u != c.uid).collect();
+            if self
+                .misfits_without(node, spec, owner_uid, &trial)
+                .is_empty()
+            {
+                gone = trial;
+            }
+        }
+        let mut victims: Vec<Victim> = candidates
+            .iter()
+            .filter(|h| gone.contains(&h.uid.as_str()))
+            .map(|h| Victim {
+                namespace: h.namespace.clone(),
+                name: h.name.clone(),
+                uid: h.uid.clone(),
+                priority: h.priority,
+            })
+            .collect();
+        victims.sort_by(|a, b| a.name.cmp(&b.name));
+        Some(victims)
+    }
+
+    fn others(&self, node: &Node, owner_uid: &str) -> Vec<&Held> {
+        self.by_node
             .get(node.metadata.name.as_str())
             .into_iter()
             .flatten()
             .filter(|h| h.owner.is_empty() || h.owner != owner_uid)
+            .collect()
+    }
+
+    fn misfits_without(
+        &self,
+        node: &Node,
+        spec: &PodSpec,
+        owner_uid: &str,
+        gone: &[&str],
+    ) -> Vec<Misfit> {
+        let others: Vec<&Held> = self
+            .others(node, owner_uid)
+            .into_iter()
+            .filter(|h| !gone.contains(&h.uid.as_str()))
             .collect();
         let mut out = Vec::new();
         let wanted = requests(spec);
@@ -273,7 +400,7 @@ impl NodeUsage {
                 out.push(Misfit::HostPort {
                     port,
                     protocol: protocol.clone(),
-                    holder: h.name.clone(),
+                    holder: format!("{}/{}", h.namespace, h.name),
                 });
             }
         }
@@ -432,6 +559,91 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    fn with_class(mut d: drover_api::DaemonSet, class: &str) -> drover_api::DaemonSet {
+        d.spec.template.spec.priority_class_name = class.into();
+        d
+    }
+
+    #[test]
+    fn a_higher_priority_daemon_pod_preempts_only_lower_ones_and_only_what_it_needs() {
+        let nodes = [with_capacity(node("n1", true), "4", "8Gi")];
+        let classes = [drover_api::PriorityClass {
+            metadata: drover_api::ObjectMeta {
+                name: "low".into(),
+                ..Default::default()
+            },
+            value: 10,
+            ..Default::default()
+        }];
+        let prio = || Priorities::new(&classes);
+        // Two low pods of 1.5 CPU each and one of priority 0 with 1 CPU:
+        // a critical pod of 2 CPUs needs one low pod gone, not both.
+        let low_a = other_pod(
+            "low-a",
+            "n1",
+            &with_class(requesting(ds("y"), "1500m", "1Mi"), "low"),
+        );
+        let mut low_b = low_a.clone();
+        low_b.metadata.name = "low-b".into();
+        low_b.metadata.uid = "uid-low-b".into();
+        let zero = other_pod("zero", "n1", &requesting(ds("z"), "1", "1Mi"));
+        let usage = NodeUsage::with_priorities([&low_a, &low_b, &zero], prio());
+        let critical = with_class(requesting(ds("x"), "2", "1Mi"), "system-node-critical");
+        let spec = &critical.spec.template.spec;
+        assert!(!usage.misfits(&nodes[0], spec, "ds-uid").is_empty());
+        let victims = usage.preemption(&nodes[0], spec, "ds-uid").unwrap();
+        let names: Vec<&str> = victims.iter().map(|v| v.name.as_str()).collect();
+        // The lowest priority goes first (zero, 1 CPU) and one low pod is
+        // still needed; the other is spared.
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains(&"zero"), "{names:?}");
+        // Equal priority is never preempted; nor with preemptionPolicy Never.
+        let peer = with_class(requesting(ds("x"), "2", "1Mi"), "low");
+        let only_low = NodeUsage::with_priorities([&low_a, &low_b], prio());
+        assert_eq!(
+            only_low.preemption(&nodes[0], &peer.spec.template.spec, "ds-uid"),
+            None
+        );
+        let mut never = classes[0].clone();
+        never.metadata.name = "polite".into();
+        never.value = 100;
+        never.preemption_policy = Some("Never".into());
+        let polite = with_class(requesting(ds("x"), "2", "1Mi"), "polite");
+        let u =
+            NodeUsage::with_priorities([&low_a, &low_b], Priorities::new([&classes[0], &never]));
+        assert_eq!(
+            u.preemption(&nodes[0], &polite.spec.template.spec, "ds-uid"),
+            None
+        );
+        // A class that does not exist is reported, never guessed.
+        let unknown = with_class(ds("x"), "nope");
+        assert_eq!(usage.priority_of(&unknown.spec.template.spec), None);
+    }
+
+    #[test]
+    fn a_plan_preempts_the_port_holder_then_places_once_it_is_gone() {
+        let nodes = [node("n1", true)];
+        let holder = other_pod("exporter-1", "n1", &with_host_port(ds("y"), 9100));
+        let critical = with_class(with_host_port(ds("x"), 9100), "system-node-critical");
+        let usage = NodeUsage::with_priorities([&holder], Priorities::new([]));
+        let input = PlanInput::new(&critical, &nodes, [], at(10)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert!(p.create.is_empty());
+        let gone: Vec<(&str, &str)> = p
+            .delete
+            .iter()
+            .map(|d| (d.namespace.as_str(), d.name.as_str()))
+            .collect();
+        assert_eq!(gone, [("monitoring", "exporter-1")]);
+        assert_eq!(p.delete[0].event.reason, "Preempted");
+        // Next pass: the holder is gone, the pod is placed.
+        let usage = NodeUsage::with_priorities([], Priorities::new([]));
+        let input = PlanInput::new(&critical, &nodes, [], at(11)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert_eq!(p.create.len(), 1);
+        assert!(p.delete.is_empty());
     }
 
     #[test]

@@ -251,6 +251,12 @@ pub enum DeletionReason {
     DaemonSetDeleted,
     /// A rolling update replaces it with a pod of the current revision.
     Rollout,
+    /// A daemon pod of higher priority needs its place on the node (it
+    /// may belong to another DaemonSet, or to none).
+    Preempted {
+        /// The DaemonSet whose pod takes the place, `namespace/name`.
+        by: String,
+    },
 }
 
 impl fmt::Display for DeletionReason {
@@ -275,6 +281,9 @@ impl fmt::Display for DeletionReason {
             DeletionReason::Unbound => f.write_str("it is bound to no node"),
             DeletionReason::DaemonSetDeleted => f.write_str("its DaemonSet is deleted"),
             DeletionReason::Rollout => f.write_str("a rolling update replaces it"),
+            DeletionReason::Preempted { by } => {
+                write!(f, "preempted for a pod of DaemonSet {by} (higher priority)")
+            }
         }
     }
 }
@@ -359,6 +368,42 @@ fn deletion<R: RngCore + ?Sized>(
         node_name: pod.spec.node_name.clone(),
         reason,
         event: events::deleted(ds, &pod.metadata.name, now, rng),
+    }
+}
+
+/// The deletion of a pod preempted on `node` for a daemon pod of `ds`,
+/// with the `Preempted` event Kubernetes records on the victim.
+fn preemption(ds: &DaemonSet, v: &fit::Victim, node: &str, now: Timestamp) -> PodDeletion {
+    let by = format!("{}/{}", ds.metadata.namespace, ds.metadata.name);
+    let involved = drover_api::ObjectReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: v.namespace.clone(),
+        name: v.name.clone(),
+        uid: v.uid.clone(),
+        ..Default::default()
+    };
+    let event = events::new_event(
+        involved,
+        drover_api::ObjectMeta {
+            name: events::event_name(&v.name, now.unix_nanos() as u64),
+            namespace: v.namespace.clone(),
+            ..Default::default()
+        },
+        events::DAEMONSET_CONTROLLER,
+        drover_api::event_type::NORMAL,
+        "Preempted",
+        format!("Preempted by a pod of DaemonSet {by} (higher priority) on node {node}"),
+        now,
+    );
+    PodDeletion {
+        namespace: v.namespace.clone(),
+        name: v.name.clone(),
+        uid: v.uid.clone(),
+        resource_version: String::new(),
+        node_name: node.to_owned(),
+        reason: DeletionReason::Preempted { by },
+        event,
     }
 }
 
@@ -538,6 +583,9 @@ fn write_node<R: RngCore + ?Sized>(
     if diff.place {
         plan.create
             .push(new_pods.create(diff.node, revision_hash, now, rng));
+    }
+    for v in &diff.eligibility.preempt {
+        plan.delete.push(preemption(ds, v, diff.node, now));
     }
     for stop in &diff.stop {
         match stop.reason {

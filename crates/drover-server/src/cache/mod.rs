@@ -31,6 +31,8 @@ pub struct Snapshot {
     pub nodes: BTreeMap<String, Arc<Node>>,
     pub daemon_sets: BTreeMap<String, Arc<DaemonSet>>,
     pub pods: BTreeMap<String, Arc<Pod>>,
+    /// PriorityClasses, for daemon pods' priorities and preemption.
+    pub priority_classes: BTreeMap<String, Arc<drover_api::PriorityClass>>,
     /// The store revision this view reflects.
     pub revision: u64,
 }
@@ -42,13 +44,17 @@ enum Decoded {
     DaemonSet(String, Arc<DaemonSet>),
     /// A pod, and the hash of what its agent acts on.
     Pod(String, Arc<Pod>, u64),
+    PriorityClass(String, Arc<drover_api::PriorityClass>),
     /// Another kind, or an object that does not decode (logged).
     Other,
 }
 
 fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
     let kind = kind_of_key(&kv.key);
-    if !matches!(kind, Some(Kind::Node | Kind::DaemonSet | Kind::Pod)) {
+    if !matches!(
+        kind,
+        Some(Kind::Node | Kind::DaemonSet | Kind::Pod | Kind::PriorityClass)
+    ) {
         return Decoded::Other;
     }
     if deleted {
@@ -61,6 +67,7 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
             let hash = desired_hash(&p);
             Decoded::Pod(kv.key.clone(), Arc::new(*p), hash)
         }
+        Ok(Manifest::PriorityClass(c)) => Decoded::PriorityClass(kv.key.clone(), Arc::new(*c)),
         Ok(_) => Decoded::Other,
         Err(e) => {
             tracing::warn!("informer: skipping {}: {e}", kv.key);
@@ -77,6 +84,7 @@ impl Snapshot {
                 self.nodes.remove(key);
                 self.daemon_sets.remove(key);
                 self.pods.remove(key);
+                self.priority_classes.remove(key);
             }
             Decoded::Node(key, n) => {
                 self.nodes.insert(key.clone(), n.clone());
@@ -86,6 +94,9 @@ impl Snapshot {
             }
             Decoded::Pod(key, p, _) => {
                 self.pods.insert(key.clone(), p.clone());
+            }
+            Decoded::PriorityClass(key, c) => {
+                self.priority_classes.insert(key.clone(), c.clone());
             }
             Decoded::Other => {}
         }
@@ -198,7 +209,7 @@ impl Default for Informer {
     }
 }
 
-const KINDS: [Kind; 3] = [Kind::Node, Kind::DaemonSet, Kind::Pod];
+const KINDS: [Kind; 4] = [Kind::Node, Kind::DaemonSet, Kind::Pod, Kind::PriorityClass];
 
 /// Changes applied at once at most, when the informer catches up.
 const MAX_COALESCED: usize = 4096;

@@ -287,9 +287,19 @@ impl Leading {
         }
         // What each node's pods request and the ports they hold: a daemon
         // pod is placed only where it fits.
-        let mut usage = daemon::NodeUsage::new(pods.iter().copied());
+        let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));
+        let mut usage = daemon::NodeUsage::with_priorities(pods.iter().copied(), priorities);
+        // Higher priority first: a DaemonSet that preempts takes the room it
+        // made before one of lower priority can take it back.
+        let mut daemon_sets: Vec<&Arc<DaemonSet>> = view.daemon_sets.values().collect();
+        daemon_sets.sort_by_key(|ds| {
+            let p = usage
+                .priority_of(&ds.spec.template.spec)
+                .map_or(0, |(p, _)| p);
+            std::cmp::Reverse(p)
+        });
         let mut live = std::collections::HashSet::new();
-        for ds in view.daemon_sets.values() {
+        for ds in daemon_sets {
             live.insert(ds.metadata.uid.clone());
             let ns = ds.metadata.namespace.as_str();
             let mine: Vec<&Pod> = by_owner
@@ -367,9 +377,15 @@ impl Leading {
         }
         let mut plan = daemon::plan(&input, &mut self.rng);
         drop(input);
-        // What this plan places counts for the DaemonSets planned after it.
+        // What this plan places and preempts counts for the DaemonSets
+        // planned after it.
         for c in &plan.create {
             usage.add(&c.pod);
+        }
+        for d in &plan.delete {
+            if matches!(d.reason, daemon::DeletionReason::Preempted { .. }) {
+                usage.remove(&d.node_name, &d.uid);
+            }
         }
         if revs.collision_count.is_some() {
             plan.status_changed = true;
