@@ -719,11 +719,14 @@ proptest! {
         let desired = nodes.iter().filter(|n| oracle(&ds, n).0).count() as i32;
         prop_assert_eq!(plan.status.desired_number_scheduled, desired);
         prop_assert_eq!(plan.status.current_number_scheduled, desired);
-        let ready = nodes
+        // Ready and available (minReadySeconds 0) by the oracle's reading
+        // of the Ready condition.
+        let available = nodes
             .iter()
             .filter(|n| oracle(&ds, n).0)
-            .filter(|n| claims[&n.metadata.name][0].is_ready())
+            .filter(|n| oracle::availability::pod_available(claims[&n.metadata.name][0], 0, now))
             .count() as i32;
-        prop_assert_eq!(plan.status.number_ready, ready);
+        prop_assert_eq!(plan.status.number_ready, available);
+        prop_assert_eq!(plan.status.number_available, available);
     }
 }
