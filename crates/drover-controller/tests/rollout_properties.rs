@@ -533,8 +533,8 @@ proptest! {
         }
 
         // Calm: nodes come back (a few stay away), pods turn ready.
-        for i in 0..n {
-            if w.ready[i] == left_not_ready[i] {
+        for (i, away) in left_not_ready.iter().enumerate().take(n) {
+            if w.ready[i] == *away {
                 w.flap(i);
             }
         }
