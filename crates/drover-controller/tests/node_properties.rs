@@ -202,3 +202,110 @@ proptest! {
         prop_assert!(again.is_empty(), "{:?}", again);
     }
 }
+
+/// Timeline: one node's agent heartbeats in bursts and falls silent; the
+/// leader checks at random seconds (and is replaced once, at a random
+/// time, by a new leader that knows no heartbeat); every plan is applied.
+/// The node's `Ready` status, its events, its taints and its deletion
+/// follow `oracle::lifecycle` step after step, with `gc_after` short
+/// enough to be reached.
+#[derive(Debug, Clone)]
+struct Timeline {
+    /// Per second: whether the agent sends a heartbeat.
+    beats: Vec<bool>,
+    /// Per second: whether the leader plans.
+    checks: Vec<bool>,
+    /// The second a new leader takes over (none: never).
+    new_leader: Option<i64>,
+}
+
+fn timeline_strategy() -> impl Strategy<Value = Timeline> {
+    // Bursts of heartbeats and of silence, each 1 to 20 seconds.
+    let bursts = prop::collection::vec((any::<bool>(), 1usize..20), 1..12).prop_map(|runs| {
+        runs.into_iter()
+            .flat_map(|(on, len)| std::iter::repeat_n(on, len))
+            .take(120)
+            .collect::<Vec<bool>>()
+    });
+    (
+        bursts,
+        prop::collection::vec(prop::bool::weighted(0.4), 120),
+        prop::option::of(0i64..120),
+    )
+        .prop_map(|(beats, checks, new_leader)| Timeline {
+            beats,
+            checks,
+            new_leader,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn ready_follows_heartbeats_over_time(timeline in timeline_strategy()) {
+        const GC: i64 = 30;
+        let config = NodeLifecycleConfig {
+            node_timeout: Duration::from_secs(TIMEOUT as u64),
+            gc_after: Duration::from_secs(GC as u64),
+        };
+        // The node registers (Ready, from its agent) at second 0.
+        let mut node = Node::default();
+        node.metadata.name = "n0".into();
+        node.status.conditions.push(NodeCondition {
+            r#type: "Ready".into(),
+            status: Some(ConditionStatus::True),
+            last_transition_time: Some(at(0).to_rfc3339()),
+            ..Default::default()
+        });
+        let mut leader = -1i64;
+        let mut heard: Option<i64> = None;
+        let mut expected = Some(ConditionStatus::True);
+        let mut since = 0i64;
+        for t in 0..timeline.beats.len() as i64 {
+            if timeline.new_leader == Some(t) {
+                leader = t;
+                heard = None; // the new leader has heard nothing yet
+            }
+            if timeline.beats[t as usize] {
+                heard = Some(t);
+            }
+            if !timeline.checks[t as usize] {
+                continue;
+            }
+            let judge = NodeLifecycle::new(config, at(leader));
+            let beat = heard.map(at);
+            let plan = judge.plan([&node], |_| beat, at(t));
+
+            let gone = lifecycle::deleted(expected.clone(), Some(since), heard, leader, TIMEOUT, GC, t);
+            prop_assert_eq!(plan.remove.len(), usize::from(gone), "t={}: deleted", t);
+            if gone {
+                prop_assert!(plan.events.iter().any(|e| e.reason == "DeletingNode"));
+                return Ok(());
+            }
+            let next = lifecycle::ready_after(expected.clone(), heard, leader, TIMEOUT, t);
+            if next != expected {
+                since = t;
+                let reason = if next == Some(ConditionStatus::True) { "NodeReady" } else { "NodeNotReady" };
+                let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+                prop_assert_eq!(reasons, vec![reason], "t={}: events", t);
+            } else {
+                prop_assert!(plan.events.is_empty(), "t={}: no transition, no event", t);
+            }
+            expected = next;
+            if let Some(update) = plan.updates.into_iter().next() {
+                node = update.node;
+            }
+            prop_assert_eq!(ready_status(&node), expected.clone(), "t={}: Ready", t);
+            let stamped = node.condition("Ready").and_then(|c| c.last_transition_time.clone());
+            prop_assert_eq!(stamped, Some(at(since).to_rfc3339()), "t={}: since", t);
+            let present: std::collections::BTreeSet<String> =
+                node.spec.taints.iter().map(lifecycle::key_effect).collect();
+            prop_assert_eq!(present, lifecycle::expected_taints(&node, expected.as_ref()), "t={}: taints", t);
+        }
+    }
+}
