@@ -11,7 +11,8 @@
 //! - while the rollout runs, pods start (turn ready), pods fail (the
 //!   planner replaces them, with its backoff), and nodes flap NotReady
 //!   (Ready `Unknown`, the `unreachable` taints, their pods marked not
-//!   ready) and back.
+//!   ready) and back; a deleted pod may stay terminating for a few
+//!   seconds (`deletionTimestamp` set), and never counts as available.
 //!
 //! Checked at every step:
 //!
@@ -167,6 +168,11 @@ struct World {
     next: usize,
     /// Old pods that failed (OnDelete: the only ones replaced).
     failed_old: Vec<String>,
+    /// Deleted pods still terminating, and the second they are gone.
+    terminating: Vec<(SimPod, i64)>,
+    /// How long each deletion takes, in turn (seconds; 0: at once).
+    lingers: Vec<i64>,
+    deletions: usize,
 }
 
 impl World {
@@ -284,7 +290,14 @@ impl World {
     /// it changed pods, and when it asks to be run again.
     fn step(&mut self, seed: u64) -> Result<(bool, Option<Timestamp>), TestCaseError> {
         let nodes: Vec<Node> = (0..self.ready.len()).map(|i| self.node(i)).collect();
-        let pods: Vec<Pod> = self.pods.iter().map(|p| self.pod(p)).collect();
+        let clock = self.clock;
+        self.terminating.retain(|(_, gone)| *gone > clock);
+        let mut pods: Vec<Pod> = self.pods.iter().map(|p| self.pod(p)).collect();
+        for (p, _) in &self.terminating {
+            let mut pod = self.pod(p);
+            pod.metadata.deletion_timestamp = Some(at(clock).to_rfc3339());
+            pods.push(pod);
+        }
         let now = at(self.clock);
         let plan = daemon::plan(
             &PlanInput::new(&self.ds, &nodes, &pods, now)
@@ -295,17 +308,23 @@ impl World {
         let (max_surge, max_unavailable) = self.budgets();
         let unavailable_before = self.unavailable_by_rollout();
         let surging_before = self.surging();
-        let clock = self.clock;
 
         // Deletions.
         let mut taken_down = 0usize;
         for d in &plan.delete {
-            let i = self
-                .pods
-                .iter()
-                .position(|p| p.name == d.name)
-                .expect("deletes an existing pod");
-            let pod = self.pods.remove(i);
+            let i = self.pods.iter().position(|p| p.name == d.name);
+            prop_assert!(
+                i.is_some(),
+                "t={}: deletes {}, gone or terminating",
+                clock,
+                d.name
+            );
+            let pod = self.pods.remove(i.unwrap());
+            let linger = self.lingers[self.deletions % self.lingers.len()];
+            self.deletions += 1;
+            if linger > 0 {
+                self.terminating.push((pod.clone(), clock + linger));
+            }
             prop_assert_eq!(&d.uid, &format!("uid-{}", pod.name));
             if self.rolling.is_none() {
                 prop_assert!(
@@ -445,7 +464,10 @@ impl World {
     fn done(&self) -> bool {
         (0..self.ready.len()).filter(|&i| self.ready[i]).all(|i| {
             let here: Vec<&SimPod> = self.on(i).collect();
-            here.len() == 1 && self.available(here[0]) && (here[0].new || self.rolling.is_none())
+            here.len() == 1
+                && self.available(here[0])
+                && (here[0].new || self.rolling.is_none())
+                && self.terminating.is_empty()
         })
     }
 }
@@ -480,6 +502,7 @@ proptest! {
         faults in prop::collection::vec(fault(), 0..40),
         ticks in prop::collection::vec(1i64..=3, 40),
         left_not_ready in prop::collection::vec(prop::bool::weighted(0.1), 9),
+        lingers in prop::collection::vec(prop_oneof![2 => Just(0i64), 1 => 1i64..=3], 16),
         seed in any::<u64>(),
     ) {
         let ds = daemon_set(&strategy, min_ready);
@@ -509,6 +532,9 @@ proptest! {
             backoff: FailedPodBackoff::new(),
             next: 0,
             failed_old: Vec::new(),
+            terminating: Vec::new(),
+            lingers,
+            deletions: 0,
         };
 
         // The rollout, with faults.
