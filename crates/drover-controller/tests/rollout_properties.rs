@@ -10,8 +10,9 @@
 //!   0 but never both; `minReadySeconds` 0 to 5; or `OnDelete`;
 //! - while the rollout runs, pods start (turn ready), pods fail (the
 //!   planner replaces them, with its backoff), and nodes flap NotReady
-//!   (Ready `Unknown`, the `unreachable` taints, their pods marked not
-//!   ready) and back; a deleted pod may stay terminating for a few
+//!   (Ready `Unknown` with the `unreachable` taints, or `False` with the
+//!   `not-ready` ones; their pods marked not ready) and back, and nodes
+//!   join; a deleted pod may stay terminating for a few
 //!   seconds (`deletionTimestamp` set), and never counts as available.
 //!
 //! Checked at every step:
@@ -180,19 +181,23 @@ impl World {
         let mut node = Node::default();
         node.metadata.name = format!("n{i}");
         let ready = self.ready[i];
+        // Away: even nodes unreachable (Ready Unknown), odd ones reported
+        // not ready by their agent (Ready False), with the lifecycle's
+        // taints.
+        let (status, taint) = match (ready, i % 2) {
+            (true, _) => (ConditionStatus::True, ""),
+            (false, 0) => (ConditionStatus::Unknown, "node.kubernetes.io/unreachable"),
+            (false, _) => (ConditionStatus::False, "node.kubernetes.io/not-ready"),
+        };
         node.status.conditions.push(NodeCondition {
             r#type: "Ready".into(),
-            status: Some(if ready {
-                ConditionStatus::True
-            } else {
-                ConditionStatus::Unknown
-            }),
+            status: Some(status),
             ..Default::default()
         });
         if !ready {
             for effect in [TaintEffect::NoSchedule, TaintEffect::NoExecute] {
                 node.spec.taints.push(Taint {
-                    key: "node.kubernetes.io/unreachable".into(),
+                    key: taint.into(),
                     effect: Some(effect),
                     ..Default::default()
                 });
@@ -477,11 +482,12 @@ enum Fault {
     Start,
     Fail,
     Flap,
+    Join,
 }
 
 fn fault() -> impl proptest::strategy::Strategy<Value = (Fault, Index)> {
     (
-        prop_oneof![6 => Just(Fault::Start), 2 => Just(Fault::Fail), 2 => Just(Fault::Flap)],
+        prop_oneof![6 => Just(Fault::Start), 2 => Just(Fault::Fail), 2 => Just(Fault::Flap), 1 => Just(Fault::Join)],
         any::<Index>(),
     )
 }
@@ -553,13 +559,21 @@ proptest! {
                         w.fail(live[index.index(live.len())]);
                     }
                 }
-                Fault::Flap => w.flap(index.index(n)),
+                Fault::Flap => {
+                    let node = index.index(w.ready.len());
+                    w.flap(node);
+                }
+                Fault::Join => {
+                    if w.ready.len() < 9 {
+                        w.ready.push(true);
+                    }
+                }
             }
             w.clock += ticks[round % ticks.len()];
         }
 
         // Calm: nodes come back (a few stay away), pods turn ready.
-        for (i, away) in left_not_ready.iter().enumerate().take(n) {
+        for (i, away) in left_not_ready.iter().enumerate().take(w.ready.len()) {
             if w.ready[i] == *away {
                 w.flap(i);
             }
@@ -585,10 +599,10 @@ proptest! {
         prop_assert!(finished, "the rollout ends: {:?}", w.pods);
         if w.rolling.is_none() {
             // OnDelete: the old pods that never failed are still there.
-            for i in (0..n).filter(|&i| w.ready[i]) {
+            for i in (0..w.ready.len()).filter(|&i| w.ready[i]) {
                 let here: Vec<&SimPod> = w.on(i).collect();
                 let old = format!("old{i}");
-                if w.failed_old.contains(&old) {
+                if i >= n || w.failed_old.contains(&old) {
                     prop_assert!(here[0].new);
                 } else {
                     prop_assert_eq!(&here[0].name, &old, "OnDelete replaced {} by itself", old);
