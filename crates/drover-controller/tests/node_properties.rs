@@ -112,6 +112,9 @@ proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         cases: 1024,
+        // A fixed seed: every run tries the same cases (a failure found
+        // while developing is kept in the regressions file as well).
+        rng_seed: proptest::test_runner::RngSeed::Fixed(1001),
         ..ProptestConfig::default()
     })]
 
@@ -242,6 +245,9 @@ fn timeline_strategy() -> impl Strategy<Value = Timeline> {
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 512,
+        // A fixed seed: every run tries the same cases (a failure found
+        // while developing is kept in the regressions file as well).
+        rng_seed: proptest::test_runner::RngSeed::Fixed(1002),
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..ProptestConfig::default()
     })]
