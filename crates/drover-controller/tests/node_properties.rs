@@ -1,17 +1,26 @@
 //! Property tests of the node lifecycle planner: random nodes (readiness,
 //! conditions, cordon, managed and user taints), random heartbeats and
-//! leader start times.
+//! leader start times, checked against the independent model of
+//! `oracle::lifecycle` (the Kubernetes documentation's rules, never the
+//! planner's own `desired_taints` or deadline).
+
+mod oracle;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use drover_api::{ConditionStatus, Node, NodeCondition, Taint, TaintEffect};
-use drover_controller::node::{desired_taints, NodeLifecycle, NodeLifecycleConfig};
+use drover_api::{ConditionStatus, Node, NodeCondition, TaintEffect};
+use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
 use drover_controller::Timestamp;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
-const TAINTS: [&str; 7] = [
+use oracle::lifecycle;
+
+const TIMEOUT: i64 = 5;
+const GC_AFTER: i64 = 3600;
+
+const TAINTS: [&str; 11] = [
     "node.kubernetes.io/unreachable:NoSchedule",
     "node.kubernetes.io/unreachable:NoExecute",
     "node.kubernetes.io/not-ready:NoExecute",
@@ -19,44 +28,65 @@ const TAINTS: [&str; 7] = [
     "node.kubernetes.io/memory-pressure:NoSchedule",
     "dedicated=gpu:NoSchedule",
     "node.kubernetes.io/unreachable:PreferNoSchedule",
+    "node.kubernetes.io/disk-pressure:NoSchedule",
+    "node.kubernetes.io/not-ready:NoSchedule",
+    "example.com/maint=soon:NoExecute",
+    "node.kubernetes.io/network-unavailable:NoExecute",
 ];
+const PRESSURES: [&str; 4] = [
+    "MemoryPressure",
+    "DiskPressure",
+    "PIDPressure",
+    "NetworkUnavailable",
+];
+
+fn status_strategy() -> impl Strategy<Value = Option<ConditionStatus>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(ConditionStatus::True)),
+        Just(Some(ConditionStatus::False)),
+        Just(Some(ConditionStatus::Unknown)),
+    ]
+}
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_unix_seconds(1_700_000_000 + seconds)
 }
 
-fn node_strategy(index: usize) -> impl Strategy<Value = (Node, Option<i64>)> {
+/// A node, its last heartbeat (seconds), and its `Ready` transition time
+/// (seconds; none: not recorded).
+fn node_strategy(index: usize) -> impl Strategy<Value = (Node, Option<i64>, Option<i64>)> {
     (
-        prop_oneof![
-            Just(None),
-            Just(Some(ConditionStatus::True)),
-            Just(Some(ConditionStatus::False)),
-            Just(Some(ConditionStatus::Unknown)),
-        ],
-        -8000i64..100,
+        status_strategy(),
+        prop::option::weighted(0.9, -8000i64..100),
         any::<bool>(),
-        prop::bool::weighted(0.2),
+        prop::collection::vec(
+            prop::option::weighted(0.2, status_strategy()),
+            PRESSURES.len(),
+        ),
         prop::collection::vec(prop::bool::weighted(0.3), TAINTS.len()),
         prop::option::of(0i64..100),
     )
         .prop_map(
-            move |(ready, since, cordoned, pressure, taints, heartbeat)| {
+            move |(ready, since, cordoned, pressures, taints, heartbeat)| {
                 let mut node = Node::default();
                 node.metadata.name = format!("n{index}");
                 if let Some(status) = ready {
                     node.status.conditions.push(NodeCondition {
                         r#type: "Ready".into(),
                         status: Some(status),
-                        last_transition_time: Some(at(since).to_rfc3339()),
+                        last_transition_time: since.map(|s| at(s).to_rfc3339()),
                         ..Default::default()
                     });
                 }
-                if pressure {
-                    node.status.conditions.push(NodeCondition {
-                        r#type: "MemoryPressure".into(),
-                        status: Some(ConditionStatus::True),
-                        ..Default::default()
-                    });
+                for (kind, status) in PRESSURES.iter().zip(pressures) {
+                    if let Some(status) = status {
+                        node.status.conditions.push(NodeCondition {
+                            r#type: kind.to_string(),
+                            status,
+                            ..Default::default()
+                        });
+                    }
                 }
                 node.spec.unschedulable = cordoned;
                 node.spec.taints = TAINTS
@@ -65,51 +95,53 @@ fn node_strategy(index: usize) -> impl Strategy<Value = (Node, Option<i64>)> {
                     .filter(|(_, on)| *on)
                     .map(|(t, _)| t.parse().unwrap())
                     .collect();
-                (node, heartbeat)
+                (node, heartbeat, since)
             },
         )
 }
 
-fn cluster_strategy() -> impl Strategy<Value = Vec<(Node, Option<i64>)>> {
+fn cluster_strategy() -> impl Strategy<Value = Vec<(Node, Option<i64>, Option<i64>)>> {
     (0usize..8).prop_flat_map(|n| (0..n).map(|i| node_strategy(i).boxed()).collect::<Vec<_>>())
 }
 
 fn ready_status(node: &Node) -> Option<ConditionStatus> {
-    node.condition("Ready").and_then(|c| c.status.clone())
-}
-
-fn managed(taint: &Taint) -> bool {
-    taint.key.starts_with("node.kubernetes.io/")
-        && matches!(
-            taint.effect,
-            Some(TaintEffect::NoSchedule | TaintEffect::NoExecute)
-        )
+    lifecycle::condition_status(node, "Ready")
 }
 
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        cases: 1024,
+        // A fixed seed: every run tries the same cases (a failure found
+        // while developing is kept in the regressions file as well).
+        rng_seed: proptest::test_runner::RngSeed::Fixed(1001),
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn node_plans_follow_the_rules(
         cluster in cluster_strategy(),
-        now in 0i64..120,
+        now_s in 0i64..120,
         leader in -100i64..120,
     ) {
-        let now = at(now);
-        let judge = NodeLifecycle::new(NodeLifecycleConfig::default(), at(leader));
-        let nodes: Vec<Node> = cluster.iter().map(|(n, _)| n.clone()).collect();
-        let beats: HashMap<String, Timestamp> = cluster
+        let now = at(now_s);
+        let config = NodeLifecycleConfig {
+            node_timeout: Duration::from_secs(TIMEOUT as u64),
+            gc_after: Duration::from_secs(GC_AFTER as u64),
+        };
+        let judge = NodeLifecycle::new(config, at(leader));
+        let nodes: Vec<Node> = cluster.iter().map(|(n, _, _)| n.clone()).collect();
+        let seconds: HashMap<String, i64> = cluster
             .iter()
-            .filter_map(|(n, hb)| hb.map(|s| (n.metadata.name.clone(), at(s))))
+            .filter_map(|(n, hb, _)| hb.map(|s| (n.metadata.name.clone(), s)))
             .collect();
+        let beats: HashMap<String, Timestamp> =
+            seconds.iter().map(|(n, s)| (n.clone(), at(*s))).collect();
         let heartbeat = |name: &str| beats.get(name).copied();
         let plan = judge.plan(&nodes, heartbeat, now);
 
         let mut after: Vec<Node> = Vec::new();
-        for node in &nodes {
+        for (node, hb, since) in &cluster {
             let name = &node.metadata.name;
             let removed = plan.remove.iter().any(|r| &r.name == name);
             let update = plan.updates.iter().find(|u| &u.node.metadata.name == name);
@@ -119,41 +151,47 @@ proptest! {
                 prop_assert!(!update.changes.is_empty());
             }
             let new = update.map_or(node, |u| &u.node);
-            let hb = heartbeat(name);
-            let fresh = hb.is_some_and(|t| now.duration_since(t) < Duration::from_secs(5));
-            let silent = now >= judge.deadline(hb);
+            let before = ready_status(node);
+            let since = since.filter(|_| before.is_some());
+            let expect_removed =
+                lifecycle::deleted(before.clone(), since, *hb, leader, TIMEOUT, GC_AFTER, now_s);
+            prop_assert_eq!(removed, expect_removed, "{} deleted", name);
             if removed {
-                prop_assert!(silent && ready_status(node) == Some(ConditionStatus::Unknown));
                 continue;
             }
-            if silent {
-                prop_assert_eq!(ready_status(new), Some(ConditionStatus::Unknown));
-            } else if fresh && ready_status(node) != Some(ConditionStatus::False) {
-                prop_assert_eq!(ready_status(new), Some(ConditionStatus::True));
-            } else {
-                prop_assert_eq!(ready_status(new), ready_status(node), "judged only past the grace period");
+            let expected = lifecycle::ready_after(before.clone(), *hb, leader, TIMEOUT, now_s);
+            prop_assert_eq!(ready_status(new), expected.clone(), "Ready of {}", name);
+            let ready = new.status.conditions.iter().find(|c| c.r#type == "Ready");
+            if expected != before {
+                // A transition is stamped now.
+                let stamped = ready.and_then(|c| c.last_transition_time.clone());
+                prop_assert_eq!(stamped, Some(now.to_rfc3339()));
             }
-            // Managed taints are exactly the desired ones; user taints stay, in order.
-            let status = ready_status(new);
-            let mut desired: Vec<(String, TaintEffect)> = desired_taints(new, status.as_ref())
-                .into_iter()
-                .map(|(k, e)| (k.to_owned(), e))
-                .collect();
-            let mut present: Vec<(String, TaintEffect)> = new
+            // The other conditions are the agent's: never touched.
+            let others = |n: &Node| n.status.conditions.iter().filter(|c| c.r#type != "Ready").cloned().collect::<Vec<_>>();
+            prop_assert_eq!(others(new), others(node));
+            // Managed taints are exactly the documented ones; user taints stay, in order.
+            let desired = lifecycle::expected_taints(new, expected.as_ref());
+            let present: Vec<String> = new
                 .spec
                 .taints
                 .iter()
-                .filter(|t| managed(t))
-                .map(|t| (t.key.clone(), t.effect.clone().unwrap()))
+                .filter(|t| lifecycle::managed(t))
+                .map(lifecycle::key_effect)
                 .collect();
-            desired.sort();
-            present.sort();
-            prop_assert_eq!(present, desired);
-            let user = |n: &Node| n.spec.taints.iter().filter(|t| !managed(t)).cloned().collect::<Vec<_>>();
+            let unique: std::collections::BTreeSet<String> = present.iter().cloned().collect();
+            prop_assert_eq!(unique.len(), present.len(), "no managed taint twice on {}", name);
+            prop_assert_eq!(unique, desired, "managed taints of {}", name);
+            let user = |n: &Node| n.spec.taints.iter().filter(|t| !lifecycle::managed(t)).cloned().collect::<Vec<_>>();
             prop_assert_eq!(user(new), user(node));
             for taint in &new.spec.taints {
-                if managed(taint) && taint.effect == Some(TaintEffect::NoExecute) && !node.spec.taints.contains(taint) {
-                    prop_assert_eq!(taint.time_added.clone(), Some(now.to_rfc3339()));
+                if lifecycle::managed(taint) && !node.spec.taints.contains(taint) {
+                    // A new taint: NoExecute ones say since when.
+                    let expect = (taint.effect == Some(TaintEffect::NoExecute)).then(|| now.to_rfc3339());
+                    prop_assert_eq!(taint.time_added.clone(), expect);
+                } else if lifecycle::managed(taint) {
+                    // A kept taint keeps its time.
+                    prop_assert!(node.spec.taints.contains(taint));
                 }
             }
             after.push(new.clone());
@@ -165,5 +203,115 @@ proptest! {
         // Once applied, the same instant plans nothing.
         let again = judge.plan(&after, heartbeat, now);
         prop_assert!(again.is_empty(), "{:?}", again);
+    }
+}
+
+/// Timeline: one node's agent heartbeats in bursts and falls silent; the
+/// leader checks at random seconds (and is replaced once, at a random
+/// time, by a new leader that knows no heartbeat); every plan is applied.
+/// The node's `Ready` status, its events, its taints and its deletion
+/// follow `oracle::lifecycle` step after step, with `gc_after` short
+/// enough to be reached.
+#[derive(Debug, Clone)]
+struct Timeline {
+    /// Per second: whether the agent sends a heartbeat.
+    beats: Vec<bool>,
+    /// Per second: whether the leader plans.
+    checks: Vec<bool>,
+    /// The second a new leader takes over (none: never).
+    new_leader: Option<i64>,
+}
+
+fn timeline_strategy() -> impl Strategy<Value = Timeline> {
+    // Bursts of heartbeats and of silence, each 1 to 20 seconds.
+    let bursts = prop::collection::vec((any::<bool>(), 1usize..20), 1..12).prop_map(|runs| {
+        runs.into_iter()
+            .flat_map(|(on, len)| std::iter::repeat_n(on, len))
+            .take(120)
+            .collect::<Vec<bool>>()
+    });
+    (
+        bursts,
+        prop::collection::vec(prop::bool::weighted(0.4), 120),
+        prop::option::of(0i64..120),
+    )
+        .prop_map(|(beats, checks, new_leader)| Timeline {
+            beats,
+            checks,
+            new_leader,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        // A fixed seed: every run tries the same cases (a failure found
+        // while developing is kept in the regressions file as well).
+        rng_seed: proptest::test_runner::RngSeed::Fixed(1002),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn ready_follows_heartbeats_over_time(timeline in timeline_strategy()) {
+        const GC: i64 = 30;
+        let config = NodeLifecycleConfig {
+            node_timeout: Duration::from_secs(TIMEOUT as u64),
+            gc_after: Duration::from_secs(GC as u64),
+        };
+        // The node registers (Ready, from its agent) at second 0.
+        let mut node = Node::default();
+        node.metadata.name = "n0".into();
+        node.status.conditions.push(NodeCondition {
+            r#type: "Ready".into(),
+            status: Some(ConditionStatus::True),
+            last_transition_time: Some(at(0).to_rfc3339()),
+            ..Default::default()
+        });
+        let mut leader = -1i64;
+        let mut heard: Option<i64> = None;
+        let mut expected = Some(ConditionStatus::True);
+        let mut since = 0i64;
+        for t in 0..timeline.beats.len() as i64 {
+            if timeline.new_leader == Some(t) {
+                leader = t;
+                heard = None; // the new leader has heard nothing yet
+            }
+            if timeline.beats[t as usize] {
+                heard = Some(t);
+            }
+            if !timeline.checks[t as usize] {
+                continue;
+            }
+            let judge = NodeLifecycle::new(config, at(leader));
+            let beat = heard.map(at);
+            let plan = judge.plan([&node], |_| beat, at(t));
+
+            let gone = lifecycle::deleted(expected.clone(), Some(since), heard, leader, TIMEOUT, GC, t);
+            prop_assert_eq!(plan.remove.len(), usize::from(gone), "t={}: deleted", t);
+            if gone {
+                prop_assert!(plan.events.iter().any(|e| e.reason == "DeletingNode"));
+                return Ok(());
+            }
+            let next = lifecycle::ready_after(expected.clone(), heard, leader, TIMEOUT, t);
+            if next != expected {
+                since = t;
+                let reason = if next == Some(ConditionStatus::True) { "NodeReady" } else { "NodeNotReady" };
+                let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+                prop_assert_eq!(reasons, vec![reason], "t={}: events", t);
+            } else {
+                prop_assert!(plan.events.is_empty(), "t={}: no transition, no event", t);
+            }
+            expected = next;
+            if let Some(update) = plan.updates.into_iter().next() {
+                node = update.node;
+            }
+            prop_assert_eq!(ready_status(&node), expected.clone(), "t={}: Ready", t);
+            let stamped = node.condition("Ready").and_then(|c| c.last_transition_time.clone());
+            prop_assert_eq!(stamped, Some(at(since).to_rfc3339()), "t={}: since", t);
+            let present: std::collections::BTreeSet<String> =
+                node.spec.taints.iter().map(lifecycle::key_effect).collect();
+            prop_assert_eq!(present, lifecycle::expected_taints(&node, expected.as_ref()), "t={}: taints", t);
+        }
     }
 }

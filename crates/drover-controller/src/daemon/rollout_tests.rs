@@ -338,16 +338,25 @@ impl World {
         }
     }
 
-    /// Ready nodes without an available pod.
+    /// Ready nodes without an available pod (no `minReadySeconds` here:
+    /// available is the Ready condition `True`, read by hand rather than
+    /// with `pods::is_available`, which this checks; the wider property
+    /// with its own oracle is `tests/rollout_properties.rs`).
     fn unavailable(&self) -> usize {
+        let ready_condition = |p: &Pod| {
+            p.status
+                .conditions
+                .iter()
+                .any(|c| c.r#type == "Ready" && c.status == Some(drover_api::ConditionStatus::True))
+        };
         self.nodes
             .iter()
             .filter(|n| n.is_ready())
             .filter(|n| {
-                !self.pods.iter().any(|p| {
-                    p.spec.node_name == n.metadata.name
-                        && pods::is_available(p, Duration::ZERO, at(self.clock))
-                })
+                !self
+                    .pods
+                    .iter()
+                    .any(|p| p.spec.node_name == n.metadata.name && ready_condition(p))
             })
             .count()
     }
