@@ -458,6 +458,18 @@ spec:
     for c in ["ok", "fails", "hog"] {
         wait_state(&n, "uid-exits", c, &format!("{c} exits"), exited(c)).await;
     }
+    // The engine may report the exit of an OOM-killed container a moment
+    // before it has handled the kernel's OOM event (its inspect then says
+    // OOMKilled: false): the state is read again until it says so, as the
+    // agent's next sync would.
+    wait_state(
+        &n,
+        "uid-exits",
+        "hog",
+        "hog OOMKilled",
+        |s| matches!(s, RunState::Exited { reason, .. } if reason == "OOMKilled"),
+    )
+    .await;
     let reason = |c: &ContainerInfo| match &c.state {
         RunState::Exited {
             exit_code,
