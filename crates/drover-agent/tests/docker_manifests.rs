@@ -481,3 +481,92 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     agent.kill().await;
     s.shutdown().await;
 }
+
+/// On the real engine: a DaemonSet asking for more CPU than the machine
+/// has gets no pod and `describe ds` says `Insufficient cpu`; of two
+/// DaemonSets on one host port, the system-node-critical one preempts the
+/// other's running container and runs in its place.
+#[tokio::test]
+async fn placement_respects_the_engines_cpus_host_ports_and_priorities() {
+    if !engine_ready() {
+        return;
+    }
+    let node = format!("dm-fit-{}", std::process::id());
+    let _cleanup = Cleanup::new(&node);
+    let reg = registry("fit");
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, agent) = start_node(tmp.path(), &reg, &node).await;
+    // A free port of this machine for the host port.
+    let port = drover_testkit::free_port();
+    let ds = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n{extra}      containers:\n      - name: c\n        image: {IMAGE}\n        imagePullPolicy: Never\n        command: [sh, -c, \"trap 'exit 0' TERM; sleep 3600 & wait\"]\n        ports: [{{containerPort: 8080, hostPort: {port}}}]\n"
+        )
+    };
+    s.apply(&ds("low", "")).await;
+    wait_until("low Running", WAIT, || async {
+        pods(&s)
+            .await
+            .get("default/ds:low")
+            .is_some_and(is_running_and_ready)
+    })
+    .await;
+    let low_container = first(&pods(&s).await["default/ds:low"])
+        .unwrap()
+        .container_id
+        .clone();
+    s.apply(&ds(
+        "critical",
+        "      priorityClassName: system-node-critical\n",
+    ))
+    .await;
+    wait_until("critical Running in low's place", 3 * WAIT, || async {
+        let p = pods(&s).await;
+        p.get("default/ds:critical")
+            .is_some_and(is_running_and_ready)
+            && !p.contains_key("default/ds:low")
+    })
+    .await;
+    let running = docker_ps(&node, &["label=io.drover.role=container"]);
+    assert!(
+        !running
+            .iter()
+            .any(|id| low_container.ends_with(id.as_str())),
+        "low's container was stopped: {running:?}"
+    );
+    // More CPU than the engine has.
+    s.apply(
+        &ds("greedy", "")
+            .replace(
+                "        ports:",
+                "        resources: {requests: {cpu: \"1000\"}}\n        ports:",
+            )
+            .replace(&format!("hostPort: {port}"), "hostPort: 1"),
+    )
+    .await;
+    let c = s.client();
+    let describe = |name: &'static str| {
+        let c = c.clone();
+        async move {
+            let mut out = Vec::new();
+            drover_cli::kubectl::describe(&c, "ds", &[name.to_string()], None, &mut out)
+                .await
+                .expect("describe");
+            String::from_utf8(out).expect("utf-8")
+        }
+    };
+    wait_until("greedy said to need more CPU", WAIT, || async {
+        describe("greedy").await.contains("Insufficient cpu")
+    })
+    .await;
+    assert!(!pods(&s).await.contains_key("default/ds:greedy"));
+    assert!(
+        describe("low")
+            .await
+            .contains("node(s) didn't have free ports for the requested pod ports"),
+        "{}",
+        describe("low").await
+    );
+    agent.stop(STOP).await;
+    s.shutdown().await;
+}
