@@ -244,6 +244,20 @@ impl Informer {
         .unwrap_or(false)
     }
 
+    /// Waits until the view holds `revision`, however long that takes,
+    /// warning every `warn_every` while it waits (with the revision it
+    /// holds): a controller must never plan on a view without its own
+    /// writes, or it would do them again (a second pod on a node). Whoever
+    /// runs it cancels it (leadership lost, server stopping).
+    pub async fn hold(&self, revision: u64, warn_every: Duration) {
+        while !self.wait_for(revision, warn_every).await {
+            tracing::warn!(
+                "the controllers wait for their view to reach revision {revision} (it holds {}): the informer is behind the store",
+                self.snapshot().revision
+            );
+        }
+    }
+
     /// Waits until the informer holds its first list (false when it stops
     /// first).
     /// Whether the first list has been loaded.
@@ -467,6 +481,33 @@ mod tests {
             .iter()
             .map(|p| p.metadata.name.clone())
             .collect()
+    }
+
+    #[test]
+    fn a_view_behind_is_waited_for_however_long_it_takes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let i = Informer::default();
+            i.replace(Snapshot::default());
+            let put = |kv: KeyValue| i.apply(&[decode(&kv, false)], kv.mod_revision);
+            put(pod_kv("a", "n1", 2, "x", false));
+            // Revision 5 is not in the view: still waiting after twenty
+            // warning periods (a plain wait_for would have given up).
+            let waited = tokio::time::timeout(
+                Duration::from_millis(200),
+                i.hold(5, Duration::from_millis(10)),
+            )
+            .await;
+            assert!(waited.is_err(), "hold gave up on a view behind");
+            // Once the view holds it, at once.
+            put(pod_kv("b", "n1", 5, "x", false));
+            tokio::time::timeout(Duration::from_secs(5), i.hold(5, Duration::from_millis(10)))
+                .await
+                .expect("a view at the revision is held at once");
+        });
     }
 
     #[test]

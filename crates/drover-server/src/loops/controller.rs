@@ -110,6 +110,10 @@ struct Leading {
     next_event_gc: Instant,
 }
 
+/// While the controllers wait for their view to hold their own writes,
+/// they warn this often (they never plan on a view without them).
+const VIEW_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// How often the leader looks for expired events.
 const EVENT_GC_EVERY: Duration = Duration::from_secs(60);
 
@@ -139,9 +143,7 @@ impl Leading {
     async fn run(&mut self) {
         // Start from a view at least as new as everything committed before.
         let committed = self.ctx.store.applied();
-        self.informer
-            .wait_for(committed, Duration::from_secs(10))
-            .await;
+        self.informer.hold(committed, VIEW_WARN_EVERY).await;
         let mut changes = self.informer.subscribe();
         loop {
             // Mark what this pass sees before reading it: a change that
@@ -157,9 +159,7 @@ impl Leading {
             }
             if written > 0 {
                 // Our own writes must be in the view before the next plan.
-                self.informer
-                    .wait_for(written, Duration::from_secs(10))
-                    .await;
+                self.informer.hold(written, VIEW_WARN_EVERY).await;
             }
             let pause = wake
                 .map(|t| t.duration_since(now()))
