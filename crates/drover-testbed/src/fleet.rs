@@ -463,17 +463,22 @@ impl Fleet {
         docker(&["network", "connect", "--ip", ip, &self.network, container]).map(drop)
     }
 
+    /// Every container of the run, servers removed or not yet joined included.
+    fn containers(&self) -> Vec<String> {
+        let filter = format!("label={LABEL_RUN}={}", self.run);
+        docker(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])
+            .map(|o| o.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
     /// The last lines of every container's log (for a failure's report).
     pub fn logs_tail(&self, lines: usize) -> String {
         let mut out = String::new();
-        let names = self
-            .servers
-            .iter()
-            .map(|s| &s.name)
-            .chain(self.agents.iter().map(|a| &a.name));
+        let mut names = self.containers();
+        names.sort();
         for name in names {
             let r = std::process::Command::new("docker")
-                .args(["logs", "--tail", &lines.to_string(), name])
+                .args(["logs", "--tail", &lines.to_string(), &name])
                 .output();
             out.push_str(&format!("===== {name}\n"));
             if let Ok(o) = r {
@@ -482,5 +487,19 @@ impl Fleet {
             }
         }
         out
+    }
+
+    /// Writes every container's whole log to `dir/<container>.log`.
+    pub fn save_logs(&self, dir: &std::path::Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        for name in self.containers() {
+            let o = std::process::Command::new("docker")
+                .args(["logs", "-t", &name])
+                .output()?;
+            let mut text = o.stdout;
+            text.extend_from_slice(&o.stderr);
+            std::fs::write(dir.join(format!("{name}.log")), text)?;
+        }
+        Ok(())
     }
 }

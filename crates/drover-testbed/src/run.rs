@@ -477,6 +477,13 @@ pub async fn run(cfg: Config) -> Result<Report> {
     if !report.violations.is_empty() {
         report.logs = fleet.logs_tail(40);
     }
+    if let Some(dir) = std::env::var_os("DROVER_TESTBED_LOGS") {
+        let dir = PathBuf::from(dir).join(&run);
+        match fleet.save_logs(&dir) {
+            Ok(()) => say(t0, format!("containers' logs in {}", dir.display())),
+            Err(e) => say(t0, format!("cannot save the logs in {}: {e}", dir.display())),
+        }
+    }
     say(t0, "done");
     Ok(report)
 }
