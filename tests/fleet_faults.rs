@@ -48,7 +48,10 @@ fn engine() -> bool {
 
 fn check(report: &Report) {
     println!("\n{}", report.figures());
-    println!("NotReady nodes by fault kind: {}", report.not_ready_by_kind());
+    println!(
+        "NotReady nodes by fault kind: {}",
+        report.not_ready_by_kind()
+    );
     if !report.violations.is_empty() {
         println!("{}", report.logs);
         panic!(

@@ -393,7 +393,14 @@ async fn a_member_joins_through_a_follower() {
         st.members.iter().all(|m| !m.learner),
         "the joiner was promoted to voter"
     );
-    assert!(c.server(third).store.status().await.expect("status").leader.is_some());
+    assert!(c
+        .server(third)
+        .store
+        .status()
+        .await
+        .expect("status")
+        .leader
+        .is_some());
     c.shutdown().await;
 }
 

@@ -39,8 +39,12 @@ pub fn docker(args: &[&str]) -> Result<String> {
 
 /// Whether an engine answers: Ok, or why not.
 pub fn engine_answers() -> std::result::Result<String, String> {
-    docker(&["version", "--format", "{{.Server.Version}} (API {{.Server.APIVersion}})"])
-        .map_err(|e| e.to_string())
+    docker(&[
+        "version",
+        "--format",
+        "{{.Server.Version}} (API {{.Server.APIVersion}})",
+    ])
+    .map_err(|e| e.to_string())
 }
 
 /// Removes the containers and networks of runs whose process is gone
@@ -145,7 +149,10 @@ pub fn build_image(bin: &Path) -> Result<String> {
         // fs::copy follows symlinks: the file itself lands under the name.
         std::fs::copy(&lib, &dest)?;
     }
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/data:/nonexistent\n")?;
+    std::fs::write(
+        root.join("etc/passwd"),
+        "root:x:0:0:root:/data:/nonexistent\n",
+    )?;
     std::fs::write(root.join("etc/group"), "root:x:0:\n")?;
     let tar = work.path().join("root.tar");
     let out = Command::new("tar")

@@ -227,7 +227,9 @@ impl Fleet {
 
     fn next_ip(&mut self) -> Result<String> {
         if self.next_host >= 250 {
-            return Err(Error::Setup("the testbed network ran out of addresses".into()));
+            return Err(Error::Setup(
+                "the testbed network ran out of addresses".into(),
+            ));
         }
         let ip = format!("{}.{}", self.subnet, self.next_host);
         self.next_host += 1;
@@ -287,7 +289,10 @@ impl Fleet {
             .map(String::from),
         );
         if join.is_some() {
-            args.extend(["-e".to_string(), format!("DROVER_TOKEN={}", self.server_token)]);
+            args.extend([
+                "-e".to_string(),
+                format!("DROVER_TOKEN={}", self.server_token),
+            ]);
         }
         args.extend(
             [

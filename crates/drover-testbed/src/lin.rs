@@ -30,7 +30,10 @@ pub enum Input {
     /// An unconditional write (`None`: a delete).
     Write(Value),
     /// Write `to` if the register holds `from` (`from` None: a create).
-    Cas { from: Value, to: u64 },
+    Cas {
+        from: Value,
+        to: u64,
+    },
 }
 
 /// What it answered.
@@ -293,11 +296,7 @@ mod tests {
         ];
         assert!(check(None, &h).is_err());
         // Concurrent reads that see the write flip back: 1, then None.
-        let h = [
-            w(0, 1, 0, 100),
-            r(1, Some(1), 10, 20),
-            r(2, None, 30, 40),
-        ];
+        let h = [w(0, 1, 0, 100), r(1, Some(1), 10, 20), r(2, None, 30, 40)];
         assert!(check(None, &h).is_err());
     }
 
@@ -391,6 +390,9 @@ mod tests {
         let h: Vec<Op> = (0..40).map(|i| w(i, i as u64, 0, 100)).collect();
         let mut bad = h.clone();
         bad.push(r(99, Some(1000), 200, 201));
-        assert_eq!(check_with_budget(None, &bad, 1000), Err(LinError::Budget(1000)));
+        assert_eq!(
+            check_with_budget(None, &bad, 1000),
+            Err(LinError::Budget(1000))
+        );
     }
 }

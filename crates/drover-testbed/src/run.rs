@@ -119,7 +119,12 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(s, "| figure | value |\n|---|---|");
         let _ = writeln!(s, "| seed | {} |", self.seed);
-        let _ = writeln!(s, "| faults injected | {} ({}) |", self.ran.len(), kinds.join(", "));
+        let _ = writeln!(
+            s,
+            "| faults injected | {} ({}) |",
+            self.ran.len(),
+            kinds.join(", ")
+        );
         let _ = writeln!(
             s,
             "| acknowledged writes | {} (kv register writes + log creates; {} with no answer) |",
@@ -131,9 +136,17 @@ impl Report {
             "| register operations checked for linearizability | {} |",
             self.register_ops
         );
-        let _ = writeln!(s, "| DaemonSet changes acknowledged | {} |", self.ds_changes_acked);
+        let _ = writeln!(
+            s,
+            "| DaemonSet changes acknowledged | {} |",
+            self.ds_changes_acked
+        );
         let _ = writeln!(s, "| lost acknowledged writes | {} |", self.lost);
-        let _ = writeln!(s, "| duplicate pods (one DaemonSet, one node) | {} |", self.duplicate_pods);
+        let _ = writeln!(
+            s,
+            "| duplicate pods (one DaemonSet, one node) | {} |",
+            self.duplicate_pods
+        );
         let _ = writeln!(
             s,
             "| converge after heal p50 / max | {:.1} s / {:.1} s ({} of {} heals converged) |",
@@ -212,7 +225,8 @@ async fn wait_converged(
     let last = Arc::new(std::sync::Mutex::new(String::new()));
     let l = last.clone();
     let r = poll("convergence", bound, Duration::from_millis(100), || {
-        let (client, singles, names, l) = (client.clone(), singles.clone(), names.clone(), l.clone());
+        let (client, singles, names, l) =
+            (client.clone(), singles.clone(), names.clone(), l.clone());
         async move {
             let why = async {
                 for s in &singles {
@@ -365,10 +379,20 @@ pub async fn run(cfg: Config) -> Result<Report> {
     }
     let eligible = eligible(&fleet);
     let took = wait_converged(&fleet, &eligible, Duration::from_secs(60)).await?;
-    say(t0, format!("DaemonSets converged in {:.1}s", took.as_secs_f64()));
+    say(
+        t0,
+        format!("DaemonSets converged in {:.1}s", took.as_secs_f64()),
+    );
 
     let shared: SharedClient = Arc::new(RwLock::new(Some(client)));
-    let wl = Workload::start(t0, shared.clone(), cfg.seed, cfg.workers, cfg.pace, cfg.ds_every);
+    let wl = Workload::start(
+        t0,
+        shared.clone(),
+        cfg.seed,
+        cfg.workers,
+        cfg.pace,
+        cfg.ds_every,
+    );
     let obs_client = shared.clone();
     let observer = Observer::start(t0, Duration::from_millis(250), move || {
         obs_client.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -481,7 +505,10 @@ pub async fn run(cfg: Config) -> Result<Report> {
         let dir = PathBuf::from(dir).join(&run);
         match fleet.save_logs(&dir) {
             Ok(()) => say(t0, format!("containers' logs in {}", dir.display())),
-            Err(e) => say(t0, format!("cannot save the logs in {}: {e}", dir.display())),
+            Err(e) => say(
+                t0,
+                format!("cannot save the logs in {}: {e}", dir.display()),
+            ),
         }
     }
     say(t0, "done");
@@ -539,8 +566,11 @@ async fn final_checks(
 
     // Log keys: every acknowledged create on every member, exactly once,
     // with its value; nothing that was not attempted; nothing refused.
-    let attempted: HashMap<&str, &workload::Create> =
-        history.creates.iter().map(|c| (c.key.as_str(), c)).collect();
+    let attempted: HashMap<&str, &workload::Create> = history
+        .creates
+        .iter()
+        .map(|c| (c.key.as_str(), c))
+        .collect();
     report.log_creates_acked = history
         .creates
         .iter()
@@ -626,9 +656,9 @@ async fn final_checks(
             let (kv, _) = s.get(&key, true).await?;
             let v = kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned());
             if v != value.map(|v| v.to_string()) {
-                report.violations.push(format!(
-                    "{name}: {key} holds {v:?}, the cluster {value:?}"
-                ));
+                report
+                    .violations
+                    .push(format!("{name}: {key} holds {v:?}, the cluster {value:?}"));
             }
         }
     }

@@ -211,10 +211,13 @@ impl Workload {
                                     Some(rev) => client.update(&key, bytes, rev, false).await,
                                     None => client.create(&key, bytes).await,
                                 };
-                                let refused = [Reason::Conflict, Reason::NotFound, Reason::AlreadyExists];
+                                let refused =
+                                    [Reason::Conflict, Reason::NotFound, Reason::AlreadyExists];
                                 let (out, ret) = match r {
                                     Ok(_) => (Output::Ok, Some(now())),
-                                    Err(e) if definite(&e, &refused) => (Output::Failed, Some(now())),
+                                    Err(e) if definite(&e, &refused) => {
+                                        (Output::Failed, Some(now()))
+                                    }
                                     Err(_) => (Output::Unknown, None),
                                 };
                                 record(input, out, call, ret);
@@ -223,13 +226,14 @@ impl Workload {
                         _ => {
                             let key = format!("/tb/log/{w}/{seq:08}");
                             let value = format!("v{w}/{seq}");
-                            let outcome = match client.create(&key, value.clone().into_bytes()).await {
-                                Ok(r) => Outcome::Acked(r.revision),
-                                Err(e) if definite(&e, &[Reason::AlreadyExists]) => {
-                                    Outcome::Failed(e.to_string())
-                                }
-                                Err(e) => Outcome::Unknown(e.to_string()),
-                            };
+                            let outcome =
+                                match client.create(&key, value.clone().into_bytes()).await {
+                                    Ok(r) => Outcome::Acked(r.revision),
+                                    Err(e) if definite(&e, &[Reason::AlreadyExists]) => {
+                                        Outcome::Failed(e.to_string())
+                                    }
+                                    Err(e) => Outcome::Unknown(e.to_string()),
+                                };
                             let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
                             h.creates.push(Create {
                                 key,
@@ -251,7 +255,9 @@ impl Workload {
                 let next = Instant::now() + ds_every;
                 if let Some(client) = current(&c) {
                     generation += 1;
-                    let r = client.apply(&daemon_set("tb-roll", None, generation), false).await;
+                    let r = client
+                        .apply(&daemon_set("tb-roll", None, generation), false)
+                        .await;
                     let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
                     match r {
                         Ok(_) => h.ds_changes_acked += 1,
