@@ -75,7 +75,7 @@ async fn short_run() {
     if !engine() {
         return;
     }
-    let report = run(config(11, 24)).await.expect("the testbed runs");
+    let report = run(config(11, 20)).await.expect("the testbed runs");
     check(&report);
 }
 

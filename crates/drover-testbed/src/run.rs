@@ -30,8 +30,11 @@ pub struct Config {
     pub pace: Duration,
     /// One DaemonSet template change every `ds_every`.
     pub ds_every: Duration,
-    /// After a heal, the cluster must converge within this.
+    /// After a heal, the cluster must converge within this…
     pub converge_bound: Duration,
+    /// …and then stay converged this long (longer than the servers' node
+    /// timeout, 5 s: a node that lost its heartbeats shows it only then).
+    pub settle: Duration,
     /// The drover binary the image is made of.
     pub bin: PathBuf,
 }
@@ -41,13 +44,14 @@ impl Config {
     pub fn short(seed: u64, bin: PathBuf) -> Config {
         Config {
             seed,
-            faults: 24,
+            faults: 20,
             hold_scale: 0.6,
             fleet: Options::default(),
             workers: 4,
             pace: Duration::from_millis(40),
             ds_every: Duration::from_secs(3),
             converge_bound: Duration::from_secs(30),
+            settle: Duration::from_millis(5_500),
             bin,
         }
     }
@@ -207,12 +211,43 @@ fn eligible(fleet: &Fleet) -> HashMap<String, Vec<String>> {
     HashMap::from([("tb-all".to_string(), all), ("tb-edge".to_string(), edge)])
 }
 
-/// Waits until every node is Ready, every eligible node runs its pods,
-/// and every member answers with a leader known; returns how long it took.
+/// The state the cluster must reach after a heal: every member answers
+/// with a leader known, every node is Ready, every eligible node runs
+/// exactly one pod of each DaemonSet, Running. Ok, or what is missing.
+async fn converged_now(
+    client: &drover_cli::Client,
+    singles: &[drover_cli::Client],
+    names: &[String],
+    eligible: &HashMap<String, Vec<String>>,
+) -> std::result::Result<(), String> {
+    for s in singles {
+        let st = s.status().await.map_err(|e| format!("a member: {e}"))?;
+        if st.leader == 0 {
+            return Err("a member knows no leader".to_string());
+        }
+    }
+    let nodes = observe::nodes(client).await.map_err(|e| e.to_string())?;
+    let not_ready: Vec<&String> = names
+        .iter()
+        .filter(|n| nodes.get(*n).copied() != Some(true))
+        .collect();
+    if !not_ready.is_empty() {
+        return Err(format!("not Ready: {not_ready:?}"));
+    }
+    let pods = observe::pods(client).await.map_err(|e| e.to_string())?;
+    observe::converged(&pods, eligible)
+}
+
+/// Waits until the cluster has converged and stayed so for `settle`
+/// (a node whose heartbeats stopped turns NotReady only after the node
+/// timeout: a state that holds for less proves nothing); returns how long
+/// after the call the stable stretch began. An error after `bound` +
+/// `settle`, with what was missing last.
 async fn wait_converged(
     fleet: &Fleet,
     eligible: &HashMap<String, Vec<String>>,
     bound: Duration,
+    settle: Duration,
 ) -> Result<Duration> {
     let start = Instant::now();
     let client = fleet.client()?;
@@ -222,47 +257,29 @@ async fn wait_converged(
         .map(|s| fleet.single(&s.addr()))
         .collect::<Result<_>>()?;
     let names: Vec<String> = fleet.agents.iter().map(|a| a.name.clone()).collect();
-    let last = Arc::new(std::sync::Mutex::new(String::new()));
-    let l = last.clone();
-    let r = poll("convergence", bound, Duration::from_millis(100), || {
-        let (client, singles, names, l) =
-            (client.clone(), singles.clone(), names.clone(), l.clone());
-        async move {
-            let why = async {
-                for s in &singles {
-                    let st = s.status().await.map_err(|e| format!("a member: {e}"))?;
-                    if st.leader == 0 {
-                        return Err("a member knows no leader".to_string());
-                    }
+    let mut since: Option<Instant> = None;
+    let mut last = String::new();
+    loop {
+        let now = Instant::now();
+        match converged_now(&client, &singles, &names, eligible).await {
+            Ok(()) => {
+                let s = *since.get_or_insert(now);
+                if s.elapsed() >= settle {
+                    return Ok(s - start);
                 }
-                let nodes = observe::nodes(&client).await.map_err(|e| e.to_string())?;
-                let not_ready: Vec<&String> = names
-                    .iter()
-                    .filter(|n| nodes.get(*n).copied() != Some(true))
-                    .collect();
-                if !not_ready.is_empty() {
-                    return Err(format!("not Ready: {not_ready:?}"));
-                }
-                let pods = observe::pods(&client).await.map_err(|e| e.to_string())?;
-                observe::converged(&pods, eligible)
             }
-            .await;
-            match why {
-                Ok(()) => Some(()),
-                Err(w) => {
-                    *l.lock().unwrap_or_else(|e| e.into_inner()) = w;
-                    None
-                }
+            Err(why) => {
+                since = None;
+                last = why;
             }
         }
-    })
-    .await;
-    match r {
-        Ok(()) => Ok(start.elapsed()),
-        Err(e) => Err(Error::Setup(format!(
-            "{e}; last: {}",
-            last.lock().unwrap_or_else(|e| e.into_inner())
-        ))),
+        if start.elapsed() >= bound + settle {
+            return Err(Error::Timeout {
+                what: format!("convergence (last: {last})"),
+                waited: start.elapsed(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -378,7 +395,7 @@ pub async fn run(cfg: Config) -> Result<Report> {
         client.apply(&ds, false).await?;
     }
     let eligible = eligible(&fleet);
-    let took = wait_converged(&fleet, &eligible, Duration::from_secs(60)).await?;
+    let took = wait_converged(&fleet, &eligible, Duration::from_secs(60), cfg.settle).await?;
     say(
         t0,
         format!("DaemonSets converged in {:.1}s", took.as_secs_f64()),
@@ -409,7 +426,7 @@ pub async fn run(cfg: Config) -> Result<Report> {
             }
         };
         let healed = t0.elapsed().as_secs_f64();
-        let converged = wait_converged(&fleet, &eligible, cfg.converge_bound).await;
+        let converged = wait_converged(&fleet, &eligible, cfg.converge_bound, cfg.settle).await;
         let converged_after = match &converged {
             Ok(d) => Some(d.as_secs_f64()),
             Err(e) => {
@@ -531,7 +548,7 @@ async fn final_checks(
         "tb-roll".into(),
         fleet.agents.iter().map(|a| a.name.clone()).collect(),
     );
-    if let Err(e) = wait_converged(fleet, &all, Duration::from_secs(60)).await {
+    if let Err(e) = wait_converged(fleet, &all, Duration::from_secs(60), Duration::ZERO).await {
         report.violations.push(format!("at the end: {e}"));
     }
     // Every member applies the same index.

@@ -13,6 +13,11 @@
 //! list, chosen at random (so the nodes of a dead server spread over the
 //! survivors), after a short jittered pause (`reconnect_min`, doubling up
 //! to `reconnect_max` while none answers), long before the node timeout.
+//! The next server is one of the cluster's members as last heard (a
+//! `--server` address may be a member that was removed and is gone, and
+//! an attempt on an address that does not answer costs `connect_timeout`);
+//! after a round of them failed, every other attempt may go to any address
+//! of the list.
 
 use super::shared::{Identity, Shared};
 use crate::backoff::Reconnect;
@@ -71,6 +76,11 @@ pub(super) struct Link {
     rng: SmallRng,
     /// The node's certificate and channels, once it has one.
     creds: Option<Arc<NodeTls>>,
+    /// The cluster's members as last heard (a welcome, a `Servers`
+    /// message): tried first.
+    members: Vec<String>,
+    /// Attempts that failed since the last session came up.
+    failures: usize,
 }
 
 /// Where a node keeps the servers it learnt (JSON list of `host:port`).
@@ -86,6 +96,30 @@ fn merged(given: &[String], learnt: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The server to try after `current` (an index in `servers`), at random
+/// so that the nodes of a server that died spread over the survivors: one
+/// of the cluster's `members` as last heard while a round of them has not
+/// failed (`failures`), then on every other attempt; else any other.
+fn next_server(
+    servers: &[String],
+    current: usize,
+    members: &[String],
+    failures: usize,
+    rng: &mut SmallRng,
+) -> usize {
+    let n = servers.len();
+    if n < 2 {
+        return current;
+    }
+    let preferred: Vec<usize> = (0..n)
+        .filter(|i| *i != current && members.contains(&servers[*i]))
+        .collect();
+    if !preferred.is_empty() && (failures < preferred.len() || failures % 2 == 0) {
+        return preferred[rng.random_range(0..preferred.len())];
+    }
+    (current + rng.random_range(1..n)) % n
 }
 
 /// The Node of this agent's hello.
@@ -119,6 +153,8 @@ impl Link {
             reconnect: Reconnect::new(shared.tuning.reconnect_min, shared.tuning.reconnect_max),
             rng,
             creds: None,
+            members: Vec::new(),
+            failures: 0,
         }
     }
 
@@ -146,6 +182,7 @@ impl Link {
         if learnt.is_empty() {
             return;
         }
+        self.members = learnt.to_vec();
         let next = merged(&shared.servers, learnt);
         if next == self.servers {
             return;
@@ -369,6 +406,7 @@ impl Link {
                     "joined the cluster"
                 );
                 self.reconnect.reset();
+                self.failures = 0;
                 shared.stats.connected.fetch_add(1, Ordering::Relaxed);
                 self.state = State::Up(Box::new(Up {
                     session: *session,
@@ -394,12 +432,14 @@ impl Link {
     fn retry_later(&mut self, shared: &Shared) {
         let wait = self.reconnect.next_delay(&mut self.rng);
         self.retry_at = shared.clock.now() + wait;
-        // Another server of the list, at random: the nodes of a server
-        // that died spread over the survivors.
-        let n = self.servers.len();
-        if n > 1 {
-            self.server = (self.server + self.rng.random_range(1..n)) % n;
-        }
+        self.server = next_server(
+            &self.servers,
+            self.server,
+            &self.members,
+            self.failures,
+            &mut self.rng,
+        );
+        self.failures += 1;
     }
 
     /// The session ended (`why`); the next server is tried after a backoff.
@@ -522,4 +562,46 @@ async fn say_leave(mut session: Session, timeout: Duration) -> bool {
         }
     };
     tokio::time::timeout(timeout, work).await.unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Found by the fault testbed (a member replaced, then another one
+    /// killed): the nodes tried the `--server` address of the removed
+    /// member, which cost them the connect timeout, and turned NotReady.
+    #[test]
+    fn the_next_server_is_a_member_first() {
+        // --server a, b, c; the cluster is now c, d, e (a and b removed).
+        let servers = list(&["a", "b", "c", "d", "e"]);
+        let members = list(&["c", "d", "e"]);
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..200 {
+            // The session on d ended: c or e, never a or b, for a round.
+            for failures in 0..2 {
+                let next = next_server(&servers, 3, &members, failures, &mut rng);
+                assert!([2, 4].contains(&next), "{next} after {failures} failures");
+            }
+        }
+        // After a round failed, every other attempt may go anywhere else.
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(next_server(&servers, 3, &members, 3, &mut rng));
+            let next = next_server(&servers, 3, &members, 4, &mut rng);
+            assert!([2, 4].contains(&next));
+        }
+        assert_eq!(seen, [0, 1, 2, 4].into_iter().collect());
+        // Members not heard of yet: any other address.
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(next_server(&servers, 0, &[], 0, &mut rng));
+        }
+        assert_eq!(seen, [1, 2, 3, 4].into_iter().collect());
+        assert_eq!(next_server(&list(&["a"]), 0, &[], 0, &mut rng), 0);
+    }
 }
