@@ -90,6 +90,9 @@ pub struct Report {
     pub ds_changes_acked: u64,
     /// Nodes that went NotReady during a kill of a server (goal 0).
     pub not_ready_server_killed: usize,
+    /// Nodes that went NotReady during any fault of servers only (kill,
+    /// pause, partitions, replacement).
+    pub not_ready_server_faults: usize,
     pub wall: Duration,
     pub observer_polls: u64,
     pub violations: Vec<String>,
@@ -163,6 +166,11 @@ impl Report {
             s,
             "| nodes NotReady while their server was merely killed | {} |",
             self.not_ready_server_killed
+        );
+        let _ = writeln!(
+            s,
+            "| nodes NotReady during any fault of servers only (kill, pause, partitions, replacement) | {} |",
+            self.not_ready_server_faults
         );
         let _ = writeln!(s, "| wall time | {:.0} s |", self.wall.as_secs_f64());
         let _ = writeln!(s, "| violations | {} |", self.violations.len());
@@ -497,6 +505,21 @@ pub async fn run(cfg: Config) -> Result<Report> {
         .ran
         .iter()
         .filter(|r| r.fault.kind == Kind::KillServer)
+        .map(|r| r.not_ready.len())
+        .sum();
+    report.not_ready_server_faults = report
+        .ran
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.fault.kind,
+                Kind::KillServer
+                    | Kind::PauseServer
+                    | Kind::IsolateLeader
+                    | Kind::IsolateFollower
+                    | Kind::ReplaceMember
+            )
+        })
         .map(|r| r.not_ready.len())
         .sum();
     if report.not_ready_server_killed > 0 {
