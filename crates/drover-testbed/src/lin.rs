@@ -140,11 +140,13 @@ pub fn check_with_budget(initial: Value, ops: &[Op], budget: u64) -> Result<(), 
             call_pos[op] = pos;
         }
     }
-    let mut last = head;
-    for pos in 0..2 * n {
-        next[last] = pos;
-        prev[pos] = last;
-        last = pos;
+    // Event i follows i - 1 (the head before event 0).
+    next[head] = 0;
+    for (pos, p) in prev.iter_mut().enumerate().take(2 * n) {
+        *p = if pos == 0 { head } else { pos - 1 };
+    }
+    for (pos, x) in next.iter_mut().enumerate().take(2 * n - 1) {
+        *x = pos + 1;
     }
     let op_of = |pos: usize| events[pos].2;
     let is_ret = |pos: usize| events[pos].1;

@@ -116,7 +116,7 @@ fn next_server(
     let preferred: Vec<usize> = (0..n)
         .filter(|i| *i != current && members.contains(&servers[*i]))
         .collect();
-    if !preferred.is_empty() && (failures < preferred.len() || failures % 2 == 0) {
+    if !preferred.is_empty() && (failures < preferred.len() || failures.is_multiple_of(2)) {
         return preferred[rng.random_range(0..preferred.len())];
     }
     (current + rng.random_range(1..n)) % n
