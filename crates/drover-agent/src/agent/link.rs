@@ -83,7 +83,8 @@ pub(super) struct Link {
     failures: usize,
 }
 
-/// Where a node keeps the servers it learnt (JSON list of `host:port`).
+/// Where a node keeps the cluster's members as last heard (JSON list of
+/// `host:port`; a file of an older agent also holds the `--server` ones).
 const SERVERS_FILE: &str = "servers.json";
 
 /// `given` (the `--server` addresses, kept first and never dropped), then
@@ -165,7 +166,15 @@ impl Link {
             Ok(b) => match serde_json::from_slice::<Vec<String>>(&b) {
                 Ok(saved) => {
                     self.servers = merged(&shared.servers, &saved);
-                    self.server = self.rng.random_range(0..self.servers.len().max(1));
+                    // The first attempt goes to a member as last heard.
+                    let members: Vec<usize> = (0..self.servers.len())
+                        .filter(|i| saved.contains(&self.servers[*i]))
+                        .collect();
+                    self.server = match members.len() {
+                        0 => self.rng.random_range(0..self.servers.len().max(1)),
+                        n => members[self.rng.random_range(0..n)],
+                    };
+                    self.members = saved;
                 }
                 Err(e) => {
                     tracing::warn!(node = %name, "ignoring {}: {e}", path.display())
@@ -182,9 +191,10 @@ impl Link {
         if learnt.is_empty() {
             return;
         }
+        let known = self.members.as_slice() == learnt;
         self.members = learnt.to_vec();
         let next = merged(&shared.servers, learnt);
-        if next == self.servers {
+        if next == self.servers && known {
             return;
         }
         let current = self.servers.get(self.server).cloned();
@@ -194,7 +204,9 @@ impl Link {
             .unwrap_or(0);
         note!(shared.loud, node = %me.name, "servers: {}", self.servers.join(", "));
         if let Some(dir) = &me.data_dir {
-            let saved = serde_json::to_vec(&self.servers).unwrap_or_default();
+            // The members only (`--server` comes from the command line
+            // again): a restart tries them first.
+            let saved = serde_json::to_vec(&self.members).unwrap_or_default();
             if let Err(e) = drover_pki::write_private(&dir.join(SERVERS_FILE), &saved) {
                 tracing::warn!(node = %me.name, "cannot save the server list in {}: {e}", dir.display());
             }
