@@ -10,6 +10,9 @@
 //!   the leader; every object survives, the sim reconnects, and the new
 //!   leader's controller keeps converging; the killed member comes back
 //!   from its data dir with the same objects.
+//! - A frozen server (SIGSTOP, as `docker pause` does): the nodes whose
+//!   sessions it held move to another member before the node timeout, so
+//!   none turns NotReady (found by the fault testbed, tests/fleet_faults.rs).
 //!
 //! Every wait has a deadline and polls; every child is SIGKILLed and reaped
 //! when the test ends (panics included), and the tail of every log is
@@ -131,6 +134,16 @@ impl World {
                 panic!("{name} exited on its own: {st}");
             }
         }
+    }
+
+    /// Sends `kill -SIG` (e.g. STOP, CONT) to a running process.
+    fn signal(&self, name: &str, sig: &str) {
+        let pid = self.procs[name].id().to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill -{sig} {name}");
     }
 
     fn log(&self, name: &str) -> String {
@@ -811,4 +824,119 @@ async fn a_servers_data_dir_and_every_file_in_it_are_its_owners_only() {
         open.is_empty(),
         "not the owner's only after stopping: {open:?}"
     );
+}
+
+/// Found by the fault testbed (pause-server, split-servers-2/1): an agent
+/// noticed a server that stopped answering (frozen, or cut off with no
+/// reset) only by HTTP/2 keepalive after 10 + 5 s, so its node turned
+/// NotReady (node timeout 5 s) before it moved. It now pings every second
+/// and gives up after 2 s without an answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_servers_nodes_move_before_they_turn_not_ready() {
+    const NODES: usize = 6;
+    /// Longer than the node timeout (5 s) and than the old keepalive's 15 s
+    /// would need to be to go unnoticed.
+    const FROZEN: Duration = Duration::from_secs(9);
+    let t0 = Instant::now();
+    let mut w = World::new();
+    let p = free_ports(6);
+    let members: Vec<Member> = (0..3)
+        .map(|i| Member::new(&w, &format!("m{i}"), (p[2 * i], p[2 * i + 1])))
+        .collect();
+    let all_members: Vec<&Member> = members.iter().collect();
+    members[0].start(&mut w, true, None, &[]);
+    let (cfg, join) = credentials(&mut w, &members[0]).await;
+    let token = cfg.token.clone();
+    let server_join = server_token(&members[0]);
+    for m in &members[1..] {
+        m.start(&mut w, false, Some((&members[0].addr, &server_join)), &[]);
+        credentials(&mut w, m).await;
+    }
+    let servers: Vec<String> = members.iter().map(|m| m.addr.clone()).collect();
+    let servers = servers.join(",");
+    let all = names("z-", NODES);
+    let nodes_arg = NODES.to_string();
+    // A follower that holds sessions (each node picks a server at random;
+    // rarely none is on a follower: then another sim starts).
+    let mut attempt = 0;
+    let (victim, hosted) = loop {
+        let name = format!("sim{attempt}");
+        w.spawn(
+            &name,
+            &[
+                "sim", "--server", &servers, "--token", &join, "--nodes", &nodes_arg, "--prefix",
+                "z-",
+            ],
+        );
+        let c = Client::new(&ClientConfig {
+            servers: members.iter().map(|m| m.addr.clone()).collect(),
+            token: token.clone(),
+            ca: cfg.ca.clone(),
+            ..Default::default()
+        })
+        .expect("client");
+        wait_nodes_ready(&c, &all).await;
+        let hosted = wait_for("every session in the servers' logs", START, || async {
+            let hosted: Vec<BTreeSet<String>> =
+                members.iter().map(|m| sessions_on(&w, &m.name)).collect();
+            (hosted.iter().map(BTreeSet::len).sum::<usize>() == NODES).then_some(hosted)
+        })
+        .await;
+        let l = leader(&all_members, &token, START).await;
+        if let Some(v) = (0..3).find(|i| *i != l && !hosted[*i].is_empty()) {
+            break (v, hosted[v].clone());
+        }
+        let st = w.terminate(&name, Duration::from_secs(20)).await;
+        assert!(st.success());
+        attempt += 1;
+        assert!(attempt < 5, "the sim's nodes never picked a follower");
+    };
+    // The client knows the two others only: a call to the frozen one
+    // would wait for its timeout.
+    let c = Client::new(&ClientConfig {
+        servers: (0..3)
+            .filter(|i| *i != victim)
+            .map(|i| members[i].addr.clone())
+            .collect(),
+        token: token.clone(),
+        ca: cfg.ca.clone(),
+        ..Default::default()
+    })
+    .expect("client");
+    eprintln!(
+        "freezing {} with sessions {hosted:?} after {:?}",
+        members[victim].name,
+        t0.elapsed()
+    );
+    w.signal(&members[victim].name, "STOP");
+    let frozen = Instant::now();
+    let mut polls = 0;
+    while frozen.elapsed() < FROZEN {
+        if let Some(ns) = nodes(&c).await {
+            polls += 1;
+            let not_ready: Vec<&String> = ns
+                .iter()
+                .filter(|n| ready_status(n) != Some(ConditionStatus::True))
+                .map(|n| &n.metadata.name)
+                .collect();
+            assert!(
+                not_ready.is_empty(),
+                "{not_ready:?} turned NotReady {:?} after their server froze",
+                frozen.elapsed()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert!(polls > 10, "the survivors answered {polls} times only");
+    let moved: BTreeSet<String> = (0..3)
+        .filter(|i| *i != victim)
+        .flat_map(|i| sessions_on(&w, &members[i].name))
+        .collect();
+    assert!(
+        hosted.is_subset(&moved),
+        "the frozen server's nodes moved to the others: {hosted:?} vs {moved:?}"
+    );
+    w.signal(&members[victim].name, "CONT");
+    w.assert_alive();
+    eprintln!("whole test {:?}", t0.elapsed());
 }

@@ -83,10 +83,15 @@ impl Cluster {
 
     /// Starts one more server that joins through the first live member.
     async fn add_member(&mut self) -> usize {
+        let via = self.live().next().expect("a live member").addr.clone();
+        self.add_member_via(via).await
+    }
+
+    /// Starts one more server that joins through the member at `via`.
+    async fn add_member_via(&mut self, via: String) -> usize {
         let i = self.members.len();
         let dir = self._tmp.path().join(format!("m{i}"));
         let mut o = opts(dir.clone(), self.snapshot_every, self.keep_entries);
-        let via = self.live().next().expect("a live member").addr.clone();
         o.join = Some(via);
         o.token = Some(self.server_token.clone());
         let s = Server::start(o).await.expect("join");
@@ -369,6 +374,33 @@ async fn a_member_down_during_compaction_catches_up_from_a_snapshot() {
     };
     assert_eq!(code(&err), Some(Code::OutOfRange), "{err}");
     assert!(err.to_string().contains("too old"), "{err}");
+    c.shutdown().await;
+}
+
+/// Found by the fault testbed (tests/fleet_faults.rs, replace-member): a
+/// follower relays `Cluster.Join` to the leader over its own member
+/// certificate, and the leader refused it because the certificate was not
+/// the joiner's, so a member could only join through the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_joins_through_a_follower() {
+    let mut c = Cluster::start(2).await;
+    let l = c.leader().await;
+    let follower = c.members[1 - l].addr.clone();
+    let third = c.add_member_via(follower).await;
+    let st = c.client().status().await.expect("status");
+    assert_eq!(st.members.len(), 3);
+    assert!(
+        st.members.iter().all(|m| !m.learner),
+        "the joiner was promoted to voter"
+    );
+    assert!(c
+        .server(third)
+        .store
+        .status()
+        .await
+        .expect("status")
+        .leader
+        .is_some());
     c.shutdown().await;
 }
 

@@ -13,6 +13,11 @@
 //! list, chosen at random (so the nodes of a dead server spread over the
 //! survivors), after a short jittered pause (`reconnect_min`, doubling up
 //! to `reconnect_max` while none answers), long before the node timeout.
+//! The next server is one of the cluster's members as last heard (a
+//! `--server` address may be a member that was removed and is gone, and
+//! an attempt on an address that does not answer costs `connect_timeout`);
+//! after a round of them failed, every other attempt may go to any address
+//! of the list.
 
 use super::shared::{Identity, Shared};
 use crate::backoff::Reconnect;
@@ -76,9 +81,15 @@ pub(super) struct Link {
     /// An attempt failed since the last session: further failures are
     /// logged at debug only (one line per loss, not one per retry).
     failing: bool,
+    /// The cluster's members as last heard (a welcome, a `Servers`
+    /// message): tried first.
+    members: Vec<String>,
+    /// Attempts that failed since the last session came up.
+    failures: usize,
 }
 
-/// Where a node keeps the servers it learnt (JSON list of `host:port`).
+/// Where a node keeps the cluster's members as last heard (JSON list of
+/// `host:port`; a file of an older agent also holds the `--server` ones).
 const SERVERS_FILE: &str = "servers.json";
 
 /// `given` (the `--server` addresses, kept first and never dropped), then
@@ -91,6 +102,30 @@ fn merged(given: &[String], learnt: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The server to try after `current` (an index in `servers`), at random
+/// so that the nodes of a server that died spread over the survivors: one
+/// of the cluster's `members` as last heard while a round of them has not
+/// failed (`failures`), then on every other attempt; else any other.
+fn next_server(
+    servers: &[String],
+    current: usize,
+    members: &[String],
+    failures: usize,
+    rng: &mut SmallRng,
+) -> usize {
+    let n = servers.len();
+    if n < 2 {
+        return current;
+    }
+    let preferred: Vec<usize> = (0..n)
+        .filter(|i| *i != current && members.contains(&servers[*i]))
+        .collect();
+    if !preferred.is_empty() && (failures < preferred.len() || failures.is_multiple_of(2)) {
+        return preferred[rng.random_range(0..preferred.len())];
+    }
+    (current + rng.random_range(1..n)) % n
 }
 
 /// The Node of this agent's hello.
@@ -128,6 +163,8 @@ impl Link {
             creds: None,
             last_server: None,
             failing: false,
+            members: Vec::new(),
+            failures: 0,
         }
     }
 
@@ -138,7 +175,15 @@ impl Link {
             Ok(b) => match serde_json::from_slice::<Vec<String>>(&b) {
                 Ok(saved) => {
                     self.servers = merged(&shared.servers, &saved);
-                    self.server = self.rng.random_range(0..self.servers.len().max(1));
+                    // The first attempt goes to a member as last heard.
+                    let members: Vec<usize> = (0..self.servers.len())
+                        .filter(|i| saved.contains(&self.servers[*i]))
+                        .collect();
+                    self.server = match members.len() {
+                        0 => self.rng.random_range(0..self.servers.len().max(1)),
+                        n => members[self.rng.random_range(0..n)],
+                    };
+                    self.members = saved;
                 }
                 Err(e) => {
                     tracing::warn!(node = %name, "ignoring {}: {e}", path.display())
@@ -155,8 +200,10 @@ impl Link {
         if learnt.is_empty() {
             return;
         }
+        let known = self.members.as_slice() == learnt;
+        self.members = learnt.to_vec();
         let next = merged(&shared.servers, learnt);
-        if next == self.servers {
+        if next == self.servers && known {
             return;
         }
         let current = self.servers.get(self.server).cloned();
@@ -166,7 +213,9 @@ impl Link {
             .unwrap_or(0);
         note!(shared.loud, node = %me.name, "servers: {}", self.servers.join(", "));
         if let Some(dir) = &me.data_dir {
-            let saved = serde_json::to_vec(&self.servers).unwrap_or_default();
+            // The members only (`--server` comes from the command line
+            // again): a restart tries them first.
+            let saved = serde_json::to_vec(&self.members).unwrap_or_default();
             if let Err(e) = drover_pki::write_private(&dir.join(SERVERS_FILE), &saved) {
                 tracing::warn!(node = %me.name, "cannot save the server list in {}: {e}", dir.display());
             }
@@ -395,6 +444,7 @@ impl Link {
                     "{what}"
                 );
                 self.reconnect.reset();
+                self.failures = 0;
                 shared.stats.connected.fetch_add(1, Ordering::Relaxed);
                 self.state = State::Up(Box::new(Up {
                     session: *session,
@@ -422,12 +472,14 @@ impl Link {
     fn retry_later(&mut self, shared: &Shared) {
         let wait = self.reconnect.next_delay(&mut self.rng);
         self.retry_at = shared.clock.now() + wait;
-        // Another server of the list, at random: the nodes of a server
-        // that died spread over the survivors.
-        let n = self.servers.len();
-        if n > 1 {
-            self.server = (self.server + self.rng.random_range(1..n)) % n;
-        }
+        self.server = next_server(
+            &self.servers,
+            self.server,
+            &self.members,
+            self.failures,
+            &mut self.rng,
+        );
+        self.failures += 1;
     }
 
     /// The session ended (`why`); the next server is tried after a backoff.
@@ -551,4 +603,46 @@ async fn say_leave(mut session: Session, timeout: Duration) -> bool {
         }
     };
     tokio::time::timeout(timeout, work).await.unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Found by the fault testbed (a member replaced, then another one
+    /// killed): the nodes tried the `--server` address of the removed
+    /// member, which cost them the connect timeout, and turned NotReady.
+    #[test]
+    fn the_next_server_is_a_member_first() {
+        // --server a, b, c; the cluster is now c, d, e (a and b removed).
+        let servers = list(&["a", "b", "c", "d", "e"]);
+        let members = list(&["c", "d", "e"]);
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..200 {
+            // The session on d ended: c or e, never a or b, for a round.
+            for failures in 0..2 {
+                let next = next_server(&servers, 3, &members, failures, &mut rng);
+                assert!([2, 4].contains(&next), "{next} after {failures} failures");
+            }
+        }
+        // After a round failed, every other attempt may go anywhere else.
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(next_server(&servers, 3, &members, 3, &mut rng));
+            let next = next_server(&servers, 3, &members, 4, &mut rng);
+            assert!([2, 4].contains(&next));
+        }
+        assert_eq!(seen, [0, 1, 2, 4].into_iter().collect());
+        // Members not heard of yet: any other address.
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.insert(next_server(&servers, 0, &[], 0, &mut rng));
+        }
+        assert_eq!(seen, [1, 2, 3, 4].into_iter().collect());
+        assert_eq!(next_server(&list(&["a"]), 0, &[], 0, &mut rng), 0);
+    }
 }

@@ -219,7 +219,13 @@ impl cluster_server::Cluster for ClusterSvc {
         let hops = hops(&req);
         let caller = auth::caller(&req, "");
         let r = req.into_inner();
-        if caller != Caller::Member(r.id) {
+        // The joiner itself, or a member relaying its call to the leader
+        // (a follower forwards over its own member certificate, after it
+        // checked the joiner's: the branch above, on that member).
+        let relayed = hops > 0
+            && matches!(caller, Caller::Member(m) if m != r.id
+                && self.0.store.members().get(&m).is_some_and(|x| !x.removed));
+        if caller != Caller::Member(r.id) && !relayed {
             return Err(Reason::Forbidden.status(format!(
                 "{caller} may not join as member {:016x}: a member joins with the certificate `certify` gave it for that id",
                 r.id

@@ -19,7 +19,7 @@
 //! | `Pods` | locate | member |
 //! | `Cluster` ([`cluster`]) | status | admin, viewer, member |
 //! | `Cluster` | remove member, issue client, rotate token | admin, member |
-//! | `Cluster` | join | the member certificate of the joining id |
+//! | `Cluster` | join | the member certificate of the joining id, or a current member's relaying it to the leader (forwarded, hops > 0) |
 //! | `Cluster` | certify | anyone with the server or node token in the request; a node renewing its own certificate |
 //! | `Raft` ([`raft`]) | send, heartbeats | member (a message's sender must be the certificate's member) |
 //! | `Agent` ([`agent`]) | session | node, for its own name, with its current certificate |

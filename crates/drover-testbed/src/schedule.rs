@@ -1,0 +1,147 @@
+//! The fault schedule: a seed gives the same sequence of faults (kind,
+//! the number that picks the target among the candidates at that moment,
+//! how long the fault holds before it heals). Pure.
+//!
+//! Faults come in rounds: each round has every kind once, in an order the
+//! seed shuffles, so even a short run injects every kind.
+
+use crate::rng::Rng;
+use std::fmt;
+use std::time::Duration;
+
+/// One kind of fault (Jepsen's nemeses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// SIGKILL a server, restart it after the hold.
+    KillServer,
+    /// SIGKILL an agent, restart it after the hold.
+    KillAgent,
+    /// `docker pause` a server (a frozen process), unpause after the hold.
+    PauseServer,
+    /// `docker pause` an agent.
+    PauseAgent,
+    /// Cut the leader from every other container (servers, agents, client).
+    IsolateLeader,
+    /// Split the servers 2/1: cut one follower from everything.
+    IsolateFollower,
+    /// Cut a group of agents from every server.
+    CutAgents,
+    /// Remove a follower from the cluster (`Cluster.RemoveMember`) and add
+    /// a new member in its place (`drover server --join`).
+    ReplaceMember,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::KillServer,
+        Kind::KillAgent,
+        Kind::PauseServer,
+        Kind::PauseAgent,
+        Kind::IsolateLeader,
+        Kind::IsolateFollower,
+        Kind::CutAgents,
+        Kind::ReplaceMember,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::KillServer => "kill-server",
+            Kind::KillAgent => "kill-agent",
+            Kind::PauseServer => "pause-server",
+            Kind::PauseAgent => "pause-agent",
+            Kind::IsolateLeader => "isolate-leader",
+            Kind::IsolateFollower => "split-servers-2/1",
+            Kind::CutAgents => "cut-agents",
+            Kind::ReplaceMember => "replace-member",
+        }
+    }
+
+    /// The range of hold times, in milliseconds, at scale 1.
+    fn hold_ms(self) -> (u64, u64) {
+        match self {
+            Kind::KillServer | Kind::PauseServer => (1_000, 5_000),
+            Kind::KillAgent | Kind::PauseAgent => (500, 4_000),
+            Kind::IsolateLeader | Kind::IsolateFollower => (2_000, 6_000),
+            // Sometimes past the node timeout (5 s): the nodes go NotReady.
+            Kind::CutAgents => (1_000, 8_000),
+            Kind::ReplaceMember => (0, 0),
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One scheduled fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub kind: Kind,
+    /// Picks the target(s) among the candidates when the fault runs
+    /// (`pick % candidates`), since who leads is only known then.
+    pub pick: u64,
+    pub hold: Duration,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} pick={} hold={:.1}s",
+            self.kind,
+            self.pick % 1000,
+            self.hold.as_secs_f64()
+        )
+    }
+}
+
+/// `count` faults from `seed`; hold times scaled by `scale` (e.g. 0.6 for
+/// a short run).
+pub fn schedule(seed: u64, count: usize, scale: f64) -> Vec<Fault> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let mut round = Kind::ALL;
+        // Fisher–Yates.
+        for i in (1..round.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            round.swap(i, j);
+        }
+        for kind in round {
+            if out.len() == count {
+                break;
+            }
+            let (lo, hi) = kind.hold_ms();
+            let ms = (rng.between(lo, hi) as f64 * scale) as u64;
+            out.push(Fault {
+                kind,
+                pick: rng.next_u64() % 1_000_000,
+                hold: Duration::from_millis(ms),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_gives_the_same_schedule_and_every_kind_appears() {
+        let a = schedule(42, 20, 1.0);
+        assert_eq!(a, schedule(42, 20, 1.0));
+        assert_ne!(a, schedule(43, 20, 1.0));
+        assert_eq!(a.len(), 20);
+        for k in Kind::ALL {
+            assert!(a.iter().filter(|f| f.kind == k).count() >= 2, "{k}");
+        }
+        for f in &a {
+            let (lo, hi) = f.kind.hold_ms();
+            let ms = f.hold.as_millis() as u64;
+            assert!(lo <= ms && ms <= hi, "{f}");
+        }
+    }
+}
