@@ -151,6 +151,9 @@ pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
     }
 }
 
+/// Batches of pod events a session holds while they are written.
+const EVENT_QUEUE: usize = 8;
+
 /// The node's desired pods as an agent gets them.
 fn desired_pods(cache: &Informer, node: &str) -> pb::DesiredPods {
     let (pods, rev) = cache.node_pods(node);
@@ -218,7 +221,20 @@ pub fn run(
         // The agent follows the member list: it got it in the welcome and
         // gets it again whenever it changes.
         let mut servers = ctx.voters();
-        let mut event_budget = super::events::Budget::default();
+        // Pod events are written by a task of their own, so that a batch of
+        // them never holds up the statuses and heartbeats behind it on the
+        // stream; a node that reports faster than they are written loses
+        // the excess (its counts catch up with its next report).
+        let (events_tx, mut events_rx) = tokio::sync::mpsc::channel::<pb::PodEvents>(EVENT_QUEUE);
+        {
+            let (objects, cache, node) = (objects.clone(), cache.clone(), node.clone());
+            tokio::spawn(async move {
+                let mut budget = super::events::Budget::default();
+                while let Some(e) = events_rx.recv().await {
+                    super::events::write(&objects, &cache, &node, e, &mut budget).await;
+                }
+            });
+        }
         loop {
             let msg = tokio::select! {
                 m = inbound.message() => m,
@@ -268,7 +284,9 @@ pub fn run(
                     }
                     Some(agent_message::Msg::Events(e)) => {
                         ctx.heartbeats.beat(&node);
-                        super::events::write(&objects, &cache, &node, e, &mut event_budget).await;
+                        if events_tx.try_send(e).is_err() {
+                            tracing::debug!(node = %node, "pod events dropped: the node reports them faster than they are written");
+                        }
                     }
                     Some(agent_message::Msg::StaticPods(s)) => {
                         ctx.heartbeats.beat(&node);
