@@ -831,7 +831,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Events { ns, watch } => {
             let c = client(&cli.conn)?;
-            kubectl::events(
+            drover_cli::events::events(
                 &c,
                 ns.namespace.as_deref(),
                 ns.all_namespaces,

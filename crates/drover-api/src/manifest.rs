@@ -35,6 +35,7 @@ use crate::validation::daemon_set::{
 use crate::validation::errors::Invalid;
 use crate::validation::other_kinds::{
     validate_controller_revision, validate_event, validate_node, validate_node_update,
+    validate_priority_class, validate_priority_class_update,
 };
 use crate::validation::pod::{validate_pod, validate_pod_update};
 use crate::{Resource, DEFAULT_NAMESPACE};
@@ -615,7 +616,7 @@ pub fn validate_manifest(manifest: &Manifest) -> Result<(), Invalid> {
         Manifest::Node(node) => validate_node(node),
         Manifest::ControllerRevision(revision) => validate_controller_revision(revision),
         Manifest::Event(event) => validate_event(event),
-        Manifest::PriorityClass(class) => crate::validation::validate_priority_class(class),
+        Manifest::PriorityClass(class) => validate_priority_class(class),
     }
 }
 
@@ -629,7 +630,7 @@ pub fn validate_manifest_update(new: &Manifest, old: &Manifest) -> Result<(), In
         (Manifest::Pod(new), Manifest::Pod(old)) => validate_pod_update(new, old),
         (Manifest::Node(new), Manifest::Node(old)) => validate_node_update(new, old),
         (Manifest::PriorityClass(new), Manifest::PriorityClass(old)) => {
-            crate::validation::validate_priority_class_update(new, old)
+            validate_priority_class_update(new, old)
         }
         (new, _) => validate_manifest(new),
     }

@@ -100,3 +100,51 @@ pub async fn events(
     )
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_api::parse_manifests;
+
+    fn event(kind: &str, name: &str, ns: &str, last: &str, count: i32, msg: &str) -> Event {
+        let m = parse_manifests(&format!(
+            r#"
+apiVersion: v1
+kind: Event
+metadata: {{name: {name}.1, namespace: {ns}}}
+involvedObject: {{kind: {kind}, name: {name}, namespace: {ns}}}
+reason: R
+message: "{msg}"
+type: Normal
+firstTimestamp: "2024-05-03T15:00:00Z"
+lastTimestamp: "{last}"
+count: {count}
+"#
+        ))
+        .unwrap()
+        .remove(0);
+        as_event(m).unwrap()
+    }
+
+    #[test]
+    fn events_sorted_by_time_like_kubectl_events() {
+        let now = crate::timefmt::parse_time("2024-05-03T16:00:00Z").unwrap();
+        let evs = vec![
+            event("Node", "n1", "default", "2024-05-03T15:59:00Z", 1, "later"),
+            event(
+                "DaemonSet",
+                "ds",
+                "kube-system",
+                "2024-05-03T15:30:00Z",
+                4,
+                "earlier",
+            ),
+        ];
+        assert_eq!(
+            events_table(&evs, true, now),
+            "NAMESPACE     LAST SEEN           TYPE     REASON   OBJECT         MESSAGE\n\
+             kube-system   30m (x4 over 60m)   Normal   R        DaemonSet/ds   earlier\n\
+             default       60m                 Normal   R        Node/n1        later\n"
+        );
+    }
+}

@@ -11,7 +11,6 @@ use crate::client::{Client, ClientError, ObjectWatch};
 use crate::describe;
 use crate::edit;
 use crate::errors::{kube, refusal, server_line, Reported};
-pub use crate::events::{events, events_table};
 use crate::field_selector::{FieldSelector, Filter};
 use crate::printers::{self, Output, TableOptions};
 use crate::table::{self, Widths};
@@ -975,48 +974,6 @@ mod resource_args_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn event(kind: &str, name: &str, ns: &str, last: &str, count: i32, msg: &str) -> Event {
-        let m = parse_manifests(&format!(
-            r#"
-apiVersion: v1
-kind: Event
-metadata: {{name: {name}.1, namespace: {ns}}}
-involvedObject: {{kind: {kind}, name: {name}, namespace: {ns}}}
-reason: R
-message: "{msg}"
-type: Normal
-firstTimestamp: "2024-05-03T15:00:00Z"
-lastTimestamp: "{last}"
-count: {count}
-"#
-        ))
-        .unwrap()
-        .remove(0);
-        as_event(m).unwrap()
-    }
-
-    #[test]
-    fn events_sorted_by_time_like_kubectl_events() {
-        let now = crate::timefmt::parse_time("2024-05-03T16:00:00Z").unwrap();
-        let evs = vec![
-            event("Node", "n1", "default", "2024-05-03T15:59:00Z", 1, "later"),
-            event(
-                "DaemonSet",
-                "ds",
-                "kube-system",
-                "2024-05-03T15:30:00Z",
-                4,
-                "earlier",
-            ),
-        ];
-        assert_eq!(
-            events_table(&evs, true, now),
-            "NAMESPACE     LAST SEEN           TYPE     REASON   OBJECT         MESSAGE\n\
-             kube-system   30m (x4 over 60m)   Normal   R        DaemonSet/ds   earlier\n\
-             default       60m                 Normal   R        Node/n1        later\n"
-        );
-    }
 
     #[test]
     fn scopes_and_messages() {

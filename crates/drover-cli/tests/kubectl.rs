@@ -805,7 +805,7 @@ lastTimestamp: "2024-05-01T12:00:00Z"
     );
     apply(c, &inline(&event), None).await.ok();
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    kubectl::events(c, None, false, false, &mut out, &mut err)
+    drover_cli::events::events(c, None, false, false, &mut out, &mut err)
         .await
         .unwrap();
     let t = cells(&String::from_utf8(out).unwrap());
@@ -831,7 +831,7 @@ lastTimestamp: "2024-05-01T12:00:00Z"
         .iter()
         .any(|r| r.contains(&"daemonset/example-daemonset".to_string())));
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    kubectl::events(c, Some("quiet"), false, false, &mut out, &mut err)
+    drover_cli::events::events(c, Some("quiet"), false, false, &mut out, &mut err)
         .await
         .unwrap();
     assert_eq!(
@@ -1072,7 +1072,7 @@ async fn several_kinds_namespaces_on_apply_and_following_events() {
         let mut out = shared.clone();
         tokio::spawn(async move {
             let mut err = Vec::new();
-            kubectl::events(&c, Some("team-a"), false, true, &mut out, &mut err).await
+            drover_cli::events::events(&c, Some("team-a"), false, true, &mut out, &mut err).await
         })
     };
     wait_for_output("the listed event", &shared, |t| t.contains("into team-a")).await;

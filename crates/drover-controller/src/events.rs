@@ -224,6 +224,35 @@ pub fn node_event(
     )
 }
 
+/// An event about the pod `(namespace, name, uid)`, in its namespace; the
+/// name's digits are the time, as for node events.
+pub fn pod_event(
+    (namespace, name, uid): (&str, &str, &str),
+    component: &str,
+    event_type: &str,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> Event {
+    let involved = ObjectReference {
+        api_version: "v1".to_owned(),
+        kind: "Pod".to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        ..ObjectReference::default()
+    };
+    new_event(
+        involved,
+        event_meta(event_name(name, now.unix_nanos() as u64), namespace),
+        component,
+        event_type,
+        reason,
+        message,
+        now,
+    )
+}
+
 fn event_meta(name: String, namespace: &str) -> ObjectMeta {
     ObjectMeta {
         name,

@@ -585,26 +585,11 @@ fn mark_not_ready(pod: &mut Pod, now: Timestamp) {
     }
 }
 
-/// The Warning `NodeNotReady` event about a pod; the name's digits are the
-/// time, as for node events.
+/// The Warning `NodeNotReady` event about a pod.
 fn pod_not_ready_event(pod: &Pod, now: Timestamp) -> Event {
     let meta = &pod.metadata;
-    let involved = drover_api::ObjectReference {
-        api_version: "v1".to_owned(),
-        kind: "Pod".to_owned(),
-        namespace: meta.namespace.clone(),
-        name: meta.name.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..drover_api::ObjectReference::default()
-    };
-    events::new_event(
-        involved,
-        drover_api::ObjectMeta {
-            name: events::event_name(&meta.name, now.unix_nanos() as u64),
-            namespace: meta.namespace.clone(),
-            ..drover_api::ObjectMeta::default()
-        },
+    events::pod_event(
+        (&meta.namespace, &meta.name, &meta.uid),
         events::NODE_CONTROLLER,
         event_type::WARNING,
         REASON_POD_NODE_NOT_READY,

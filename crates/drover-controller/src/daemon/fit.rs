@@ -128,6 +128,16 @@ fn overlaps(a: &str, b: &str) -> bool {
     any(a) || any(b) || a == b
 }
 
+/// A quantity of `resource` as this module counts it: millicores for
+/// `cpu`, whole units otherwise; `None` when it does not parse.
+fn value_of(resource: &str, q: &Quantity) -> Option<i128> {
+    if resource == "cpu" {
+        q.to_millis().ok()
+    } else {
+        q.to_units().ok()
+    }
+}
+
 /// What a pod requests, by resource (millis for cpu, units otherwise).
 /// Quantities that do not parse count as nothing (validation refuses them
 /// before they are stored).
@@ -140,13 +150,7 @@ pub fn requests(spec: &PodSpec) -> HashMap<String, i128> {
         names.dedup();
         for name in names {
             let q: Option<&Quantity> = r.requests.get(name).or_else(|| r.limits.get(name));
-            let Some(q) = q else { continue };
-            let v = if name == "cpu" {
-                q.to_millis()
-            } else {
-                q.to_units()
-            };
-            if let Ok(v) = v {
+            if let Some(v) = q.and_then(|q| value_of(name, q)) {
                 *out.entry(name.clone()).or_default() += v;
             }
         }
@@ -360,13 +364,10 @@ impl NodeUsage {
             if requested <= 0 {
                 continue;
             }
-            let Some(total) = allocatable.get(name.as_str()).and_then(|q| {
-                if name == "cpu" {
-                    q.to_millis().ok()
-                } else {
-                    q.to_units().ok()
-                }
-            }) else {
+            let Some(total) = allocatable
+                .get(name.as_str())
+                .and_then(|q| value_of(name, q))
+            else {
                 continue;
             };
             let in_use = used.get(name.as_str()).copied().unwrap_or(0);

@@ -375,21 +375,8 @@ fn deletion<R: RngCore + ?Sized>(
 /// with the `Preempted` event Kubernetes records on the victim.
 fn preemption(ds: &DaemonSet, v: &fit::Victim, node: &str, now: Timestamp) -> PodDeletion {
     let by = format!("{}/{}", ds.metadata.namespace, ds.metadata.name);
-    let involved = drover_api::ObjectReference {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        namespace: v.namespace.clone(),
-        name: v.name.clone(),
-        uid: v.uid.clone(),
-        ..Default::default()
-    };
-    let event = events::new_event(
-        involved,
-        drover_api::ObjectMeta {
-            name: events::event_name(&v.name, now.unix_nanos() as u64),
-            namespace: v.namespace.clone(),
-            ..Default::default()
-        },
+    let event = events::pod_event(
+        (&v.namespace, &v.name, &v.uid),
         events::DAEMONSET_CONTROLLER,
         drover_api::event_type::NORMAL,
         "Preempted",
