@@ -42,6 +42,7 @@ pub mod http;
 pub mod identity;
 pub mod limits;
 pub mod loops;
+pub mod metrics;
 pub mod sessions;
 pub mod svc;
 pub mod transport;
@@ -319,7 +320,13 @@ impl Server {
                 shutdown_rx.clone(),
                 cut_rx.clone(),
             )),
-            tokio::spawn(serve_http(http_l, ctx.clone(), shutdown_rx.clone(), cut_rx)),
+            tokio::spawn(serve_http(
+                http_l,
+                ctx.clone(),
+                informer.clone(),
+                shutdown_rx.clone(),
+                cut_rx,
+            )),
         ];
 
         let mut server = Server {
@@ -646,6 +653,7 @@ impl axum::serve::Listener for TlsHttp {
 async fn serve_http(
     l: TcpListener,
     ctx: Arc<ctx::Ctx>,
+    informer: cache::Informer,
     mut stop: watch::Receiver<bool>,
     cut: watch::Receiver<bool>,
 ) {
@@ -657,7 +665,7 @@ async fn serve_http(
         }
     };
     let rx = drover_pki::net::incoming_until(l, ctx.trust.http.clone(), Default::default(), cut);
-    let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.clone()))
+    let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.clone(), informer))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
         })
