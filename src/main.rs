@@ -99,6 +99,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KvCmd,
     },
+    /// Create a ConfigMap or a Secret from literals and files.
+    Create {
+        #[command(subcommand)]
+        what: drover_cli::create::CreateCmd,
+    },
     /// Create or update objects from manifests (YAML or JSON), all or nothing.
     Apply {
         /// A manifest file, a directory (its *.yaml, *.yml, *.json) or - for stdin; repeatable.
@@ -719,6 +724,10 @@ async fn run(cli: Cli) -> Result<()> {
                     commands::kv_watch(&c, &prefix, from, &mut out).await?
                 }
             }
+        }
+        Cmd::Create { what } => {
+            let c = client(&cli.conn)?;
+            drover_cli::create::create(&c, &what, &mut out).await?
         }
         Cmd::Apply {
             files,
