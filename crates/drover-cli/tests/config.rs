@@ -72,7 +72,16 @@ async fn apply(c: &Client, text: &str) -> Ran {
         text: text.into(),
     }];
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let r = kubectl::apply(c, &s, None, None, FieldValidation::Strict, &mut out, &mut err).await;
+    let r = kubectl::apply(
+        c,
+        &s,
+        None,
+        None,
+        FieldValidation::Strict,
+        &mut out,
+        &mut err,
+    )
+    .await;
     Ran::new(out, err, r)
 }
 
@@ -97,7 +106,12 @@ async fn create_get_describe_config_maps_and_secrets() {
     let conf = dir.path().join("app.conf");
     std::fs::write(&conf, "level=debug\n").unwrap();
     let from_file = format!("--from-file={}", conf.display());
-    let r = create(c, &["configmap", "app", "--from-literal=mode=fast", &from_file]).await.ok();
+    let r = create(
+        c,
+        &["configmap", "app", "--from-literal=mode=fast", &from_file],
+    )
+    .await
+    .ok();
     assert_eq!(r.out, "configmap/app created\n");
     create(c, &["cm", "app", "--from-literal=a=b"])
         .await
@@ -107,13 +121,26 @@ async fn create_get_describe_config_maps_and_secrets() {
     assert_eq!(t[0], ["NAME", "DATA", "AGE"]);
     assert_eq!(t[1][..2], ["app".to_string(), "2".to_string()]);
     let r = describe(c, "configmap", "app").await.ok();
-    assert!(r.out.contains("Data\n====\napp.conf:\n----\nlevel=debug\n"), "{}", r.out);
+    assert!(
+        r.out.contains("Data\n====\napp.conf:\n----\nlevel=debug\n"),
+        "{}",
+        r.out
+    );
     assert!(r.out.contains("mode:\n----\nfast\n"), "{}", r.out);
 
     let key_file = format!("--from-file=token={}", conf.display());
-    let r = create(c, &["secret", "generic", "db", "--from-literal=password=hunter22", &key_file])
-        .await
-        .ok();
+    let r = create(
+        c,
+        &[
+            "secret",
+            "generic",
+            "db",
+            "--from-literal=password=hunter22",
+            &key_file,
+        ],
+    )
+    .await
+    .ok();
     assert_eq!(r.out, "secret/db created\n");
     let r = get(c, "secrets", None).await.ok();
     let t = cells(&r.out);
@@ -122,22 +149,46 @@ async fn create_get_describe_config_maps_and_secrets() {
     assert!(!r.out.contains("hunter22"));
     let r = describe(c, "secret", "db").await.ok();
     assert!(r.out.contains("Type:  Opaque"), "{}", r.out);
-    assert!(r.out.contains("password:  8 bytes\ntoken:     12 bytes\n"), "{}", r.out);
+    assert!(
+        r.out.contains("password:  8 bytes\ntoken:     12 bytes\n"),
+        "{}",
+        r.out
+    );
     assert!(!r.out.contains("hunter22") && !r.out.contains("aHVudGVy") && !r.out.contains("debug"));
     // -o yaml shows base64 data, as kubectl does.
     let r = get(c, "secret", Some(Output::Yaml)).await.ok();
     assert!(r.out.contains("password: aHVudGVyMjI="), "{}", r.out);
     let r = create(
         c,
-        &["secret", "generic", "tls", "--type=kubernetes.io/tls", "--from-literal=tls.crt=x"],
+        &[
+            "secret",
+            "generic",
+            "tls",
+            "--type=kubernetes.io/tls",
+            "--from-literal=tls.crt=x",
+        ],
     )
     .await;
     r.failed_with("data[tls.key]: Required value");
     // A client dry run prints the object and writes nothing.
-    let r = create(c, &["cm", "draft", "--from-literal=k=v", "--dry-run=client", "-o", "yaml"])
-        .await
-        .ok();
-    assert!(r.out.contains("kind: ConfigMap") && r.out.contains("k: v"), "{}", r.out);
+    let r = create(
+        c,
+        &[
+            "cm",
+            "draft",
+            "--from-literal=k=v",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+    )
+    .await
+    .ok();
+    assert!(
+        r.out.contains("kind: ConfigMap") && r.out.contains("k: v"),
+        "{}",
+        r.out
+    );
     describe(c, "cm", "draft").await.failed_with("not found");
     let mut out = Vec::new();
     let d = DeleteOptions {
@@ -146,7 +197,10 @@ async fn create_get_describe_config_maps_and_secrets() {
         ..Default::default()
     };
     kubectl::delete(c, &d, &mut out).await.unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), "configmap \"app\" deleted\n");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "configmap \"app\" deleted\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
