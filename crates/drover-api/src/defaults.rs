@@ -168,6 +168,21 @@ pub fn default_manifest(manifest: &mut Manifest) {
     }
 }
 
+/// A Secret as the API server stores it: type `Opaque` when it names none,
+/// `stringData` folded into `data` (base64; a key in both takes the
+/// `stringData` value) and dropped.
+pub fn default_secret(secret: &mut crate::Secret) {
+    if secret.r#type.is_empty() {
+        secret.r#type = crate::config_v1::SECRET_TYPE_OPAQUE.into();
+    }
+    for (key, value) in std::mem::take(&mut secret.string_data) {
+        secret.data.insert(
+            key,
+            crate::validation::config::encode_base64(value.as_bytes()),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,20 +273,5 @@ mod tests {
         ds.spec.update_strategy.r#type = Some(DaemonSetUpdateStrategyType::OnDelete);
         default_daemon_set(&mut ds);
         assert_eq!(ds.spec.update_strategy.rolling_update, None);
-    }
-}
-
-/// A Secret as the API server stores it: type `Opaque` when it names none,
-/// `stringData` folded into `data` (base64; a key in both takes the
-/// `stringData` value) and dropped.
-pub fn default_secret(secret: &mut crate::Secret) {
-    if secret.r#type.is_empty() {
-        secret.r#type = crate::config_v1::SECRET_TYPE_OPAQUE.into();
-    }
-    for (key, value) in std::mem::take(&mut secret.string_data) {
-        secret.data.insert(
-            key,
-            crate::validation::config::encode_base64(value.as_bytes()),
-        );
     }
 }
