@@ -121,9 +121,10 @@ enum Cmd {
         #[arg(long, value_name = "MODE", default_value = "strict", num_args = 0..=1, default_missing_value = "strict", require_equals = true, value_parser = parse_validate)]
         validate: drover_api::FieldValidation,
     },
-    /// List objects, or show some by name: ds, pods, nodes, events, controllerrevisions.
+    /// List objects, or show some by name: ds, pods, nodes, events, cm, secrets, ns, sa, pc…
     Get {
-        /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions.
+        /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions,
+        /// cm|configmaps, secrets, ns|namespaces, sa|serviceaccounts, pc|priorityclasses.
         kind: String,
         /// Names (every object of the kind when none).
         names: Vec<String>,

@@ -35,7 +35,12 @@ async fn run(rt: &DockerRuntime, id: &str, cmd: &[&str]) -> String {
         )
         .await
         .expect("exec");
-    assert_eq!(out.exit_code, 0, "{cmd:?}: {}", String::from_utf8_lossy(&out.output));
+    assert_eq!(
+        out.exit_code,
+        0,
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.output)
+    );
     String::from_utf8_lossy(&out.output).into_owned()
 }
 
@@ -55,9 +60,8 @@ fn files_holding(dir: &Path, needle: &str, out: &mut Vec<String>) {
         if meta.is_dir() {
             files_holding(&path, needle, out);
         } else if meta.is_file()
-            && std::fs::read(&path).is_ok_and(|b| {
-                b.windows(needle.len()).any(|w| w == needle.as_bytes())
-            })
+            && std::fs::read(&path)
+                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
         {
             out.push(path.display().to_string());
         }
@@ -97,15 +101,29 @@ async fn a_config_map_update_reaches_a_running_container_and_a_secret_its_env_an
 
     // The ConfigMap, as a file, through ..data.
     assert_eq!(run(&rt, &id, &["cat", "/etc/app/mode"]).await, "fast");
-    assert_eq!(run(&rt, &id, &["busybox", "readlink", "/etc/app/mode"]).await.trim(), "..data/mode");
+    assert_eq!(
+        run(&rt, &id, &["busybox", "readlink", "/etc/app/mode"])
+            .await
+            .trim(),
+        "..data/mode"
+    );
     // The Secret: in the environment and in a file.
-    assert_eq!(run(&rt, &id, &["sh", "-c", "echo $PASSWORD"]).await.trim(), "hunter2-secret");
-    assert_eq!(run(&rt, &id, &["cat", "/etc/creds/password"]).await, "hunter2-secret");
+    assert_eq!(
+        run(&rt, &id, &["sh", "-c", "echo $PASSWORD"]).await.trim(),
+        "hunter2-secret"
+    );
+    assert_eq!(
+        run(&rt, &id, &["cat", "/etc/creds/password"]).await,
+        "hunter2-secret"
+    );
     let mode = run(&rt, &id, &["stat", "-L", "-c", "%a", "/etc/creds/password"]).await;
     assert_eq!(mode.trim(), "400");
     // Its volume is a tmpfs on the node; nothing else in the data dir
     // holds it.
-    let volume = data.join("pods").join(&pod.metadata.uid).join("volumes/creds");
+    let volume = data
+        .join("pods")
+        .join(&pod.metadata.uid)
+        .join("volumes/creds");
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
     assert!(
         mounts.lines().any(|l| {
@@ -132,26 +150,40 @@ async fn a_config_map_update_reaches_a_running_container_and_a_secret_its_env_an
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(last, "slow", "the update did not reach the container in 10 s");
-    eprintln!("ConfigMap update -> read in the container: {:?}", t.elapsed());
+    assert_eq!(
+        last, "slow",
+        "the update did not reach the container in 10 s"
+    );
+    eprintln!(
+        "ConfigMap update -> read in the container: {:?}",
+        t.elapsed()
+    );
     let now = s.pod("web").await.unwrap();
     assert_eq!(container_id(&now), id, "the same container");
     assert_eq!(now.status.container_statuses[0].restart_count, 0);
     // The environment keeps what the container started with.
     s.apply("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: rotated-secret}\n")
         .await;
-    wait_until("the rotated secret in its file", Duration::from_secs(10), || async {
-        run(&rt, &id, &["cat", "/etc/creds/password"]).await == "rotated-secret"
-    })
+    wait_until(
+        "the rotated secret in its file",
+        Duration::from_secs(10),
+        || async { run(&rt, &id, &["cat", "/etc/creds/password"]).await == "rotated-secret" },
+    )
     .await;
-    assert_eq!(run(&rt, &id, &["sh", "-c", "echo $PASSWORD"]).await.trim(), "hunter2-secret");
+    assert_eq!(
+        run(&rt, &id, &["sh", "-c", "echo $PASSWORD"]).await.trim(),
+        "hunter2-secret"
+    );
 
     // The pod goes: its volumes and their tmpfs with it.
     s.objects
         .delete(drover_api::Kind::Pod, "default", "web")
         .await
         .expect("delete the pod");
-    wait_until("the pod's volumes removed", WAIT, || async { !volume.exists() }).await;
+    wait_until("the pod's volumes removed", WAIT, || async {
+        !volume.exists()
+    })
+    .await;
     assert!(
         !std::fs::read_to_string("/proc/self/mounts")
             .unwrap()

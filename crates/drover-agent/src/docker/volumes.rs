@@ -127,10 +127,17 @@ pub(crate) fn prepare(
             empty_dir(&dir)
                 .map_err(|e| err(format!("cannot create the emptyDir {}: {e}", dir.display())))?;
             dir
+        } else if volume.config_map.is_some()
+            || volume.secret.is_some()
+            || volume.projected.is_some()
+        {
+            return Err(err(
+                "the agent gave no files for this ConfigMap/Secret volume".into(),
+            ));
         } else {
             let kinds: Vec<&str> = volume.extra.keys().map(String::as_str).collect();
             return Err(err(format!(
-                "{} volumes are not supported by drover; use hostPath or emptyDir",
+                "{} volumes are not supported by drover; use hostPath, emptyDir, configMap, secret or projected",
                 if kinds.is_empty() {
                     "sourceless".to_string()
                 } else {
@@ -384,11 +391,37 @@ mod tests {
     fn unsupported_sources_and_propagation_are_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let p = pod(
+            "[{name: share, nfs: {server: x, path: /}}]",
+            "[{name: share, mountPath: /share}]",
+        );
+        let e = prepare(tmp.path(), &p, &p.spec.containers[0], &BTreeMap::new()).unwrap_err();
+        assert!(e.0.contains("nfs") && e.0.contains("\"share\""), "{e}");
+        // A ConfigMap volume: the files the agent resolved, read-only.
+        let p = pod(
             "[{name: cfg, configMap: {name: x}}]",
             "[{name: cfg, mountPath: /cfg}]",
         );
+        let files = drover_api::pod_config::VolumeFiles {
+            files: [(
+                "k".to_string(),
+                drover_api::pod_config::VolumeFile {
+                    data: b"v".to_vec(),
+                    mode: 0o644,
+                },
+            )]
+            .into(),
+            secret: false,
+        };
+        let config = BTreeMap::from([("cfg".to_string(), files)]);
+        let (m, _) = prepare(tmp.path(), &p, &p.spec.containers[0], &config).unwrap();
+        assert_eq!(m[0].read_only, Some(true));
+        let source = m[0].source.clone().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(Path::new(&source).join("k")).unwrap(),
+            "v"
+        );
         let e = prepare(tmp.path(), &p, &p.spec.containers[0], &BTreeMap::new()).unwrap_err();
-        assert!(e.0.contains("configMap") && e.0.contains("\"cfg\""), "{e}");
+        assert!(e.0.contains("no files"), "{e}");
         let p = pod(
             "[{name: v, emptyDir: {}}]",
             "[{name: v, mountPath: /v, mountPropagation: Bidirectional}]",
