@@ -215,3 +215,81 @@ async fn a_missing_volume_source_is_a_failed_mount() {
     agent.stop_unchecked(Duration::from_secs(10)).await;
     s.shutdown().await;
 }
+
+/// Every file under `dir` whose contents hold `needle`.
+fn files_holding(dir: &std::path::Path, needle: &str, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            files_holding(&path, needle, out);
+        } else if std::fs::read(&path)
+            .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        {
+            out.push(path.display().to_string());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restarted_without_a_server_keeps_its_pods_and_their_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("server");
+    let s = TestServer::start(&dir).await;
+    let data = tmp.path().join("agent");
+    let options = |s: &TestServer| {
+        let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), "n1");
+        o.tuning = quick_tuning(5);
+        o.data_dir = Some(data.clone());
+        o
+    };
+    let clock: std::sync::Arc<dyn drover_agent::Clock> =
+        std::sync::Arc::new(drover_agent::TokioClock::new());
+    let rt = std::sync::Arc::new(SimRuntime::new(
+        clock.clone(),
+        std::sync::Arc::new(SimConfig::default()),
+    ));
+    let agent = TestAgent::spawn(options(&s), rt.clone(), clock.clone());
+    wait_until("the node", WAIT, || async { s.node("n1").await.is_some() }).await;
+    // A readiness probe that reads the ConfigMap's file: the restarted
+    // agent's probe worker shows that it adopted the container.
+    s.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {mode: fast}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: hunter2-on-disk?}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    image: nginx\n    env: [{name: P, valueFrom: {secretKeyRef: {name: db, key: password}}}]\n    readinessProbe: {exec: {command: [cat, /etc/app/mode]}, periodSeconds: 1}\n    volumeMounts: [{name: cfg, mountPath: /etc/app}, {name: s, mountPath: /etc/s}]\n  volumes: [{name: cfg, configMap: {name: app}}, {name: s, secret: {secretName: db}}]\n").await;
+    wait_until("the pod runs", WAIT, || async {
+        s.pod("web").await.is_some_and(|p| running(&p))
+    })
+    .await;
+    let uid = s.pod("web").await.unwrap().metadata.uid;
+    let before = rt.containers();
+    assert_eq!(before.len(), 1);
+
+    // The agent dies, then the server: a new agent starts with no server
+    // to reach (its saved pods and certificate in the data dir).
+    let mut o = options(&s);
+    o.servers = vec!["127.0.0.1:1".into()];
+    agent.kill().await;
+    s.shutdown().await;
+    let execs = rt.exec_history(&uid).len();
+    let agent = TestAgent::spawn(o, rt.clone(), clock.clone());
+    wait_until(
+        "the restarted agent probes the adopted container",
+        WAIT,
+        || async { rt.exec_history(&uid).len() >= execs + 2 },
+    )
+    .await;
+    assert_eq!(rt.containers(), before, "adopted, not restarted");
+    assert_eq!(
+        rt.file(&uid, "/etc/app/mode").as_deref(),
+        Some("fast"),
+        "kept"
+    );
+    assert_eq!(
+        rt.file(&uid, "/etc/s/password").as_deref(),
+        Some("hunter2-on-disk?")
+    );
+    // The Secret is nowhere in the agent's data dir (pods.json names it,
+    // never holds its value).
+    let mut leaks = Vec::new();
+    files_holding(&data, "hunter2-on-disk?", &mut leaks);
+    files_holding(&data, "aHVudGVyMi1vbi1kaXNrPw==", &mut leaks);
+    assert!(leaks.is_empty(), "{leaks:?}");
+    agent.kill().await;
+}
