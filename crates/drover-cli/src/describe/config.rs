@@ -3,6 +3,8 @@
 
 use super::layout::{annotations_multiline, events, labels_multiline, W};
 use drover_api::validation::config::decode_base64;
+#[cfg(test)]
+use drover_api::Manifest;
 use drover_api::{ConfigMap, Event, Namespace, ObjectMeta, Secret, ServiceAccount};
 use std::time::SystemTime;
 
@@ -119,5 +121,24 @@ mod tests {
             "Name:         db\nNamespace:    default\nLabels:       <none>\nAnnotations:  <none>\n\nType:  Opaque\n\nData\n====\npassword:  8 bytes\nuser:      5 bytes\n"
         );
         assert!(!text.contains("hunter") && !text.contains("aHVudGVy") && !text.contains("admin"));
+    }
+
+    #[test]
+    fn a_pod_shows_where_its_env_and_volumes_come_from() {
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    image: i\n    envFrom: [{configMapRef: {name: app}, prefix: APP_}, {secretRef: {name: s, optional: true}}]\n    env:\n    - {name: P, valueFrom: {secretKeyRef: {name: db, key: password}}}\n    - {name: M, valueFrom: {configMapKeyRef: {name: app, key: mode, optional: true}}}\n  volumes:\n  - {name: cfg, configMap: {name: app}}\n  - {name: creds, secret: {secretName: db}}\n  - name: all\n    projected: {sources: [{secret: {name: db}}, {configMap: {name: app, optional: true}}, {downwardAPI: {items: [{path: podname, fieldRef: {fieldPath: metadata.name}}]}}]}\n";
+        let Manifest::Pod(p) = drover_api::parse_manifests(yaml).unwrap().remove(0) else {
+            panic!("a pod")
+        };
+        let text = super::super::describe_pod(&p, &[], now());
+        for line in [
+            "    Environment Variables from:\n      app  ConfigMap with prefix 'APP_'  Optional: false\n      s    Secret                        Optional: true\n",
+            "      P:     <set to the key 'password' in secret 'db'>   Optional: false\n",
+            "      M:     <set to the key 'mode' of config map 'app'>  Optional: true\n",
+            "    Type:      ConfigMap (a volume populated by a ConfigMap)\n    Name:      app\n    Optional:  false\n",
+            "    Type:        Secret (a volume populated by a Secret)\n    SecretName:  db\n    Optional:    false\n",
+            "    Type:                Projected (a volume that contains injected data from multiple sources)\n    SecretName:          db\n    SecretOptionalName:  <nil>\n    ConfigMapName:       app\n    ConfigMapOptional:   true\n    DownwardAPI:         true\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
     }
 }
