@@ -169,6 +169,14 @@ fn encode_all<T: serde::Serialize>(node: &str, objects: &[Arc<T>]) -> Vec<Vec<u8
         .collect()
 }
 
+/// A hash of what was sent, to send only what changed.
+fn hash_of(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
 /// The node's desired pods and the ConfigMaps and Secrets they reference
 /// (only those), as an agent gets them.
 fn node_messages(cache: &Informer, node: &str) -> (pb::PodConfig, pb::DesiredPods) {
@@ -207,22 +215,25 @@ pub fn run(
         if !push_cache.wait_loaded().await {
             return;
         }
-        let mut sent_config: Option<pb::PodConfig> = None;
-        let mut sent_pods: Option<Vec<Vec<u8>>> = None;
+        // Hashes of what was last sent (not copies: 10,000 sessions).
+        let mut sent_config: Option<u64> = None;
+        let mut sent_pods: Option<u64> = None;
         loop {
             let (config, pods) = node_messages(&push_cache, &push_node);
-            if sent_config.as_ref() != Some(&config) {
+            let config_hash = hash_of(&(&config.config_maps, &config.secrets));
+            if sent_config != Some(config_hash) {
                 let msg = pb::ServerMessage {
-                    msg: Some(server_message::Msg::Config(config.clone())),
+                    msg: Some(server_message::Msg::Config(config)),
                 };
                 if push_tx.send(Ok(msg)).await.is_err() {
                     return;
                 }
-                sent_config = Some(config);
+                sent_config = Some(config_hash);
             }
             // Only a ConfigMap or Secret changed: the pods need not go again.
-            if sent_pods.as_ref() != Some(&pods.pods) {
-                sent_pods = Some(pods.pods.clone());
+            let hash = hash_of(&pods.pods);
+            if sent_pods != Some(hash) {
+                sent_pods = Some(hash);
                 let msg = pb::ServerMessage {
                     msg: Some(server_message::Msg::Pods(pods)),
                 };
