@@ -58,6 +58,10 @@
 //! syncs. Each part is a struct it owns, in its own file, that knows
 //! nothing of the others' insides:
 //!
+//! - `config.rs`: the ConfigMaps and Secrets the server sent (memory
+//!   only), each start's env and volume files resolved from them; the
+//!   volumes of running pods are rewritten here when they change (one
+//!   update at a time per pod).
 //! - `desired.rs`: the server's pod list merged into the node's pods, and
 //!   saved in the data dir.
 //! - `link.rs` ([`link::Link`]): the session, reconnects, heartbeats,
@@ -156,6 +160,9 @@ pub(crate) struct NodeAgent<R: Runtime> {
     config: Arc<config::ConfigSet>,
     /// Pod uid -> the hash of the volume files last given to the runtime.
     volumes_applied: HashMap<String, u64>,
+    /// Pod uid -> its volume update in flight (one at a time per pod, so
+    /// an older one never lands after a newer one).
+    volume_updates: HashMap<String, tokio::task::JoinHandle<()>>,
 }
 
 impl<R: Runtime> NodeAgent<R> {
@@ -203,6 +210,7 @@ impl<R: Runtime> NodeAgent<R> {
             events: events::Events::new(Correlator::new(shared.tuning.events)),
             config: Arc::default(),
             volumes_applied: HashMap::new(),
+            volume_updates: HashMap::new(),
             shared,
         }
     }
@@ -517,8 +525,10 @@ impl<R: Runtime> NodeAgent<R> {
     fn refresh_volumes(&mut self, observed: &[crate::runtime::ContainerInfo]) {
         let pods = &self.pods;
         self.volumes_applied.retain(|uid, _| pods.contains_key(uid));
+        self.volume_updates.retain(|_, h| !h.is_finished());
         for (uid, book) in &self.pods {
             if self.ops.busy().contains(uid)
+                || self.volume_updates.contains_key(uid)
                 || !observed
                     .iter()
                     .any(|c| c.pod_uid == *uid && c.state.is_running())
@@ -534,11 +544,12 @@ impl<R: Runtime> NodeAgent<R> {
             }
             self.volumes_applied.insert(uid.clone(), h);
             let (rt, pod, name) = (self.runtime.clone(), book.pod.clone(), self.me.name.clone());
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 if let Err(e) = rt.update_volumes(pod.clone(), Arc::new(v)).await {
                     tracing::warn!(node = %name, pod = %pod.metadata.name, "cannot update the pod's ConfigMap/Secret volumes: {e}");
                 }
             });
+            self.volume_updates.insert(uid.clone(), task);
         }
     }
 
