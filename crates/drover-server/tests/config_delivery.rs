@@ -12,10 +12,10 @@ use drover_testkit::{cert_channel, node_certificate, TestServer};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// What a node was told: every Config message, and whether pods followed.
+/// What a node was told: every ConfigMap and Secret of every Config message.
 #[derive(Default)]
 struct Seen {
-    /// Every ConfigMap and Secret name ever sent, with its data.
+    /// `kind/name=data` of each.
     all: Vec<String>,
 }
 
