@@ -14,7 +14,9 @@
 //!   `cargo nextest run -p drover --test fleet_faults --run-ignored only --no-capture long_run`
 //!
 //! `DROVER_TESTBED_SEED=N` replays a schedule (the run prints its seed);
-//! `DROVER_TESTBED_FAULTS=N` changes how many faults.
+//! `DROVER_TESTBED_FAULTS=N` changes how many faults;
+//! `DROVER_TESTBED_KINDS=cut-agents,kill-agent` draws only those kinds;
+//! `DROVER_TESTBED_HOLD_SCALE=1.0` scales the hold times.
 
 use drover_testbed::run::{run, Config, Report};
 use std::path::PathBuf;
@@ -67,6 +69,27 @@ fn config(default_seed: u64, default_faults: u64) -> Config {
     let seed = env_u64("DROVER_TESTBED_SEED").unwrap_or(default_seed);
     let mut cfg = Config::short(seed, PathBuf::from(env!("CARGO_BIN_EXE_drover")));
     cfg.faults = env_u64("DROVER_TESTBED_FAULTS").unwrap_or(default_faults) as usize;
+    if let Ok(kinds) = std::env::var("DROVER_TESTBED_KINDS") {
+        cfg.kinds = kinds
+            .split(',')
+            .map(|k| {
+                drover_testbed::schedule::Kind::parse(k.trim()).unwrap_or_else(|| {
+                    panic!(
+                        "DROVER_TESTBED_KINDS: no fault kind {k:?} (kinds: {})",
+                        drover_testbed::schedule::Kind::ALL
+                            .map(|k| k.name())
+                            .join(", ")
+                    )
+                })
+            })
+            .collect();
+    }
+    if let Ok(v) = std::env::var("DROVER_TESTBED_HOLD_SCALE") {
+        cfg.hold_scale = v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("DROVER_TESTBED_HOLD_SCALE={v:?} is not a number"));
+    }
     cfg
 }
 

@@ -133,6 +133,11 @@ pub struct Tuning {
     pub resync: Duration,
     /// Opening a session (connect, hello, welcome) gives up after this, 10 s.
     pub connect_timeout: Duration,
+    /// While an attempt to open a session has had no answer for this long,
+    /// another one starts beside it (a new connection, to the next server),
+    /// 1 s: an attempt whose packets went into a cut link can wait out its
+    /// whole `connect_timeout`, and a node whose link heals must not.
+    pub attempt_stagger: Duration,
     /// A leaving node waits this long for the server to take its Leave, 5 s.
     pub leave_timeout: Duration,
     /// Seed of the RNG (server choice, jitter, heartbeat phase); random
@@ -156,6 +161,7 @@ impl Default for Tuning {
             reconnect_max: Duration::from_millis(1500),
             resync: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(10),
+            attempt_stagger: Duration::from_secs(1),
             leave_timeout: Duration::from_secs(5),
             seed: None,
             static_poll: Duration::from_secs(2),

@@ -94,6 +94,16 @@ impl NodeTls {
         Ok(c)
     }
 
+    /// A new channel to the server at `addr`, which replaces the one kept
+    /// for it: a new attempt to open a session makes a new connection
+    /// instead of waiting on one that may have gone into a cut link.
+    pub(crate) fn fresh_channel(&self, addr: &str) -> Result<Channel, Status> {
+        let c = drover_pki::net::lazy(endpoint(addr, self.connect_timeout)?, self.tls.clone());
+        let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        ch.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
     /// Whether the certificate has expired (the node was away longer than
     /// it lived): only the node token can make a new one.
     pub(crate) fn expired(&self, now: SystemTime) -> bool {

@@ -195,6 +195,21 @@ async fn pods(s: &TestServer) -> BTreeMap<String, Pod> {
     out
 }
 
+/// Whether the pod waits unbound because it does not fit its node.
+fn unschedulable(p: &Pod) -> bool {
+    p.spec.node_name.is_empty()
+        && p.status.conditions.iter().any(|c| {
+            c.r#type == "PodScheduled"
+                && c.status == Some(drover_api::ConditionStatus::False)
+                && c.reason == "Unschedulable"
+        })
+}
+
+/// The engine's containers of the pod with `uid` on `node`.
+fn running_containers_of(node: &str, uid: &str) -> Vec<String> {
+    docker_ps(node, &[&format!("label=io.drover.pod.uid={uid}")])
+}
+
 fn first(p: &Pod) -> Option<&ContainerStatus> {
     p.status.container_statuses.first()
 }
@@ -282,8 +297,10 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
     eprintln!("applied -> every image error reported: {took:?}");
 
     let pods = pods(&s).await;
+    // Its pod waits unbound for the port, never beside node-monitoring.
     assert!(
-        !pods.contains_key("monitoring/ds:node-exporter"),
+        pods.get("monitoring/ds:node-exporter")
+            .is_none_or(unschedulable),
         "node-exporter placed beside node-monitoring on host port 9100"
     );
     for k in &keys {
@@ -395,8 +412,10 @@ async fn the_manifests_run_once_their_images_exist_locally() {
         assert!(c.container_id.starts_with("docker://"), "{k}: {c:?}");
         assert!(c.image.starts_with(&reg), "{k}: {}", c.image);
     }
+    // Its pod waits unbound for the port, never beside node-monitoring.
     assert!(
-        !pods.contains_key("monitoring/ds:node-exporter"),
+        pods.get("monitoring/ds:node-exporter")
+            .is_none_or(unschedulable),
         "node-exporter placed beside node-monitoring on host port 9100"
     );
     // fluentd: its ConfigMap is mounted read-only at /fluentd/etc.
@@ -494,7 +513,8 @@ async fn the_manifests_run_once_their_images_exist_locally() {
 }
 
 /// On the real engine: a DaemonSet asking for more CPU than the machine
-/// has gets no pod and `describe ds` says `Insufficient cpu`; of two
+/// has gets a pod that waits unbound (Pending, `Unschedulable`) and
+/// `describe ds` says `Insufficient cpu`; of two
 /// DaemonSets on one host port, the system-node-critical one preempts the
 /// other's running container and runs in its place.
 #[tokio::test]
@@ -533,9 +553,10 @@ async fn placement_respects_the_engines_cpus_host_ports_and_priorities() {
     .await;
     wait_until("critical Running in low's place", 3 * WAIT, || async {
         let p = pods(&s).await;
+        // low's pod waits unbound for its port (it was preempted).
         p.get("default/ds:critical")
             .is_some_and(is_running_and_ready)
-            && !p.contains_key("default/ds:low")
+            && p.get("default/ds:low").is_some_and(unschedulable)
     })
     .await;
     let running = docker_ps(&node, &["label=io.drover.role=container"]);
@@ -570,7 +591,29 @@ async fn placement_respects_the_engines_cpus_host_ports_and_priorities() {
         describe("greedy").await.contains("Insufficient cpu")
     })
     .await;
-    assert!(!pods(&s).await.contains_key("default/ds:greedy"));
+    wait_until("greedy's pod waits unbound", WAIT, || async {
+        pods(&s)
+            .await
+            .get("default/ds:greedy")
+            .is_some_and(unschedulable)
+    })
+    .await;
+    let greedy = pods(&s).await["default/ds:greedy"].clone();
+    let message = &greedy
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "PodScheduled")
+        .expect("PodScheduled")
+        .message;
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Insufficient cpu"),
+        "{message}"
+    );
+    assert!(
+        running_containers_of(&node, &greedy.metadata.uid).is_empty(),
+        "nothing of greedy runs"
+    );
     assert!(
         describe("low")
             .await

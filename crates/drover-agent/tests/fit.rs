@@ -2,8 +2,9 @@
 //! places them: on simulated nodes (4 CPUs, 8 GiB, 110 pods each) of a
 //! one-member server in this process, two DaemonSets that want the same
 //! host port never share a node, and a DaemonSet that asks for more CPU
-//! than a node has gets no pod, counts the nodes as desired, and
-//! `describe ds` says why.
+//! than a node has gets no running pod: its pods wait unbound (Pending,
+//! `PodScheduled=False` with the scheduler's reason, a `FailedScheduling`
+//! event), and `describe ds` says why.
 
 use drover_agent::Sim;
 use drover_api::{Kind, Manifest};
@@ -36,6 +37,48 @@ async fn status(s: &TestServer, name: &str) -> drover_api::DaemonSetStatus {
         Ok(Manifest::DaemonSet(d)) => d.status,
         _ => Default::default(),
     }
+}
+
+/// The pods of `app` waiting unbound: (pinned node, PodScheduled message).
+async fn waiting_pods_of(s: &TestServer, app: &str) -> Vec<(String, String)> {
+    let (pods, _) = s.objects.list(Kind::Pod, None, None).await.expect("list");
+    let mut out: Vec<(String, String)> = pods
+        .into_iter()
+        .filter_map(|m| match m {
+            Manifest::Pod(p)
+                if p.metadata.labels.get("app").map(String::as_str) == Some(app)
+                    && p.spec.node_name.is_empty() =>
+            {
+                let node = drover_api::node_affinity::pinned_node(&p.spec)?.to_string();
+                let c = p.status.conditions.iter().find(|c| {
+                    c.r#type == "PodScheduled"
+                        && c.status == Some(drover_api::ConditionStatus::False)
+                        && c.reason == "Unschedulable"
+                })?;
+                (p.status.phase == Some(drover_api::PodPhase::Pending))
+                    .then(|| (node, c.message.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn failed_scheduling_events(s: &TestServer, app: &str) -> usize {
+    let (events, _) = s
+        .objects
+        .list(Kind::Event, None, None)
+        .await
+        .expect("events");
+    events
+        .iter()
+        .filter(|m| {
+            matches!(m, Manifest::Event(e) if e.reason == "FailedScheduling"
+                && e.r#type == "Warning"
+                && e.involved_object.name.starts_with(&format!("{app}-")))
+        })
+        .count()
 }
 
 async fn running_pods_of(s: &TestServer, app: &str) -> Vec<String> {
@@ -96,10 +139,28 @@ async fn daemon_pods_go_only_where_their_ports_and_requests_fit() {
     } else {
         ("exporter-b", "exporter-a")
     };
-    // The nodes are desired, none has a pod.
+    // The nodes are desired; on each the loser's pod waits unbound, with
+    // the scheduler's reason, and none is ready.
     wait_until("the loser's status", WAIT, || async {
         let st = status(&s, loser).await;
-        (st.desired_number_scheduled, st.current_number_scheduled) == (NODES as i32, 0)
+        (
+            st.desired_number_scheduled,
+            st.current_number_scheduled,
+            st.number_ready,
+        ) == (NODES as i32, NODES as i32, 0)
+    })
+    .await;
+    let waiting = waiting_pods_of(&s, loser).await;
+    let pinned: Vec<&String> = waiting.iter().map(|(n, _)| n).collect();
+    assert_eq!(pinned, all.iter().collect::<Vec<_>>(), "{waiting:?}");
+    for (_, message) in &waiting {
+        assert!(
+            message.starts_with("0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports (9100/TCP is taken by pod default/"),
+            "{message}"
+        );
+    }
+    wait_until("a FailedScheduling event per waiting pod", WAIT, || async {
+        failed_scheduling_events(&s, loser).await >= NODES
     })
     .await;
 
@@ -140,7 +201,30 @@ async fn daemon_pods_go_only_where_their_ports_and_requests_fit() {
         "{text}"
     );
     assert!(running_pods_of(&s, "greedy").await.is_empty());
-    // The winner's pods are gone: the loser takes the nodes.
+    wait_until("greedy's pods wait on every node", WAIT, || async {
+        let w = waiting_pods_of(&s, "greedy").await;
+        w.len() == NODES
+            && w.iter()
+                .all(|(_, m)| m.contains("1 Insufficient cpu (the pod requests 16000m"))
+    })
+    .await;
+    // The winner's pods are gone: the loser's waiting pods are bound there.
+    let before: Vec<String> = {
+        let (pods, _) = s.objects.list(Kind::Pod, None, None).await.expect("list");
+        let mut uids: Vec<String> = pods
+            .iter()
+            .filter_map(|m| match m {
+                Manifest::Pod(p)
+                    if p.metadata.labels.get("app").map(String::as_str) == Some(loser) =>
+                {
+                    Some(p.metadata.uid.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        uids.sort();
+        uids
+    };
     s.objects
         .delete(Kind::DaemonSet, "default", winner)
         .await
@@ -149,6 +233,22 @@ async fn daemon_pods_go_only_where_their_ports_and_requests_fit() {
         running_pods_of(&s, loser).await == all
     })
     .await;
+    {
+        let (pods, _) = s.objects.list(Kind::Pod, None, None).await.expect("list");
+        let mut uids: Vec<String> = pods
+            .iter()
+            .filter_map(|m| match m {
+                Manifest::Pod(p)
+                    if p.metadata.labels.get("app").map(String::as_str) == Some(loser) =>
+                {
+                    Some(p.metadata.uid.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        uids.sort();
+        assert_eq!(uids, before, "the waiting pods were bound, not replaced");
+    }
 
     // A critical exporter on the same port preempts it on every node; the
     // preempted DaemonSet waits (lower priority never takes it back).

@@ -588,6 +588,8 @@ api_struct! {
         message: String = "message",
         /// A machine-readable reason, e.g. `NodeLost`.
         reason: String = "reason",
+        /// The node where this pod preempted others and waits to be bound.
+        nominated_node_name: String = "nominatedNodeName",
         /// IP of the node the pod runs on.
         host_ip: String = "hostIP",
         /// IP of the pod.

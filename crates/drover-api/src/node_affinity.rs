@@ -39,6 +39,49 @@ use crate::core_v1::{
 use crate::meta::Labels;
 use crate::validation::NODE_FIELD_METADATA_NAME;
 
+/// The node a pod is pinned to by its required node affinity, as the
+/// daemon controller pins a pod it cannot bind yet (Kubernetes'
+/// `GetTargetNodeName`): a term whose `matchFields` hold
+/// `metadata.name In [node]` with one value. `None` when there is none.
+pub fn pinned_node(spec: &PodSpec) -> Option<&str> {
+    let required = spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?;
+    required.node_selector_terms.iter().find_map(|term| {
+        term.match_fields.iter().find_map(|r| {
+            (r.key == NODE_FIELD_METADATA_NAME
+                && r.operator == Some(NodeSelectorOperator::In)
+                && r.values.len() == 1)
+                .then(|| r.values[0].as_str())
+        })
+    })
+}
+
+/// Pins a pod to `node` (Kubernetes'
+/// `ReplaceDaemonSetPodNodeNameNodeAffinity`): its required node affinity
+/// becomes the one term `metadata.name In [node]`; the preferred terms are
+/// kept. The daemon controller has already matched the node's labels.
+pub fn pin_to_node(spec: &mut PodSpec, node: &str) {
+    let affinity = spec.affinity.get_or_insert_with(Default::default);
+    let node_affinity = affinity.node_affinity.get_or_insert_with(Default::default);
+    node_affinity.required_during_scheduling_ignored_during_execution = Some(NodeSelector {
+        node_selector_terms: vec![NodeSelectorTerm {
+            match_fields: vec![NodeSelectorRequirement {
+                key: NODE_FIELD_METADATA_NAME.to_owned(),
+                operator: Some(NodeSelectorOperator::In),
+                values: vec![node.to_owned()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+}
+
 /// Why one requirement does not hold for a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequirementFailure {
@@ -627,5 +670,35 @@ mod tests {
             let all = requirements.iter().all(|r| requirement_matches(r, &labels));
             prop_assert_eq!(term_matches(&term(requirements, vec![]), &n), all);
         }
+    }
+
+    #[test]
+    fn a_pinned_pod_names_its_node_and_pinning_replaces_the_required_terms() {
+        let mut spec = spec_with(vec![term(
+            vec![],
+            vec![req("metadata.name", NodeSelectorOperator::NotIn, &["n1"])],
+        )]);
+        assert_eq!(pinned_node(&spec), None, "NotIn pins nothing");
+        pin_to_node(&mut spec, "n2");
+        assert_eq!(pinned_node(&spec), Some("n2"));
+        let required = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .expect("required terms");
+        assert_eq!(required.node_selector_terms.len(), 1);
+        let mut empty = PodSpec::default();
+        assert_eq!(pinned_node(&empty), None);
+        pin_to_node(&mut empty, "n3");
+        assert_eq!(pinned_node(&empty), Some("n3"));
+        let two = spec_with(vec![term(
+            vec![],
+            vec![req("metadata.name", NodeSelectorOperator::In, &["a", "b"])],
+        )]);
+        assert_eq!(pinned_node(&two), None, "two nodes pin nothing");
     }
 }

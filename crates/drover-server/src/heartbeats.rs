@@ -10,22 +10,31 @@ use std::time::{Duration, Instant};
 /// How often agents heartbeat.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// A node heard from after this long without a heartbeat (or for the
+/// first time) is *back*: the node lifecycle controller is woken at once
+/// instead of at its next check (up to a second later), so a node whose
+/// link healed is Ready again as soon as its session is.
+const BACK_AFTER: Duration = Duration::from_secs(2);
+
 /// The last heartbeat of every node, as this member heard it (and, on the
 /// leader, as followers relayed it).
 #[derive(Default)]
 pub struct Heartbeats {
     last: Mutex<HashMap<String, Instant>>,
     relay: Mutex<HashSet<String>>,
+    back: tokio::sync::Notify,
 }
 
 impl Heartbeats {
     /// Records a heartbeat of `node` now.
     pub fn beat(&self, node: &str) {
         let now = Instant::now();
-        self.last
+        let before = self
+            .last
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(node.to_string(), now);
+        self.note_return(before, now);
         self.relay
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -37,8 +46,22 @@ impl Heartbeats {
         let now = Instant::now();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         for n in nodes {
-            last.insert(n.clone(), now);
+            let before = last.insert(n.clone(), now);
+            self.note_return(before, now);
         }
+    }
+
+    fn note_return(&self, before: Option<Instant>, now: Instant) {
+        if before.is_none_or(|b| now.saturating_duration_since(b) >= BACK_AFTER) {
+            // One stored permit: a burst of returns wakes one pass.
+            self.back.notify_one();
+        }
+    }
+
+    /// Resolves when a node is heard from again after a silence of
+    /// [`BACK_AFTER`] (or for the first time) since the last call.
+    pub async fn node_back(&self) {
+        self.back.notified().await
     }
 
     /// The last heartbeat of each node.

@@ -37,6 +37,8 @@ pub struct Config {
     pub settle: Duration,
     /// The drover binary the image is made of.
     pub bin: PathBuf,
+    /// The kinds of fault the schedule draws from (every kind by default).
+    pub kinds: Vec<schedule::Kind>,
 }
 
 impl Config {
@@ -53,6 +55,7 @@ impl Config {
             converge_bound: Duration::from_secs(30),
             settle: Duration::from_millis(5_500),
             bin,
+            kinds: schedule::Kind::ALL.to_vec(),
         }
     }
 }
@@ -373,7 +376,7 @@ pub async fn run(cfg: Config) -> Result<Report> {
     let t0 = Instant::now();
     let mut report = Report {
         seed: cfg.seed,
-        schedule: schedule::schedule(cfg.seed, cfg.faults, cfg.hold_scale),
+        schedule: schedule::schedule_of(&cfg.kinds, cfg.seed, cfg.faults, cfg.hold_scale),
         ..Report::default()
     };
     say(t0, format!("seed {} — {} faults:", cfg.seed, cfg.faults));

@@ -56,6 +56,11 @@ impl Kind {
         }
     }
 
+    /// The kind named `name` (as [`Kind::name`] prints it).
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// The range of hold times, in milliseconds, at scale 1.
     fn hold_ms(self) -> (u64, u64) {
         match self {
@@ -97,13 +102,21 @@ impl fmt::Display for Fault {
     }
 }
 
-/// `count` faults from `seed`; hold times scaled by `scale` (e.g. 0.6 for
-/// a short run).
+/// `count` faults from `seed` in rounds of every kind; hold times scaled by
+/// `scale` (e.g. 0.6 for a short run).
 pub fn schedule(seed: u64, count: usize, scale: f64) -> Vec<Fault> {
+    schedule_of(&Kind::ALL, seed, count, scale)
+}
+
+/// [`schedule`] of the given `kinds` only (at least one).
+pub fn schedule_of(kinds: &[Kind], seed: u64, count: usize, scale: f64) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(count);
+    if kinds.is_empty() {
+        return out;
+    }
     while out.len() < count {
-        let mut round = Kind::ALL;
+        let mut round = kinds.to_vec();
         // Fisher–Yates.
         for i in (1..round.len()).rev() {
             let j = rng.below(i as u64 + 1) as usize;

@@ -18,6 +18,18 @@
 //! an attempt on an address that does not answer costs `connect_timeout`);
 //! after a round of them failed, every other attempt may go to any address
 //! of the list.
+//!
+//! **Overlapping attempts.** An attempt whose packets went into a cut link
+//! (or to a member that is gone without a reset) has no answer until its
+//! `connect_timeout`, and the kernel resends its SYN only after 1, 3, 7 s:
+//! a node whose link healed would wait for it. So while an attempt has no
+//! answer, another one starts beside it every `attempt_stagger` (1 s), on
+//! a new connection, to the next server (the same one when there is only
+//! one), up to [`MAX_ATTEMPTS`] at once; the first session that comes up
+//! wins and the others are dropped. A node is back within about
+//! `attempt_stagger` of its link healing, however long it was cut, and an
+//! attempt on a slow link still has its whole `connect_timeout`. A node
+//! still joining (getting its certificate) makes one attempt at a time.
 
 use super::shared::{Identity, Shared};
 use crate::backoff::Reconnect;
@@ -30,13 +42,50 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
 use tonic::Status;
 
-type Opening = Pin<Box<dyn Future<Output = Result<Session, Status>> + Send>>;
+type Attempt = Pin<Box<dyn Future<Output = Result<Session, Failed>> + Send>>;
+
+/// Attempts to open a session at once, at most (see the module docs).
+const MAX_ATTEMPTS: usize = 10;
+
+/// An attempt to open a session that failed, and the server it went to.
+pub(super) struct Failed {
+    server: String,
+    status: Status,
+}
+
+/// The attempts in flight to open a session.
+struct Opening {
+    /// Oldest first.
+    attempts: Vec<Attempt>,
+    /// When another attempt starts beside them; `None` while the node gets
+    /// its certificate (one attempt at a time).
+    next_at: Option<Instant>,
+}
+
+impl Opening {
+    /// The next attempt that ends; pending while none is in flight.
+    async fn next_done(&mut self) -> Result<Session, Failed> {
+        std::future::poll_fn(|cx| {
+            for i in 0..self.attempts.len() {
+                if let Poll::Ready(r) = self.attempts[i].as_mut().poll(cx) {
+                    // Dropped only once done: cancelling this wait loses
+                    // nothing.
+                    drop(self.attempts.remove(i));
+                    return Poll::Ready(r);
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
 
 enum State {
     /// No session; the next attempt is at `retry_at`.
@@ -58,7 +107,7 @@ pub(super) enum LinkEvent {
     /// A message of the server, the end of the stream, or its failure.
     Inbound(Result<Option<pb::ServerMessage>, Status>),
     /// An attempt to open a session ended.
-    Opened(Result<Box<Session>, Status>),
+    Opened(Result<Box<Session>, Failed>),
 }
 
 /// One node's session with a server, and how it gets the next one.
@@ -239,12 +288,12 @@ impl Link {
         }
     }
 
-    /// When the link needs the loop next: the next attempt while down, the
-    /// next heartbeat while up, nothing while opening.
+    /// When the link needs the loop next: the next attempt while down (or
+    /// beside those in flight), the next heartbeat while up.
     pub(super) fn due(&self) -> Option<Instant> {
         match &self.state {
             State::Down => Some(self.retry_at),
-            State::Opening(_) => None,
+            State::Opening(o) => o.next_at,
             State::Up(up) => Some(up.next_heartbeat),
         }
     }
@@ -280,6 +329,7 @@ impl Link {
         if matches!(self.state, State::Down) && now >= self.retry_at {
             self.open(shared, me);
         }
+        self.stagger(shared, me, now);
         if self.is_up()
             && self
                 .creds
@@ -309,7 +359,49 @@ impl Link {
         }
     }
 
+    /// Starts the first attempt to open a session, on the chosen server.
     fn open(&mut self, shared: &Shared, me: &Identity) {
+        let (attempt, certifies) = self.attempt(shared, me);
+        let next_at = (!certifies).then(|| shared.clock.now() + shared.tuning.attempt_stagger);
+        self.state = State::Opening(Opening {
+            attempts: vec![attempt],
+            next_at,
+        });
+    }
+
+    /// Starts another attempt, to the next server, beside those that have
+    /// had no answer for `attempt_stagger` (see the module docs).
+    fn stagger(&mut self, shared: &Shared, me: &Identity, now: Instant) {
+        let State::Opening(o) = &self.state else {
+            return;
+        };
+        let Some(at) = o.next_at else { return };
+        if now < at {
+            return;
+        }
+        let full = o.attempts.len() >= MAX_ATTEMPTS;
+        if !full {
+            self.server = next_server(
+                &self.servers,
+                self.server,
+                &self.members,
+                self.failures,
+                &mut self.rng,
+            );
+            self.failures += 1;
+            tracing::debug!(node = %me.name, server = %self.server_addr(), "no answer yet: another attempt beside it");
+        }
+        let next = (!full).then(|| self.attempt(shared, me).0);
+        if let State::Opening(o) = &mut self.state {
+            o.attempts.extend(next);
+            o.next_at = Some(now + shared.tuning.attempt_stagger);
+        }
+    }
+
+    /// An attempt to open a session on the chosen server (getting a
+    /// certificate first when the node has none or must renew it), and
+    /// whether it gets a certificate.
+    fn attempt(&mut self, shared: &Shared, me: &Identity) -> (Attempt, bool) {
         let addr = self.server_addr().to_string();
         let current = self.creds.clone();
         let token = shared.token.clone();
@@ -319,10 +411,12 @@ impl Link {
         let hello = hello(shared, me);
         let gate = shared.gate.clone();
         let wall = shared.clock.wall();
+        let certifies = !current.as_ref().is_some_and(|c| !c.renewal_due(wall));
         let given = shared.servers.clone();
         // Drawn here, from the node's seeded generator: where a new node's
         // session goes is repeatable.
         let pick = self.rng.random::<u32>() as usize;
+        let server = addr.clone();
         let fut = async move {
             // A sim process lets only so many nodes join at once.
             let _permit = match gate {
@@ -367,22 +461,23 @@ impl Link {
                     t
                 }
             };
-            let mut s = match wire::open(creds.channel(&on)?, hello.clone(), timeout).await {
+            let mut s = match wire::open(creds.fresh_channel(&on)?, hello.clone(), timeout).await {
                 Ok(s) => s,
                 // The chosen server does not answer: the one that just
                 // answered does.
                 Err(_) if on != addr => {
                     on = addr.clone();
-                    wire::open(creds.channel(&on)?, hello, timeout).await?
+                    wire::open(creds.fresh_channel(&on)?, hello, timeout).await?
                 }
                 Err(e) => return Err(e),
             };
             s.tls = Some(creds);
             s.server = on;
             s.learnt = learnt;
-            Ok(s)
+            Ok::<Session, Status>(s)
         };
-        self.state = State::Opening(Box::pin(fut));
+        let fut = async move { fut.await.map_err(|status| Failed { server, status }) };
+        (Box::pin(fut), certifies)
     }
 
     fn server_addr(&self) -> &str {
@@ -395,7 +490,7 @@ impl Link {
     /// An attempt to open a session ended; `true` when the session is up.
     pub(super) fn opened(
         &mut self,
-        r: Result<Box<Session>, Status>,
+        r: Result<Box<Session>, Failed>,
         shared: &Shared,
         me: &Identity,
     ) -> bool {
@@ -454,13 +549,17 @@ impl Link {
                 }));
                 true
             }
-            Err(s) => {
+            Err(Failed { server, status: s }) => {
                 if wire::is_refusal(&s) {
-                    tracing::error!(node = %name, server = %self.server_addr(), "the server refused this agent: {}", s.message());
+                    tracing::error!(node = %name, server = %server, "the server refused this agent: {}", s.message());
                 } else {
                     let loud = shared.loud && !self.failing;
-                    note!(loud, node = %name, server = %self.server_addr(), "the server is not reachable, trying the others: {}", s.message());
+                    note!(loud, node = %name, server = %server, "the server is not reachable, trying the others: {}", s.message());
                     self.failing = true;
+                }
+                if matches!(&self.state, State::Opening(o) if !o.attempts.is_empty()) {
+                    // Others are still in flight.
+                    return false;
                 }
                 self.state = State::Down;
                 self.retry_later(shared);
@@ -518,7 +617,7 @@ impl Link {
     pub(super) async fn event(&mut self) -> LinkEvent {
         match &mut self.state {
             State::Up(up) => LinkEvent::Inbound(up.session.inbound.message().await),
-            State::Opening(f) => LinkEvent::Opened(f.as_mut().await.map(Box::new)),
+            State::Opening(o) => LinkEvent::Opened(o.next_done().await.map(Box::new)),
             State::Down => std::future::pending().await,
         }
     }
@@ -535,15 +634,25 @@ impl Link {
             }
             // A session being opened (the node may already exist: its join
             // made it): let it finish, then leave on it.
-            State::Opening(f) => match tokio::time::timeout(shared.tuning.leave_timeout, f).await {
-                Ok(Ok(s)) => {
-                    if let Some(t) = &s.tls {
-                        self.creds = Some(t.clone());
+            State::Opening(mut o) => {
+                let first = async {
+                    while !o.attempts.is_empty() {
+                        if let Ok(s) = o.next_done().await {
+                            return Some(s);
+                        }
                     }
-                    Some(s)
+                    None
+                };
+                match tokio::time::timeout(shared.tuning.leave_timeout, first).await {
+                    Ok(Some(s)) => {
+                        if let Some(t) = &s.tls {
+                            self.creds = Some(t.clone());
+                        }
+                        Some(s)
+                    }
+                    _ => None,
                 }
-                _ => None,
-            },
+            }
             State::Down => None,
         };
         let session = match opened {

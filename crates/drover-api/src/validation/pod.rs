@@ -251,7 +251,14 @@ pub fn validate_pod(pod: &Pod) -> Result<(), Invalid> {
 /// it (their agent binds them to its node).
 pub fn validate_new_pod_placement(pod: &Pod) -> Result<(), Invalid> {
     let mut errors = Vec::new();
-    if pod.spec.node_name.is_empty() {
+    // A DaemonSet's pod that does not fit its node yet waits unbound,
+    // pinned to that node by its node affinity (the controller binds it).
+    let daemon_pending = pod
+        .metadata
+        .controller_ref()
+        .is_some_and(|o| o.kind == "DaemonSet")
+        && crate::node_affinity::pinned_node(&pod.spec).is_some();
+    if pod.spec.node_name.is_empty() && !daemon_pending {
         errors.push(FieldError::required(
             &Path::new("spec").child("nodeName"),
             "drover has no scheduler for bare pods: set spec.nodeName to the node that should run this pod, or run it on every node (or those a nodeSelector picks) with a DaemonSet",

@@ -28,7 +28,8 @@ use crate::time::Timestamp;
 #[derive(Debug, Default)]
 pub(crate) struct Claimed<'a> {
     /// The DaemonSet's pods, those it controls and the orphans it adopts,
-    /// by `spec.nodeName` (empty for none), in input order.
+    /// by the node they are bound or pinned to ([`pods::target_node`];
+    /// empty for none), in input order.
     pub by_node: HashMap<&'a str, Vec<&'a Pod>>,
     /// Orphans to adopt (also in `by_node`).
     pub adopt: Vec<&'a Pod>,
@@ -43,7 +44,7 @@ impl<'a> Claimed<'a> {
     /// Counts `pod` as the DaemonSet's, on its node.
     pub fn add(&mut self, pod: &'a Pod) {
         self.by_node
-            .entry(pod.spec.node_name.as_str())
+            .entry(pods::target_node(pod))
             .or_default()
             .push(pod);
     }
@@ -112,8 +113,14 @@ pub(crate) struct NodeDiff<'a> {
     /// [`oldest_first`] order: the first one counts for the status.
     pub pods: Vec<&'a Pod>,
     /// Place: the node should run the pod and has none at all (a pod
-    /// being deleted counts: its replacement comes once it is gone).
+    /// being deleted counts: its replacement comes once it is gone). Where
+    /// it does not fit ([`NodeEligibility::misfits`]) the new pod waits
+    /// unbound, pinned to the node.
     pub place: bool,
+    /// A pod waiting unbound on the node that fits now: to bind.
+    pub bind: Option<&'a Pod>,
+    /// A pod waiting unbound on the node that still does not fit.
+    pub waiting: Option<&'a Pod>,
     /// Keep: the running pods that stay (one, or with surge a new one
     /// beside the old one).
     pub keep: Vec<&'a Pod>,
@@ -168,6 +175,8 @@ pub(crate) fn diff_node<'a>(
         eligibility,
         pods,
         place: false,
+        bind: None,
+        waiting: None,
         keep: Vec::new(),
         stop: Vec::new(),
         terminating: Vec::new(),
@@ -176,7 +185,13 @@ pub(crate) fn diff_node<'a>(
         diff.pods.iter().partition(|p| !is_terminating(p));
     diff.terminating = terminating;
     if diff.eligibility.should_run && diff.pods.is_empty() {
-        diff.place = diff.eligibility.misfits.is_empty();
+        // Without its PriorityClass the pod cannot be created at all (the
+        // API server's admission refuses it): nothing waits.
+        diff.place = !diff
+            .eligibility
+            .misfits
+            .iter()
+            .any(|m| matches!(m, super::fit::Misfit::NoPriorityClass(_)));
     } else if diff.eligibility.should_continue_running {
         let mut running: Vec<&'a Pod> = Vec::new();
         for pod in live {
@@ -193,6 +208,14 @@ pub(crate) fn diff_node<'a>(
         let (keep, stop) = dedupe_running(ds, running, surge_hash, now);
         diff.keep = keep;
         diff.stop.extend(stop);
+        if let Some(&waiting) = diff.keep.iter().find(|p| pods::is_unbound(p)) {
+            let fits = diff.eligibility.should_run && diff.eligibility.misfits.is_empty();
+            if fits {
+                diff.bind = Some(waiting);
+            } else {
+                diff.waiting = Some(waiting);
+            }
+        }
     } else {
         let reason = DeletionReason::NotEligible(diff.eligibility.reasons.clone());
         diff.stop = live
@@ -269,7 +292,10 @@ pub(crate) fn diff_nodes<'a>(
         }
         let on_node = by_node.remove(name).unwrap_or_default();
         let mut verdict = eligibility.evaluate(node);
-        if let Some(usage) = usage.filter(|_| verdict.should_run && on_node.is_empty()) {
+        // The fit is judged where no pod of the DaemonSet is bound yet
+        // (none at all, or one waiting unbound).
+        let unbound = on_node.iter().all(|p| pods::is_unbound(p));
+        if let Some(usage) = usage.filter(|_| verdict.should_run && unbound) {
             let spec = eligibility.pod_spec();
             let uid = ds.metadata.uid.as_str();
             if usage.priority_of(spec).is_none() {
@@ -288,16 +314,15 @@ pub(crate) fn diff_nodes<'a>(
     diffs
 }
 
-/// The pods left once every node took its own: bound to a node that does
-/// not exist ([`DeletionReason::NodeGone`]) or to none
+/// The pods left once every node took its own: bound or pinned to a node
+/// that does not exist ([`DeletionReason::NodeGone`]) or to none
 /// ([`DeletionReason::Unbound`]). All are stopped but those being
 /// deleted; by node name, then [`oldest_first`].
 pub(crate) fn stray_pods<'a>(by_node: HashMap<&'a str, Vec<&'a Pod>>) -> Vec<Stop<'a>> {
     let mut leftover: Vec<&Pod> = by_node.into_values().flatten().collect();
     leftover.sort_by(|a, b| {
-        a.spec
-            .node_name
-            .cmp(&b.spec.node_name)
+        pods::target_node(a)
+            .cmp(pods::target_node(b))
             .then_with(|| oldest_first(a, b))
     });
     leftover
@@ -305,7 +330,7 @@ pub(crate) fn stray_pods<'a>(by_node: HashMap<&'a str, Vec<&'a Pod>>) -> Vec<Sto
         .filter(|p| !is_terminating(p))
         .map(|pod| Stop {
             pod,
-            reason: if pod.spec.node_name.is_empty() {
+            reason: if pods::target_node(pod).is_empty() {
                 DeletionReason::Unbound
             } else {
                 DeletionReason::NodeGone

@@ -105,11 +105,11 @@ pub struct NodeEligibility {
     /// Why not, when `should_run` is false; empty otherwise.
     pub reasons: Vec<Ineligibility>,
     /// The node should run the pod but it does not fit there (resources,
-    /// host ports): no pod is created until it does ([`super::fit`]).
-    /// Checked only where a pod would be placed.
+    /// host ports): its pod waits unbound until it does ([`super::fit`]).
+    /// Checked only where no pod of the DaemonSet is bound.
     pub misfits: Vec<super::fit::Misfit>,
     /// Pods of lower priority to preempt so that the pod fits (it is
-    /// created once they are gone).
+    /// bound once they are gone).
     pub preempt: Vec<super::fit::Victim>,
 }
 

@@ -335,7 +335,13 @@ pub fn explain<'a, 'n>(
 
     let mut nodes_without_pod: Vec<NodeWithoutPod> = diffs
         .iter()
-        .filter(|d| d.pods.iter().all(|p| is_terminating(p)))
+        // A pod waiting unbound is not on its node yet: the node is listed
+        // with why it waits.
+        .filter(|d| {
+            d.pods
+                .iter()
+                .all(|p| is_terminating(p) || super::pods::is_unbound(p))
+        })
         .map(|d| NodeWithoutPod {
             node: d.node.to_owned(),
             why: if d.eligibility.should_run && !d.eligibility.misfits.is_empty() {

@@ -4,17 +4,21 @@
 //! `NodePorts` checks, which Kubernetes applies to daemon pods too.
 //!
 //! A node where the pod does not fit still *should run* it (it counts in
-//! `desiredNumberScheduled`, so the DaemonSet shows that it is short), but
-//! no pod is created there until it fits; `describe ds` lists the node
-//! under "Nodes without a pod" with the reason, in the scheduler's words
-//! (`Insufficient cpu`, `node(s) didn't have free ports for the requested
-//! pod ports`). A pod already running stays: a fit is checked before a pod
-//! is placed, never against a running one.
+//! `desiredNumberScheduled`, so the DaemonSet shows that it is short). Its
+//! pod is created unbound and waits, as the scheduler leaves a daemon pod
+//! it cannot place: pinned to the node by node affinity, `Pending`,
+//! `PodScheduled=False` (`Unschedulable`, the reasons in the scheduler's
+//! words: `Insufficient cpu`, `node(s) didn't have free ports for the
+//! requested pod ports`), and nominated to the node when lower-priority
+//! pods are preempted for it (the room counts as its). The planner binds
+//! it once it fits. `describe ds` lists the node under "Nodes without a
+//! pod" with the reason. A pod already running stays: a fit is checked
+//! before a pod is bound, never against a running one.
 //!
-//! What counts: every pod bound to the node that has not terminated
-//! (phase `Succeeded` or `Failed`), pods being deleted included (their
-//! containers may still hold the resources), except the DaemonSet's own
-//! pods. A container's request is its `requests`, or its `limits` where it
+//! What counts: every pod bound (or nominated) to the node that has not
+//! terminated (phase `Succeeded` or `Failed`), pods being deleted included
+//! (their containers may still hold the resources), except the DaemonSet's
+//! own pods. A container's request is its `requests`, or its `limits` where it
 //! has no request (Kubernetes' defaulting). The node's allocatable is
 //! `status.allocatable`, else `status.capacity`; a resource the node does
 //! not report is not checked. Host ports: a container port with a
@@ -232,13 +236,29 @@ impl NodeUsage {
         }
     }
 
-    /// Counts `pod` on its node (unless it is unbound or has terminated).
+    /// Counts `pod` on its node (unless it has terminated). An unbound pod
+    /// counts only where it is nominated (lower-priority pods were
+    /// preempted for it: the room is its); a pod counts once.
     pub fn add(&mut self, pod: &Pod) {
         let done = matches!(
             pod.status.phase,
             Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
         );
-        if pod.spec.node_name.is_empty() || done {
+        let node = if pod.spec.node_name.is_empty() {
+            &pod.status.nominated_node_name
+        } else {
+            &pod.spec.node_name
+        };
+        if node.is_empty() || done {
+            return;
+        }
+        let uid = pod.metadata.uid.as_str();
+        if !uid.is_empty()
+            && self
+                .by_node
+                .get(node)
+                .is_some_and(|l| l.iter().any(|h| h.uid == uid))
+        {
             return;
         }
         let held = Held {
@@ -259,10 +279,7 @@ impl NodeUsage {
             requests: requests(&pod.spec),
             ports: host_ports(&pod.spec),
         };
-        self.by_node
-            .entry(pod.spec.node_name.clone())
-            .or_default()
-            .push(held);
+        self.by_node.entry(node.clone()).or_default().push(held);
     }
 
     /// Why a pod with `spec`, of the controller `owner_uid`, does not fit
@@ -467,16 +484,57 @@ mod tests {
         assert_eq!(r["memory"], 1 << 30);
     }
 
+    /// The pod the plan created, as the store gives it back (uid, time).
+    fn stored(mut p: Pod, uid: &str) -> Pod {
+        p.metadata.uid = uid.into();
+        p.metadata.creation_timestamp = Some(at(10).to_rfc3339());
+        p.metadata.resource_version = "7".into();
+        p
+    }
+
+    fn scheduled_condition(p: &Pod) -> (Option<drover_api::ConditionStatus>, String, String) {
+        let c = p
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "PodScheduled")
+            .expect("a PodScheduled condition");
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
     #[test]
-    fn a_pod_that_asks_for_more_than_the_node_has_is_not_placed_but_counts_as_desired() {
+    fn a_pod_that_asks_for_more_than_the_node_has_waits_unbound_until_it_fits() {
+        use drover_api::ConditionStatus;
         let big = requesting(ds("x"), "1000", "1Mi");
         let nodes = [with_capacity(node("n1", true), "4", "8Gi")];
         let usage = NodeUsage::new(std::iter::empty());
         let input = PlanInput::new(&big, &nodes, [], at(10)).with_usage(&usage);
         let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
-        assert!(p.create.is_empty(), "{:?}", p.create);
         assert_eq!(p.status.desired_number_scheduled, 1);
         assert_eq!(p.status.current_number_scheduled, 0);
+        // As the scheduler leaves a daemon pod that does not fit: created,
+        // Pending, unbound, pinned to its node, with the reason.
+        assert_eq!(p.create.len(), 1, "{:?}", p.create);
+        let waiting = &p.create[0].pod;
+        assert_eq!(waiting.spec.node_name, "");
+        assert_eq!(
+            drover_api::node_affinity::pinned_node(&waiting.spec),
+            Some("n1")
+        );
+        assert_eq!(waiting.status.phase, Some(PodPhase::Pending));
+        assert_eq!(
+            waiting.status.nominated_node_name, "",
+            "nothing was preempted"
+        );
+        let message = "0/1 nodes are available: 1 Insufficient cpu (the pod requests 1000000m; the node's other pods request 0m of 4000m allocatable).";
+        assert_eq!(
+            scheduled_condition(waiting),
+            (
+                Some(ConditionStatus::False),
+                "Unschedulable".into(),
+                message.into()
+            )
+        );
         let e = explain(&big, &nodes, [], None, at(10));
         assert_eq!(e.nodes_without_pod.len(), 1);
         assert!(matches!(e.nodes_without_pod[0].why, NoPod::DoesNotFit(_)));
@@ -484,6 +542,46 @@ mod tests {
             e.nodes_without_pod[0].why.lines(),
             ["Insufficient cpu (the pod requests 1000000m; the node's other pods request 0m of 4000m allocatable)"]
         );
+
+        // The next pass: the waiting pod counts as scheduled on its node,
+        // nothing more is created, nothing rewritten (same reason), and
+        // describe still says why the node has no running pod.
+        let waiting = stored(waiting.clone(), "w1");
+        let input = PlanInput::new(&big, &nodes, [&waiting], at(11)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+        assert!(p.bind.is_empty() && p.unschedulable.is_empty(), "{p:?}");
+        assert_eq!(p.status.current_number_scheduled, 1);
+        assert_eq!(p.status.number_ready, 0);
+        let e = explain(&big, &nodes, [&waiting], None, at(11));
+        assert!(matches!(e.nodes_without_pod[0].why, NoPod::DoesNotFit(_)));
+
+        // The node grows: the waiting pod is bound there, not replaced.
+        let roomy = [with_capacity(node("n1", true), "2000", "8Gi")];
+        let input = PlanInput::new(&big, &roomy, [&waiting], at(12)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+        assert_eq!(p.bind.len(), 1);
+        let bound = &p.bind[0];
+        assert_eq!(
+            (bound.metadata.uid.as_str(), bound.spec.node_name.as_str()),
+            ("w1", "n1")
+        );
+        assert_eq!(scheduled_condition(bound).0, Some(ConditionStatus::True));
+
+        // Another reason (a smaller node): the waiting pod's condition says so.
+        let small = [with_capacity(node("n1", true), "2", "8Gi")];
+        let input = PlanInput::new(&big, &small, [&waiting], at(13)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert_eq!(p.unschedulable.len(), 1, "{p:?}");
+        assert!(scheduled_condition(&p.unschedulable[0])
+            .2
+            .contains("of 2000m allocatable"));
+        // The node leaves: the waiting pod goes with it.
+        let input = PlanInput::new(&big, [], [&waiting], at(14)).with_usage(&usage);
+        let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
+        assert_eq!(p.delete.len(), 1);
+        assert_eq!(p.delete[0].reason, crate::daemon::DeletionReason::NodeGone);
     }
 
     #[test]
@@ -524,12 +622,18 @@ mod tests {
         let usage = NodeUsage::new([&holder]);
         let input = PlanInput::new(&exporter, &nodes, [], at(10)).with_usage(&usage);
         let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
-        let placed: Vec<&str> = p
+        let placed: Vec<(&str, Option<&str>)> = p
             .create
             .iter()
-            .map(|c| c.pod.spec.node_name.as_str())
+            .map(|c| {
+                (
+                    c.pod.spec.node_name.as_str(),
+                    drover_api::node_affinity::pinned_node(&c.pod.spec),
+                )
+            })
             .collect();
-        assert_eq!(placed, ["n2"]);
+        // Bound on n2; waiting unbound, pinned to n1, where the port is taken.
+        assert_eq!(placed, [("", Some("n1")), ("n2", None)]);
         assert_eq!(
             usage.misfits(&nodes[0], &exporter.spec.template.spec, "ds-uid")[0].to_string(),
             "node(s) didn't have free ports for the requested pod ports (9100/TCP is taken by pod monitoring/node-exporter-1)"
@@ -631,7 +735,11 @@ mod tests {
         let usage = NodeUsage::with_priorities([&holder], Priorities::new([]));
         let input = PlanInput::new(&critical, &nodes, [], at(10)).with_usage(&usage);
         let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
-        assert!(p.create.is_empty());
+        // The pod waits unbound, nominated to the node (the room is its).
+        assert_eq!(p.create.len(), 1);
+        let waiting = stored(p.create[0].pod.clone(), "w1");
+        assert_eq!(waiting.spec.node_name, "");
+        assert_eq!(waiting.status.nominated_node_name, "n1");
         let gone: Vec<(&str, &str)> = p
             .delete
             .iter()
@@ -639,12 +747,21 @@ mod tests {
             .collect();
         assert_eq!(gone, [("monitoring", "exporter-1")]);
         assert_eq!(p.delete[0].event.reason, "Preempted");
-        // Next pass: the holder is gone, the pod is placed.
-        let usage = NodeUsage::with_priorities([], Priorities::new([]));
-        let input = PlanInput::new(&critical, &nodes, [], at(11)).with_usage(&usage);
+        // A lower-priority DaemonSet planned later in the pass sees the
+        // room taken by the nominated pod.
+        let after = NodeUsage::with_priorities([&waiting], Priorities::new([]));
+        let low = with_host_port(ds("z"), 9100);
+        assert!(!after
+            .misfits(&nodes[0], &low.spec.template.spec, "z-uid")
+            .is_empty());
+        // Next pass: the holder is gone, the waiting pod is bound.
+        let usage = NodeUsage::with_priorities([&waiting], Priorities::new([]));
+        let input = PlanInput::new(&critical, &nodes, [&waiting], at(11)).with_usage(&usage);
         let p = plan(&input, &mut rand::rngs::StdRng::seed_from_u64(1));
-        assert_eq!(p.create.len(), 1);
-        assert!(p.delete.is_empty());
+        assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+        assert_eq!(p.bind.len(), 1);
+        assert_eq!(p.bind[0].spec.node_name, "n1");
+        assert_eq!(p.bind[0].status.nominated_node_name, "");
     }
 
     #[test]

@@ -24,7 +24,10 @@
 //! With the node's verdict from [`Eligibility`] (see [`eligibility`]) and
 //! the DaemonSet's pods bound to it — *including pods being deleted*:
 //!
-//! - should run and no pod at all: create one. A pod being deleted still
+//! - should run and no pod at all: create one, bound to the node; where it
+//!   does not fit ([`fit`]), unbound and pinned to the node by node
+//!   affinity, `Pending` with `PodScheduled=False`, and bound by a later
+//!   plan once it fits ([`DaemonSetPlan::bind`]). A pod being deleted still
 //!   counts, so its replacement is created once it is gone, never beside it;
 //! - should continue running:
 //!   - pods being deleted are left alone;
@@ -38,8 +41,8 @@
 //! - should not continue running (labels, affinity or an untolerated
 //!   `NoExecute` taint): every pod not already being deleted is deleted.
 //!
-//! Pods of the DaemonSet bound to a node that does not exist, or to no
-//! node, are deleted at once. (Kubernetes leaves bound ones to its pod
+//! Pods of the DaemonSet bound (or pinned) to a node that does not exist,
+//! or to no node, are deleted at once. (Kubernetes leaves bound ones to its pod
 //! garbage collector; drover's, [`crate::pod_gc`], waits a grace period
 //! before it deletes the *other* pods of a missing node.)
 //!
@@ -298,6 +301,13 @@ pub struct DaemonSetPlan {
     /// Orphans to adopt: the pods with the DaemonSet added as controller, to
     /// write with compare-and-swap on their resource version.
     pub adopt: Vec<Pod>,
+    /// Waiting pods that fit their node now: the pods bound to it
+    /// (`spec.nodeName` set, `PodScheduled=True`), to write with
+    /// compare-and-swap on their resource version (the scheduler's bind).
+    pub bind: Vec<Pod>,
+    /// Waiting pods whose reason changed: the pods with their new
+    /// `PodScheduled=False` message, to write as their status.
+    pub unschedulable: Vec<Pod>,
     /// Pods to release: the pods without the DaemonSet's owner reference.
     pub release: Vec<Pod>,
     /// The new status (the old one when nothing is known).
@@ -327,6 +337,8 @@ impl DaemonSetPlan {
             && self.delete.is_empty()
             && self.adopt.is_empty()
             && self.release.is_empty()
+            && self.bind.is_empty()
+            && self.unschedulable.is_empty()
             && self.events.is_empty()
             && !self.status_changed
     }
@@ -336,7 +348,8 @@ impl DaemonSetPlan {
         !(self.create.is_empty()
             && self.delete.is_empty()
             && self.adopt.is_empty()
-            && self.release.is_empty())
+            && self.release.is_empty()
+            && self.bind.is_empty())
     }
 
     /// Every event, assuming every write succeeds: the decision events,
@@ -567,9 +580,30 @@ fn write_node<R: RngCore + ?Sized>(
     rng: &mut R,
 ) {
     let generation = ds.metadata.generation;
+    let misfits = &diff.eligibility.misfits;
+    let preempting = !diff.eligibility.preempt.is_empty();
     if diff.place {
-        plan.create
-            .push(new_pods.create(diff.node, revision_hash, now, rng));
+        let mut c = new_pods.create(diff.node, revision_hash, now, rng);
+        if !misfits.is_empty() {
+            let message = unschedulable_message(misfits, preempting);
+            c.pod = pods::pending_daemon_pod(c.pod, diff.node, message, preempting, now);
+        }
+        plan.create.push(c);
+    }
+    if let Some(pod) = diff.bind {
+        plan.bind.push(pods::bound(pod, diff.node, now));
+    }
+    if let Some(pod) = diff.waiting.filter(|_| !misfits.is_empty()) {
+        let message = unschedulable_message(misfits, preempting);
+        let nominated = if preempting { diff.node } else { "" };
+        if pods::unschedulable_message(pod) != Some(message.as_str())
+            || pod.status.nominated_node_name != nominated
+        {
+            let mut p = pod.clone();
+            pods::set_unschedulable(&mut p.status, message, now);
+            p.status.nominated_node_name = nominated.to_owned();
+            plan.unschedulable.push(p);
+        }
     }
     for v in &diff.eligibility.preempt {
         plan.delete.push(preemption(ds, v, diff.node, now));
@@ -594,6 +628,18 @@ fn write_node<R: RngCore + ?Sized>(
         plan.delete
             .push(deletion(ds, stop.pod, stop.reason.clone(), now, rng));
     }
+}
+
+/// Why a daemon pod waits unbound, as the scheduler says it in the pod's
+/// `PodScheduled` condition and its `FailedScheduling` event (the pod is
+/// pinned to one node, hence `0/1`).
+pub fn unschedulable_message(misfits: &[Misfit], preempting: bool) -> String {
+    let reasons: Vec<String> = misfits.iter().map(|m| format!("1 {m}")).collect();
+    let mut message = format!("0/1 nodes are available: {}.", reasons.join(", "));
+    if preempting {
+        message.push_str(" Preempting lower-priority pods on the node to make room.");
+    }
+    message
 }
 
 /// `FailedDaemonPod` (a warning) or `SucceededDaemonPod`, about a pod that

@@ -104,6 +104,104 @@ pub fn new_daemon_pod(
     }
 }
 
+/// The node a daemon pod belongs to: the one it is bound to, or, while it
+/// waits unbound, the one its node affinity pins it to (Kubernetes'
+/// `GetTargetNodeName`); empty for neither.
+pub fn target_node(pod: &Pod) -> &str {
+    if pod.spec.node_name.is_empty() {
+        drover_api::node_affinity::pinned_node(&pod.spec).unwrap_or("")
+    } else {
+        &pod.spec.node_name
+    }
+}
+
+/// Whether the pod waits to be bound (no `spec.nodeName` yet).
+pub fn is_unbound(pod: &Pod) -> bool {
+    pod.spec.node_name.is_empty()
+}
+
+/// The reason of a pod's `PodScheduled=False` condition while it does not
+/// fit (the scheduler's).
+pub const UNSCHEDULABLE: &str = "Unschedulable";
+
+/// A daemon pod that does not fit `node_name` yet: unbound, pinned to the
+/// node by its affinity, `Pending` with `PodScheduled=False`
+/// ([`UNSCHEDULABLE`], `message`), and nominated to the node when pods are
+/// preempted there for it (the room they leave is its).
+pub fn pending_daemon_pod(
+    mut pod: Pod,
+    node_name: &str,
+    message: String,
+    nominated: bool,
+    now: Timestamp,
+) -> Pod {
+    pod.spec.node_name.clear();
+    drover_api::node_affinity::pin_to_node(&mut pod.spec, node_name);
+    pod.status.nominated_node_name = if nominated {
+        node_name.to_owned()
+    } else {
+        String::new()
+    };
+    set_unschedulable(&mut pod.status, message, now);
+    pod
+}
+
+/// Sets `PodScheduled=False` ([`UNSCHEDULABLE`], `message`), keeping its
+/// transition time when it was already so.
+pub fn set_unschedulable(status: &mut PodStatus, message: String, now: Timestamp) {
+    status.phase = Some(PodPhase::Pending);
+    let since = status
+        .conditions
+        .iter()
+        .find(|c| {
+            c.r#type == pod_condition::POD_SCHEDULED
+                && c.status == Some(drover_api::ConditionStatus::False)
+        })
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.to_rfc3339());
+    status
+        .conditions
+        .retain(|c| c.r#type != pod_condition::POD_SCHEDULED);
+    status.conditions.push(drover_api::PodCondition {
+        r#type: pod_condition::POD_SCHEDULED.to_owned(),
+        status: Some(drover_api::ConditionStatus::False),
+        last_transition_time: Some(since),
+        reason: UNSCHEDULABLE.to_owned(),
+        message,
+        ..Default::default()
+    });
+}
+
+/// The message of a pod's `PodScheduled=False` condition, if it has one.
+pub fn unschedulable_message(pod: &Pod) -> Option<&str> {
+    pod.status
+        .conditions
+        .iter()
+        .find(|c| {
+            c.r#type == pod_condition::POD_SCHEDULED
+                && c.status == Some(drover_api::ConditionStatus::False)
+        })
+        .map(|c| c.message.as_str())
+}
+
+/// A waiting pod bound to `node_name` now: `PodScheduled=True`, no longer
+/// nominated.
+pub fn bound(pod: &Pod, node_name: &str, now: Timestamp) -> Pod {
+    let mut pod = pod.clone();
+    pod.spec.node_name = node_name.to_owned();
+    pod.status.nominated_node_name.clear();
+    pod.status
+        .conditions
+        .retain(|c| c.r#type != pod_condition::POD_SCHEDULED);
+    pod.status.conditions.push(drover_api::PodCondition {
+        r#type: pod_condition::POD_SCHEDULED.to_owned(),
+        status: Some(drover_api::ConditionStatus::True),
+        last_transition_time: Some(now.to_rfc3339()),
+        ..Default::default()
+    });
+    pod
+}
+
 /// Whether the pod is being deleted (`deletionTimestamp` set).
 pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()

@@ -175,6 +175,8 @@ impl Leading {
             }
             tokio::select! {
                 r = changes.changed() => if r.is_err() { return },
+                // A node that was silent is back: judge it now.
+                _ = self.ctx.heartbeats.node_back() => {}
                 _ = tokio::time::sleep(pause) => {}
             }
         }
@@ -411,6 +413,46 @@ impl Leading {
                 }
             }
         }
+        // Waiting pods that fit now are bound (compare-and-swap on the
+        // version planned from); those whose reason changed say so.
+        for pod in &plan.bind {
+            usage.add(pod);
+            match self
+                .objects
+                .update(Manifest::Pod(Box::new(pod.clone())))
+                .await
+            {
+                Ok(m) => {
+                    written = written.max(rev(&m));
+                    if let Manifest::Pod(p) = &m {
+                        events.push(super::events::scheduled(p, now));
+                    }
+                }
+                Err(e) => tracing::debug!(pod = %pod.metadata.name, "bind: {}", e),
+            }
+        }
+        for pod in &plan.unschedulable {
+            usage.add(pod);
+            let m = &pod.metadata;
+            let status = match serde_json::to_value(&pod.status) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(pod = %m.name, "cannot encode its status: {e}");
+                    continue;
+                }
+            };
+            match self
+                .objects
+                .update_status(Kind::Pod, &m.namespace, &m.name, &m.uid, status)
+                .await
+            {
+                Ok(written_pod) => {
+                    written = written.max(rev(&written_pod));
+                    events.push(super::events::failed_scheduling(pod, now));
+                }
+                Err(e) => tracing::debug!(pod = %m.name, "unschedulable: {}", e),
+            }
+        }
         // Deletions: the uid is the precondition (an adopted pod changed its
         // resourceVersion in this very plan, so do not pin that).
         let deletions = plan.delete.iter().cloned().map(|d| {
@@ -457,9 +499,14 @@ impl Leading {
                     written = written.max(rev(&m));
                     events.push(c.event.clone());
                     // Daemon pods are bound by the controller itself: the
-                    // scheduler's event says so, as in Kubernetes.
+                    // scheduler's event says so, as in Kubernetes (or why
+                    // the pod waits unbound).
                     if let Manifest::Pod(p) = &m {
-                        events.push(super::events::scheduled(p, now));
+                        events.push(if p.spec.node_name.is_empty() {
+                            super::events::failed_scheduling(p, now)
+                        } else {
+                            super::events::scheduled(p, now)
+                        });
                     }
                 }
                 Err(e) => {

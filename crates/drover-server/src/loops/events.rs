@@ -139,6 +139,25 @@ pub fn event_of(
 /// scheduler records it (named `<pod>.<hex of now in ns>`).
 pub fn scheduled(pod: &Pod, now: Timestamp) -> Event {
     let m = &pod.metadata;
+    let message = format!(
+        "Successfully assigned {}/{} to {}",
+        m.namespace, m.name, pod.spec.node_name
+    );
+    scheduler_event(pod, event_type::NORMAL, "Scheduled", message, now)
+}
+
+/// The `FailedScheduling` warning of a daemon pod that waits unbound
+/// because it does not fit its node: the message of its `PodScheduled`
+/// condition.
+pub fn failed_scheduling(pod: &Pod, now: Timestamp) -> Event {
+    let message = drover_controller::daemon::pods::unschedulable_message(pod)
+        .unwrap_or("the pod does not fit its node")
+        .to_owned();
+    scheduler_event(pod, event_type::WARNING, "FailedScheduling", message, now)
+}
+
+fn scheduler_event(pod: &Pod, kind: &str, reason: &str, message: String, now: Timestamp) -> Event {
+    let m = &pod.metadata;
     let time = now.to_rfc3339();
     Event {
         metadata: ObjectMeta {
@@ -154,11 +173,8 @@ pub fn scheduled(pod: &Pod, now: Timestamp) -> Event {
             uid: m.uid.clone(),
             ..ObjectReference::default()
         },
-        reason: "Scheduled".into(),
-        message: format!(
-            "Successfully assigned {}/{} to {}",
-            m.namespace, m.name, pod.spec.node_name
-        ),
+        reason: reason.into(),
+        message,
         source: EventSource {
             component: SCHEDULER.into(),
             ..EventSource::default()
@@ -166,7 +182,7 @@ pub fn scheduled(pod: &Pod, now: Timestamp) -> Event {
         first_timestamp: Some(time.clone()),
         last_timestamp: Some(time),
         count: Some(1),
-        r#type: event_type::NORMAL.into(),
+        r#type: kind.into(),
         reporting_component: SCHEDULER.into(),
         ..Event::default()
     }
