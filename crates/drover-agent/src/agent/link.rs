@@ -411,7 +411,7 @@ impl Link {
         let hello = hello(shared, me);
         let gate = shared.gate.clone();
         let wall = shared.clock.wall();
-        let certifies = !current.as_ref().is_some_and(|c| !c.renewal_due(wall));
+        let certifies = current.as_ref().is_none_or(|c| c.renewal_due(wall));
         let given = shared.servers.clone();
         // Drawn here, from the node's seeded generator: where a new node's
         // session goes is repeatable.
