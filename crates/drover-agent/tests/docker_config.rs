@@ -44,6 +44,23 @@ async fn run(rt: &DockerRuntime, id: &str, cmd: &[&str]) -> String {
     String::from_utf8_lossy(&out.output).into_owned()
 }
 
+/// Unmounts whatever is still mounted under a directory when the test ends
+/// (a failed assertion skips the pod's removal, which would unmount its
+/// tmpfs), so that the temporary directory can go.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let prefix = format!("{}/", self.0.display());
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
+            if target.starts_with(&prefix) {
+                let _ = std::process::Command::new("umount").arg(target).output();
+            }
+        }
+    }
+}
+
 /// Every file under `dir` but the pods' volumes, whose contents hold `needle`.
 fn files_holding(dir: &Path, needle: &str, out: &mut Vec<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -79,6 +96,7 @@ async fn a_config_map_update_reaches_a_running_container_and_a_secret_its_env_an
     let s = TestServer::start(&tmp.path().join("server")).await;
     let data = tmp.path().join("agent");
     std::fs::create_dir(&data).unwrap();
+    let _unmount = Unmount(data.clone());
     let rt = Arc::new(
         DockerRuntime::connect(DockerOptions::new(node.clone(), &data))
             .await
