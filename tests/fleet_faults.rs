@@ -34,9 +34,11 @@ fn env_u64(name: &str) -> Option<u64> {
 /// run opted out out loud.
 fn engine() -> bool {
     match drover_testbed::docker::engine_answers() {
+        // The Docker node's pods run local/busybox:1 (built here, never
+        // pulled).
         Ok(v) => {
             println!("docker engine {v}");
-            true
+            drover_testkit::docker::engine_ready()
         }
         Err(why) if drover_testkit::skipping_docker() => {
             eprintln!("SKIPPED (DROVER_TEST_SKIP=docker): no Docker engine here ({why})");

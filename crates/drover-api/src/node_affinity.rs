@@ -37,7 +37,9 @@ use crate::core_v1::{
     Node, NodeSelector, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
 };
 use crate::meta::Labels;
-use crate::validation::NODE_FIELD_METADATA_NAME;
+
+/// The one node field a `matchFields` requirement may name.
+pub const NODE_FIELD_METADATA_NAME: &str = "metadata.name";
 
 /// The node a pod is pinned to by its required node affinity, as the
 /// daemon controller pins a pod it cannot bind yet (Kubernetes'

@@ -25,6 +25,10 @@ pub struct Options {
     /// Agents labelled `tb/edge=true` (the first ones): the eligible nodes
     /// of the selective DaemonSet.
     pub edge_agents: usize,
+    /// Agents (the first ones) that run their pods on this machine's Docker
+    /// engine (its socket mounted in their container) instead of the
+    /// simulated runtime: their containers are checked through the faults.
+    pub docker_agents: usize,
     /// `--snapshot-every` / `--keep-entries` of the servers: small, so that
     /// restarted members catch up from snapshots.
     pub snapshot_every: u64,
@@ -39,6 +43,7 @@ impl Default for Options {
             servers: 3,
             agents: 5,
             edge_agents: 3,
+            docker_agents: 1,
             snapshot_every: 500,
             keep_entries: 100,
             log: "info,raft=warn".into(),
@@ -67,6 +72,8 @@ pub struct Agent {
     pub name: String,
     pub ip: String,
     pub edge: bool,
+    /// Runs its pods on the host's Docker engine.
+    pub docker: bool,
 }
 
 /// A running fleet; removes all of its containers and its network when dropped.
@@ -90,8 +97,21 @@ pub struct Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
+        // The agents first: a live agent would restart its pods.
         docker::remove_run(&self.run);
+        for a in self.agents.iter().filter(|a| a.docker) {
+            crate::engine::remove_pods_of(&a.name);
+        }
     }
+}
+
+/// The host path of the engine's socket (`DOCKER_HOST=unix://…`, else the
+/// default), mounted in the agents that use the engine.
+fn engine_socket() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| "/var/run/docker.sock".to_string())
 }
 
 /// Polls `f` every `every` until it yields a value; an error after `timeout`.
@@ -199,6 +219,7 @@ impl Fleet {
                 name: format!("tb-{run}-a{}", i + 1),
                 ip: fleet.next_ip()?,
                 edge: i < opts.edge_agents,
+                docker: i < opts.docker_agents,
             };
             fleet.run_agent(&agent)?;
             fleet.agents.push(agent);
@@ -321,12 +342,18 @@ impl Fleet {
         Ok(server)
     }
 
-    /// Starts an agent container (simulated runtime, its data dir in the
-    /// container: a restart keeps the node's certificate and pods).
+    /// Starts an agent container (simulated runtime, or the host's Docker
+    /// engine through its socket; its data dir in the container: a restart
+    /// keeps the node's certificate and pods).
     fn run_agent(&self, agent: &Agent) -> Result<()> {
         let servers: Vec<String> = self.servers.iter().map(Server::addr).collect();
         let mut args: Vec<String> = vec!["run".into(), "-d".into()];
         args.extend(self.labels());
+        if agent.docker {
+            let socket = engine_socket();
+            args.extend(["-v".to_string(), format!("{socket}:/var/run/docker.sock")]);
+        }
+        let runtime = if agent.docker { "docker" } else { "sim" };
         args.extend(
             [
                 "--name",
@@ -344,7 +371,7 @@ impl Fleet {
                 &self.image,
                 "agent",
                 "--runtime",
-                "sim",
+                runtime,
                 "--data-dir",
                 "/data",
                 "--name",

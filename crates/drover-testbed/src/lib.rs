@@ -9,7 +9,8 @@
 //! | [`rng`] | SplitMix64: a seed gives the same schedule on every machine |
 //! | [`schedule`] | the seeded fault schedule: kinds, targets, hold times; printed |
 //! | [`docker`] | the `docker` CLI, the image built from the debug binary, cleanup by label |
-//! | [`fleet`] | the cluster in containers: network, servers, agents, the nemeses' actions |
+//! | [`fleet`] | the cluster in containers: network, servers, agents (simulated runtime, and one on the host's Docker engine), the nemeses' actions |
+//! | [`engine`] | the Docker node's pod containers: kept running while its agent is away, not restarted when it returns |
 //! | [`workload`] | kv writers and readers, DaemonSet changes; every invocation and answer recorded |
 //! | [`observe`] | what the cluster shows while faults run: nodes' readiness, pods per node |
 //! | [`run`] | one run: setup, workload, faults, heals, convergence, final checks, the report |
@@ -18,6 +19,7 @@
 //! is its only user.
 
 pub mod docker;
+pub mod engine;
 pub mod fleet;
 pub mod lin;
 pub mod observe;

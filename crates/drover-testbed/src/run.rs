@@ -5,6 +5,7 @@
 //! [`Report::violations`]; the test asserts there is none.
 
 use crate::docker;
+use crate::engine;
 use crate::fleet::{poll, Fleet, Options};
 use crate::lin::{self, Input, Op, Output};
 use crate::observe::{self, Observer};
@@ -101,6 +102,8 @@ pub struct Report {
     pub violations: Vec<String>,
     /// The tail of every container's log, when something failed.
     pub logs: String,
+    /// The Docker node's containers through the faults of its agent.
+    pub docker: engine::Kept,
 }
 
 fn pct(mut v: Vec<f64>, p: f64) -> f64 {
@@ -174,6 +177,12 @@ impl Report {
             s,
             "| nodes NotReady during any fault of servers only (kill, pause, partitions, replacement) | {} |",
             self.not_ready_server_faults
+        );
+        let d = &self.docker;
+        let _ = writeln!(
+            s,
+            "| Docker node: faults of its agent (cut, kill, pause) / pod containers checked / kept running, not restarted / pod deleted meanwhile | {} / {} / {} / {} |",
+            d.faults, d.checked, d.kept, d.replaced
         );
         let _ = writeln!(s, "| wall time | {:.0} s |", self.wall.as_secs_f64());
         let _ = writeln!(s, "| violations | {} |", self.violations.len());
@@ -295,7 +304,27 @@ async fn wait_converged(
 }
 
 /// Injects one fault, holds it, heals it; returns the target's name.
-async fn inject(fleet: &mut Fleet, fault: &Fault, shared: &SharedClient) -> Result<String> {
+/// The pod containers of the Docker nodes among `targets`, by node.
+type Containers = BTreeMap<String, BTreeMap<String, engine::Running>>;
+
+fn docker_containers(fleet: &Fleet, targets: &[&str]) -> Result<Containers> {
+    let mut out = Containers::new();
+    for a in fleet.agents.iter().filter(|a| a.docker) {
+        if targets.contains(&a.name.as_str()) {
+            out.insert(a.name.clone(), engine::pod_containers(&a.name)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Injects `fault`, holds it, heals it. Answers its target(s) and the pod
+/// containers of the Docker nodes it hit as they were just before the
+/// heal (the agent still away).
+async fn inject(
+    fleet: &mut Fleet,
+    fault: &Fault,
+    shared: &SharedClient,
+) -> Result<(String, Containers)> {
     let pick = fault.pick as usize;
     let hold = fault.hold;
     let servers = fleet.servers.clone();
@@ -308,14 +337,15 @@ async fn inject(fleet: &mut Fleet, fault: &Fault, shared: &SharedClient) -> Resu
             fleet.kill(&s.name)?;
             tokio::time::sleep(hold).await;
             fleet.start_again(&s.name)?;
-            Ok(s.name.clone())
+            Ok((s.name.clone(), Containers::new()))
         }
         Kind::KillAgent => {
             let a = &agents[pick % agents.len()];
             fleet.kill(&a.name)?;
             tokio::time::sleep(hold).await;
+            let held = docker_containers(fleet, &[&a.name])?;
             fleet.start_again(&a.name)?;
-            Ok(a.name.clone())
+            Ok((a.name.clone(), held))
         }
         Kind::PauseServer | Kind::PauseAgent => {
             let name = if fault.kind == Kind::PauseServer {
@@ -325,8 +355,9 @@ async fn inject(fleet: &mut Fleet, fault: &Fault, shared: &SharedClient) -> Resu
             };
             fleet.pause(&name)?;
             tokio::time::sleep(hold).await;
+            let held = docker_containers(fleet, &[&name])?;
             fleet.unpause(&name)?;
-            Ok(name)
+            Ok((name, held))
         }
         Kind::IsolateLeader | Kind::IsolateFollower => {
             let s = if fault.kind == Kind::IsolateLeader {
@@ -340,7 +371,7 @@ async fn inject(fleet: &mut Fleet, fault: &Fault, shared: &SharedClient) -> Resu
             fleet.disconnect(&s.name)?;
             tokio::time::sleep(hold).await;
             fleet.connect(&s.name, &s.ip)?;
-            Ok(s.name.clone())
+            Ok((s.name.clone(), Containers::new()))
         }
         Kind::CutAgents => {
             let size = 1 + pick / 7 % agents.len().div_ceil(2);
@@ -351,14 +382,12 @@ async fn inject(fleet: &mut Fleet, fault: &Fault, shared: &SharedClient) -> Resu
                 fleet.disconnect(&a.name)?;
             }
             tokio::time::sleep(hold).await;
+            let names: Vec<&str> = group.iter().map(|a| a.name.as_str()).collect();
+            let held = docker_containers(fleet, &names)?;
             for a in &group {
                 fleet.connect(&a.name, &a.ip)?;
             }
-            Ok(group
-                .iter()
-                .map(|a| a.name.as_str())
-                .collect::<Vec<_>>()
-                .join(","))
+            Ok((names.join(","), held))
         }
         Kind::ReplaceMember => {
             let s = &followers[pick % followers.len()];
@@ -366,7 +395,7 @@ async fn inject(fleet: &mut Fleet, fault: &Fault, shared: &SharedClient) -> Resu
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(fleet.client()?);
             let new = fleet.add_server().await?;
             *shared.write().unwrap_or_else(|e| e.into_inner()) = Some(fleet.client()?);
-            Ok(format!("{} -> {}", s.name, new.name))
+            Ok((format!("{} -> {}", s.name, new.name), Containers::new()))
         }
     }
 }
@@ -384,6 +413,7 @@ pub async fn run(cfg: Config) -> Result<Report> {
         println!("    {:3}. {f}", i + 1);
     }
     docker::remove_leftovers();
+    engine::remove_orphaned_pods();
     let image = docker::build_image(&cfg.bin)?;
     let run = run_id();
     say(t0, format!("image {image}, run {run}"));
@@ -429,7 +459,15 @@ pub async fn run(cfg: Config) -> Result<Report> {
     let mut failure = None;
     for (i, fault) in report.schedule.clone().iter().enumerate() {
         let injected = t0.elapsed().as_secs_f64();
-        let target = match inject(&mut fleet, fault, &shared).await {
+        // The Docker nodes' containers before a fault of agents.
+        let before = match fault.kind {
+            Kind::KillAgent | Kind::PauseAgent | Kind::CutAgents => {
+                let all: Vec<&str> = fleet.agents.iter().map(|a| a.name.as_str()).collect();
+                docker_containers(&fleet, &all)?
+            }
+            _ => Containers::new(),
+        };
+        let (target, held) = match inject(&mut fleet, fault, &shared).await {
             Ok(t) => t,
             Err(e) => {
                 failure = Some(format!("fault {} ({fault}): {e}", i + 1));
@@ -450,6 +488,17 @@ pub async fn run(cfg: Config) -> Result<Report> {
             }
         };
         let end = t0.elapsed().as_secs_f64();
+        for (node, at_heal) in &held {
+            let empty = BTreeMap::new();
+            let before = before.get(node).unwrap_or(&empty);
+            let after = engine::pod_containers(node)?;
+            report.docker.faults += 1;
+            for v in engine::compare(node, before, at_heal, &after, &mut report.docker) {
+                report
+                    .violations
+                    .push(format!("fault {} ({fault}): {v}", i + 1));
+            }
+        }
         let not_ready: Vec<String> = {
             let seen = observer.seen.lock().unwrap_or_else(|e| e.into_inner());
             let set: BTreeSet<String> = seen

@@ -314,6 +314,7 @@ spec:
       annotations:
         tb/generation: "{generation}"
     spec:
+      terminationGracePeriodSeconds: 1
 {node_selector}      containers:
       - name: main
         image: local/busybox:1

@@ -140,7 +140,7 @@ fn validate_node_selector_requirement(
 }
 
 /// The only node field a node selector can match.
-pub const NODE_FIELD_METADATA_NAME: &str = "metadata.name";
+pub use crate::node_affinity::NODE_FIELD_METADATA_NAME;
 
 fn validate_node_field_selector_requirement(
     rq: &NodeSelectorRequirement,
