@@ -43,6 +43,7 @@ mod macros;
 
 pub mod annotations;
 pub mod apps_v1;
+pub mod config_v1;
 pub mod core_v1;
 pub mod defaults;
 pub mod kind;
@@ -50,6 +51,7 @@ pub mod kubernetes_fields;
 pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
+pub mod pod_config;
 pub mod quantity;
 pub mod scheduling_v1;
 pub mod selector;
@@ -59,6 +61,7 @@ pub mod unknown;
 pub mod validation;
 
 pub use apps_v1::*;
+pub use config_v1::*;
 pub use core_v1::*;
 pub use kind::{Kind, UnknownKind};
 pub use manifest::{parse_manifests, parse_manifests_in, DocumentError, Manifest, ParseError};

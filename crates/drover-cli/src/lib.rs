@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod commands;
+pub mod create;
 pub mod describe;
 pub mod edit;
 pub mod errors;

@@ -99,6 +99,10 @@ pub fn headers(kind: Kind, o: &TableOptions) -> Vec<&'static str> {
         Kind::PriorityClass => {
             h.extend(["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"])
         }
+        Kind::ConfigMap => h.extend(["NAME", "DATA", "AGE"]),
+        Kind::Secret => h.extend(["NAME", "TYPE", "DATA", "AGE"]),
+        Kind::Namespace => h.extend(["NAME", "STATUS", "AGE"]),
+        Kind::ServiceAccount => h.extend(["NAME", "SECRETS", "AGE"]),
     }
     h
 }
@@ -123,6 +127,27 @@ pub fn row(m: &Manifest, o: &TableOptions) -> Vec<String> {
             pc.preemption_policy
                 .clone()
                 .unwrap_or_else(|| "PreemptLowerPriority".into()),
+        ]),
+        Manifest::ConfigMap(cm) => r.extend([
+            cm.metadata.name.clone(),
+            (cm.data.len() + cm.binary_data.len()).to_string(),
+            age(cm.metadata.creation_timestamp.as_deref(), o.now),
+        ]),
+        Manifest::Secret(s) => r.extend([
+            s.metadata.name.clone(),
+            s.r#type.clone(),
+            s.data.len().to_string(),
+            age(s.metadata.creation_timestamp.as_deref(), o.now),
+        ]),
+        Manifest::Namespace(ns) => r.extend([
+            ns.metadata.name.clone(),
+            ns.status.phase.clone(),
+            age(ns.metadata.creation_timestamp.as_deref(), o.now),
+        ]),
+        Manifest::ServiceAccount(sa) => r.extend([
+            sa.metadata.name.clone(),
+            "0".into(),
+            age(sa.metadata.creation_timestamp.as_deref(), o.now),
         ]),
     }
     r
