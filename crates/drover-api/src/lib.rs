@@ -43,6 +43,7 @@ mod macros;
 
 pub mod annotations;
 pub mod apps_v1;
+pub mod columns;
 pub mod core_v1;
 pub mod defaults;
 pub mod kind;
@@ -55,6 +56,7 @@ pub mod scheduling_v1;
 pub mod selector;
 pub mod serde_util;
 pub mod taints;
+pub mod timefmt;
 pub mod unknown;
 pub mod validation;
 

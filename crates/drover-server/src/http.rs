@@ -1,4 +1,5 @@
-//! The HTTP port: health for anyone, status for the admin.
+//! The HTTP port: health for anyone, status for the admin, and every other
+//! path the Kubernetes API ([`crate::kapi`], which says who may call what).
 //!
 //! `/health` (and `/healthz`) say only whether this member is healthy: 200
 //! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
@@ -21,6 +22,7 @@ pub fn router(ctx: Arc<Ctx>) -> Router {
         .route("/health", get(health))
         .route("/healthz", get(health))
         .route("/status", get(status))
+        .fallback(crate::kapi::handle)
         .with_state(ctx)
 }
 
