@@ -87,8 +87,17 @@ async fn kubectl_apply_creates_configures_and_leaves_unchanged() {
         let Manifest::DaemonSet(ds) = got else {
             panic!()
         };
-        assert!(ds.spec.template.spec.containers[0].env.is_empty(), "{path}");
+        let Manifest::DaemonSet(orig) = &m else {
+            panic!()
+        };
+        assert_eq!(
+            ds.spec.template.spec.containers[0].env, orig.spec.template.spec.containers[0].env,
+            "{path}"
+        );
         assert!(!ds.spec.template.metadata.labels.contains_key("changed"));
+        // Two of the files share a name: each goes before the next.
+        let out = k.ok(&["delete", "-f", path]).await;
+        assert!(out.ends_with(" deleted\n"), "{out}");
     }
     // drover's validation decides, and kubectl prints its causes.
     let bad = k.tmp.path().join("bad.yaml");
@@ -104,7 +113,6 @@ async fn kubectl_apply_creates_configures_and_leaves_unchanged() {
     assert!(e.contains("imagePullPolcy"), "{e}");
     // dry run writes nothing.
     let one = daemon_set_files().remove(0);
-    k.ok(&["delete", "-f", one.to_str().unwrap()]).await;
     let out = k
         .ok(&["apply", "-f", one.to_str().unwrap(), "--dry-run=server"])
         .await;
@@ -207,13 +215,21 @@ async fn kubectl_edits_nodes_and_objects() {
         "{labels}"
     );
     // create, replace with a stale resourceVersion is a conflict.
-    let out = k
-        .ok(&["create", "priorityclass", "high", "--value=1000"])
-        .await;
-    assert_eq!(out, "priorityclass.scheduling.k8s.io/high created\n");
+    // kubectl's generators (`create priorityclass`) send protobuf, which
+    // drover refuses by name; `create -f` sends JSON.
     let e = k
         .fails(&["create", "priorityclass", "high", "--value=1000"])
         .await;
+    assert!(e.contains("JSON request bodies only"), "{e}");
+    let pc = k.tmp.path().join("pc.yaml");
+    std::fs::write(
+        &pc,
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n",
+    )
+    .unwrap();
+    let out = k.ok(&["create", "-f", pc.to_str().unwrap()]).await;
+    assert_eq!(out, "priorityclass.scheduling.k8s.io/high created\n");
+    let e = k.fails(&["create", "-f", pc.to_str().unwrap()]).await;
     assert!(e.contains("(AlreadyExists)"), "{e}");
     let y = k.ok(&["get", "pc", "high", "-o", "yaml"]).await;
     let stale = k.tmp.path().join("stale.yaml");

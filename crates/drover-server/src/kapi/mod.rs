@@ -298,6 +298,13 @@ async fn serve(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
+    if content_type.starts_with("application/vnd.kubernetes.protobuf") && method != Method::DELETE {
+        return Err(Refusal::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            "drover reads JSON request bodies only, not Kubernetes protobuf",
+        ));
+    }
     let bytes = axum::body::to_bytes(body, MAX_KAPI_BODY_BYTES)
         .await
         .map_err(|_| {
