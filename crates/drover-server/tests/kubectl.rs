@@ -318,3 +318,44 @@ async fn a_watch_from_a_compacted_revision_is_gone() {
     let _ = Duration::ZERO;
     k.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_member_writes_a_kubeconfig_naming_them_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = drover_testkit::start_servers(tmp.path(), 3).await;
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for (i, s) in servers.iter().enumerate() {
+        let path = tmp.path().join(format!("m{i}")).join("kubeconfig");
+        wait_until("a kubeconfig with every member", WAIT, || async {
+            std::fs::read_to_string(&path).is_ok_and(|t| {
+                let v: Value = serde_saphyr::from_str(&t).unwrap_or(Value::Null);
+                v["clusters"].as_array().is_some_and(|c| c.len() == 3)
+            })
+        })
+        .await;
+        let v: Value = serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let current = format!("drover-{:016x}", s.identity.id);
+        assert_eq!(v["current-context"], current.as_str());
+        // kubectl reaches every member with it.
+        for c in v["contexts"].as_array().unwrap() {
+            let ctx = c["name"].as_str().unwrap();
+            let out = tokio::process::Command::new(kube::KUBECTL)
+                .args(["--context", ctx, "get", "nodes"])
+                .env("KUBECONFIG", &path)
+                .env("HOME", &home)
+                .output()
+                .await
+                .expect("kubectl runs");
+            assert!(
+                out.status.success(),
+                "{ctx}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"));
+        }
+    }
+    for s in &mut servers {
+        s.shutdown().await;
+    }
+}

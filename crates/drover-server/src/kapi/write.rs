@@ -367,7 +367,12 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
             "a subresource cannot be deleted",
         ));
     }
-    let opts: Value = if req.body.is_empty() {
+    // kubectl's typed clients (drain) send DeleteOptions as protobuf,
+    // which drover does not read: the query's options apply then.
+    let protobuf = req
+        .content_type
+        .starts_with("application/vnd.kubernetes.protobuf");
+    let opts: Value = if req.body.is_empty() || protobuf {
         json!({})
     } else {
         body_json(&req.body)?
