@@ -359,3 +359,49 @@ async fn every_member_writes_a_kubeconfig_naming_them_all() {
         s.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_logs_over_the_agent_session() {
+    let k = Kube::start(1).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(1).await;
+    let pod = k.first_pod("app=web").await;
+    k.wait_for("three log lines", || async {
+        k.ok(&["logs", &pod]).await.lines().count() >= 3
+    })
+    .await;
+    let all = k.ok(&["logs", &pod]).await;
+    assert_eq!(
+        all.lines().next(),
+        Some("sim: c started (attempt 0)"),
+        "{all}"
+    );
+    let tail = k.ok(&["logs", &pod, "--tail=1", "-c", "c"]).await;
+    assert_eq!(tail.lines().count(), 1, "{tail}");
+    assert!(tail.starts_with("sim: c tick "), "{tail}");
+    let ts = k.ok(&["logs", &pod, "--tail=1", "--timestamps"]).await;
+    assert!(ts.starts_with("20") && ts.contains(" sim: c tick "), "{ts}");
+    let by_ds = k.ok(&["logs", "ds/web", "--tail=1"]).await;
+    assert!(by_ds.starts_with("sim: c tick "), "{by_ds}");
+    let limited = k.ok(&["logs", &pod, "--limit-bytes=4"]).await;
+    assert_eq!(limited, "sim:");
+    let e = k.fails(&["logs", &pod, "-c", "nope"]).await;
+    assert!(e.contains("container nope is not valid"), "{e}");
+    // -f follows: a tick written after it started.
+    let last: u32 = tail
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a tick number");
+    let mut f = k.spawn(&["logs", "-f", &pod, "--tail=1"]);
+    f.wait_line("a later tick", |l| {
+        l.rsplit(' ')
+            .next()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n > last + 1)
+    })
+    .await;
+    f.stop().await;
+    k.stop().await;
+}

@@ -126,6 +126,15 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             r["categories"] = json!(["all"]);
         }
         resources.push(r);
+        if k == Kind::Pod {
+            resources.push(json!({
+                "name": "pods/log",
+                "singularName": "",
+                "namespaced": true,
+                "kind": "Pod",
+                "verbs": ["get"],
+            }));
+        }
         if has_status(k) {
             resources.push(json!({
                 "name": format!("{}/status", k.plural()),

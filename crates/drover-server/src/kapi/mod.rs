@@ -3,7 +3,8 @@
 //! drives drover: discovery ([`discovery`]), OpenAPI documents
 //! ([`openapi`]), get/list/watch ([`read`], [`watch`]) with `Table`
 //! answers ([`table`]), create/update/patch/delete ([`write`], [`patch`]),
-//! errors as `Status` objects ([`status`]). `docs/kubernetes-api.md` is
+//! `pods/log` ([`logs`], over [`crate::svc::pods`]), errors as `Status`
+//! objects ([`status`]). `docs/kubernetes-api.md` is
 //! the user's page.
 //!
 //! Who may call (the connection's client certificate, else
@@ -11,12 +12,13 @@
 //!
 //! | route | who |
 //! |---|---|
-//! | `GET` every path (discovery, OpenAPI, get, list, watch) | admin, viewer, member |
+//! | `GET` every path (discovery, OpenAPI, get, list, watch, `pods/log`) | admin, viewer, member |
 //! | `POST`, `PUT`, `PATCH`, `DELETE` | admin, member |
 //! | anything | nobody else: no credential or a wrong token is 401, a node certificate (or a viewer writing) 403 |
 
 pub mod discovery;
 pub mod kubeconfig;
+pub mod logs;
 pub mod openapi;
 pub mod patch;
 pub mod query;
@@ -278,6 +280,9 @@ async fn serve(
                 .map(|d| status::ok(&d))
                 .ok_or_else(|| not_served(uri.path())),
             Route::Namespaces(name) => read::namespaces(&objects, name, &query, as_table).await,
+            Route::Resource(t) if t.kind == Kind::Pod && t.sub.as_deref() == Some("log") => {
+                logs::logs(&objects, &t, &query.raw).await
+            }
             Route::Resource(t) => {
                 if query.watch {
                     watch::watch(objects, t, query, as_table).await

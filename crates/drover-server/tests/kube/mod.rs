@@ -63,6 +63,7 @@ impl Kube {
                 nodes,
             );
             so.sim.ready_delay = Duration::from_millis(100);
+            so.sim.log_every = Duration::from_millis(100);
             Sim::start(so).expect("sim starts")
         });
         let kubeconfig = server.dir.join("kubeconfig");
