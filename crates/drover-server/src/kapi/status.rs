@@ -61,9 +61,12 @@ impl Refusal {
             Value::Object(m) => m,
             _ => Default::default(),
         };
-        d.insert("name".into(), json!(name));
-        d.insert("group".into(), json!(kind.group()));
-        d.insert("kind".into(), json!(kind.plural()));
+        // An Invalid's details already name the kind (`DaemonSet`).
+        if !d.contains_key("kind") {
+            d.insert("name".into(), json!(name));
+            d.insert("group".into(), json!(kind.group()));
+            d.insert("kind".into(), json!(kind.plural()));
+        }
         self.details = Value::Object(d);
         self
     }
@@ -112,7 +115,7 @@ impl From<ApiError> for Refusal {
                     .map(|f| {
                         json!({
                             "reason": field_reason(f.error_type),
-                            "message": f.to_string(),
+                            "message": f.body(),
                             "field": f.path,
                         })
                     })
@@ -231,5 +234,7 @@ mod tests {
         let cause = &b["details"]["causes"][0];
         assert_eq!(cause["field"], "spec.template.metadata.labels");
         assert_eq!(cause["reason"], "FieldValueInvalid");
+        let msg = cause["message"].as_str().unwrap();
+        assert!(msg.starts_with("Invalid value: "), "{msg}");
     }
 }
