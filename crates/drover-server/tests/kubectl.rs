@@ -275,6 +275,16 @@ async fn only_the_clusters_credentials_get_in() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("viewer viewer-1 may not write"), "{err}");
 
+    // exec is a writer's verb.
+    k.server
+        .apply(&drover_testkit::pod_yaml("somepod", "ghost", "busybox:1"))
+        .await;
+    let out = k
+        .run_with(&viewer, &["exec", "somepod", "--", "true"])
+        .await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("viewer viewer-1 may not write"), "{err}");
+
     // The kubeconfig is the owner's only.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&k.kubeconfig)
@@ -403,5 +413,32 @@ async fn kubectl_logs_over_the_agent_session() {
     })
     .await;
     f.stop().await;
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_exec_over_websocket() {
+    let k = Kube::start(1).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(1).await;
+    let pod = k.first_pod("app=web").await;
+    let out = k.ok(&["exec", &pod, "--", "echo", "hello", "world"]).await;
+    assert_eq!(out, "hello world\n");
+    let out = k
+        .ok(&["exec", &pod, "-c", "c", "--", "sh", "-c", "echo hi"])
+        .await;
+    assert_eq!(out, "hi\n");
+    // The command's exit code is kubectl's.
+    let o = k.run(&["exec", &pod, "--", "exit", "3"]).await;
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let e = k.fails(&["exec", &pod, "-c", "nope", "--", "true"]).await;
+    assert!(e.contains("container nope is not valid"), "{e}");
+    let e = k.fails(&["exec", "-i", &pod, "--", "true"]).await;
+    assert!(e.contains("no stdin and no TTY"), "{e}");
     k.stop().await;
 }

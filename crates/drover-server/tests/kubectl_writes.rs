@@ -98,7 +98,9 @@ async fn kubectl_apply_creates_configures_and_leaves_unchanged() {
     std::fs::write(&bad, "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: bad}\nspec:\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: c}}\n    spec: {containers: [{name: c, image: i}]}\n").unwrap();
     let e = k.fails(&["apply", "-f", bad.to_str().unwrap()]).await;
     assert!(
-        e.contains("The DaemonSet \"bad\" is invalid: spec.template.metadata.labels: Invalid value: "),
+        e.contains(
+            "The DaemonSet \"bad\" is invalid: spec.template.metadata.labels: Invalid value: "
+        ),
         "{e}"
     );
     let typo = k.tmp.path().join("typo.yaml");

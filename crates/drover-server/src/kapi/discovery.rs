@@ -134,6 +134,13 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "kind": "Pod",
                 "verbs": ["get"],
             }));
+            resources.push(json!({
+                "name": "pods/exec",
+                "singularName": "",
+                "namespaced": true,
+                "kind": "PodExecOptions",
+                "verbs": ["create", "get"],
+            }));
         }
         if has_status(k) {
             resources.push(json!({

@@ -3,7 +3,8 @@
 //! drives drover: discovery ([`discovery`]), OpenAPI documents
 //! ([`openapi`]), get/list/watch ([`read`], [`watch`]) with `Table`
 //! answers ([`table`]), create/update/patch/delete ([`write`], [`patch`]),
-//! `pods/log` ([`logs`], over [`crate::svc::pods`]), errors as `Status`
+//! `pods/log` and `pods/exec` ([`logs`], [`exec`], over
+//! [`crate::svc::pods`]), errors as `Status`
 //! objects ([`status`]). `docs/kubernetes-api.md` is
 //! the user's page.
 //!
@@ -13,10 +14,11 @@
 //! | route | who |
 //! |---|---|
 //! | `GET` every path (discovery, OpenAPI, get, list, watch, `pods/log`) | admin, viewer, member |
-//! | `POST`, `PUT`, `PATCH`, `DELETE` | admin, member |
+//! | `POST`, `PUT`, `PATCH`, `DELETE`; `pods/exec` (any method) | admin, member |
 //! | anything | nobody else: no credential or a wrong token is 401, a node certificate (or a viewer writing) 403 |
 
 pub mod discovery;
+pub mod exec;
 pub mod kubeconfig;
 pub mod logs;
 pub mod openapi;
@@ -33,8 +35,10 @@ use crate::auth::{same_token, Caller};
 use crate::ctx::Ctx;
 use crate::limits::MAX_KAPI_BODY_BYTES;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use drover_api::Kind;
 use drover_pki::net::PeerInfo;
@@ -224,29 +228,36 @@ pub fn route(path: &str) -> Result<Route, Refusal> {
 }
 
 /// Serves every request of the Kubernetes API (the HTTP router's fallback).
-pub async fn handle(
-    State(ctx): State<Arc<Ctx>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    match serve(ctx, peer, method, uri, headers, body).await {
+pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<Peer>>()
+        .map(|c| c.0.clone())
+        .unwrap_or(Peer(None));
+    let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
+        .await
+        .ok();
+    match serve(ctx, peer, parts, body, upgrade).await {
         Ok(r) => r,
         Err(refusal) => refusal.into_response(),
     }
 }
 
+fn is_exec(path: &str) -> bool {
+    path.trim_end_matches('/').ends_with("/exec")
+}
+
 async fn serve(
     ctx: Arc<Ctx>,
     peer: Peer,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    parts: Parts,
     body: Body,
+    upgrade: Option<WebSocketUpgrade>,
 ) -> Result<Response, Refusal> {
-    let access = if method == Method::GET || method == Method::HEAD {
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    // exec runs a command: a writer's verb, whatever the HTTP method.
+    let access = if (method == Method::GET || method == Method::HEAD) && !is_exec(uri.path()) {
         Access::Read
     } else {
         Access::Write
@@ -291,6 +302,12 @@ async fn serve(
                 }
             }
         };
+    }
+    if let Route::Resource(t) = &route {
+        if t.kind == Kind::Pod && t.sub.as_deref() == Some("exec") {
+            let p = exec::params(uri.query())?;
+            return exec::exec(&objects, t, p, upgrade).await;
+        }
     }
     let Route::Resource(t) = route else {
         return Err(Refusal::method_not_allowed(format!(
