@@ -211,12 +211,21 @@ async fn kubectl_edits_nodes_and_objects() {
         "{labels}"
     );
     // create, replace with a stale resourceVersion is a conflict.
-    // kubectl's generators (`create priorityclass`) send protobuf, which
-    // drover refuses by name; `create -f` sends JSON.
-    let e = k
-        .fails(&["create", "priorityclass", "high", "--value=1000"])
+    // kubectl's generators send protobuf, which drover reads for create.
+    let out = k
+        .ok(&[
+            "create",
+            "priorityclass",
+            "low",
+            "--value=10",
+            "--description=d",
+        ])
         .await;
-    assert!(e.contains("JSON request bodies only"), "{e}");
+    assert_eq!(out, "priorityclass.scheduling.k8s.io/low created\n");
+    let v = k
+        .ok(&["get", "pc", "low", "-o", "jsonpath={.value} {.description}"])
+        .await;
+    assert_eq!(v, "10 d");
     let pc = k.tmp.path().join("pc.yaml");
     std::fs::write(
         &pc,

@@ -23,6 +23,7 @@ pub mod kubeconfig;
 pub mod logs;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod query;
 pub mod read;
 pub mod status;
@@ -320,13 +321,6 @@ async fn serve(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
-    if content_type.starts_with("application/vnd.kubernetes.protobuf") && method != Method::DELETE {
-        return Err(Refusal::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaType",
-            "drover reads JSON request bodies only, not Kubernetes protobuf",
-        ));
-    }
     let bytes = axum::body::to_bytes(body, MAX_KAPI_BODY_BYTES)
         .await
         .map_err(|_| {
@@ -338,6 +332,28 @@ async fn serve(
                 ),
             )
         })?;
+    // kubectl's typed clients (its generators: `create priorityclass`)
+    // send protobuf; drover reads it for a create of the kinds
+    // `protobuf` knows, and a DELETE ignores it (see write::delete).
+    let (content_type, bytes) = if content_type.starts_with(protobuf::CONTENT_TYPE) {
+        match method {
+            Method::POST => {
+                let v = protobuf::decode(&bytes)?;
+                let json = serde_json::to_vec(&v).unwrap_or_default();
+                ("application/json".to_string(), bytes::Bytes::from(json))
+            }
+            Method::DELETE => (content_type, bytes),
+            _ => {
+                return Err(Refusal::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    "drover reads protobuf bodies for a create only; send JSON",
+                ))
+            }
+        }
+    } else {
+        (content_type, bytes)
+    };
     let req = write::WriteRequest {
         target: t,
         query,

@@ -369,9 +369,7 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
     }
     // kubectl's typed clients (drain) send DeleteOptions as protobuf,
     // which drover does not read: the query's options apply then.
-    let protobuf = req
-        .content_type
-        .starts_with("application/vnd.kubernetes.protobuf");
+    let protobuf = req.content_type.starts_with(super::protobuf::CONTENT_TYPE);
     let opts: Value = if req.body.is_empty() || protobuf {
         json!({})
     } else {
