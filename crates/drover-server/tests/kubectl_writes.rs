@@ -236,6 +236,18 @@ async fn kubectl_edits_nodes_and_objects() {
     assert_eq!(out, "priorityclass.scheduling.k8s.io/high created\n");
     let e = k.fails(&["create", "-f", pc.to_str().unwrap()]).await;
     assert!(e.contains("(AlreadyExists)"), "{e}");
+    // A body over the limit is refused before it is read whole.
+    let big = k.tmp.path().join("big.yaml");
+    std::fs::write(
+        &big,
+        format!(
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: big}}\nvalue: 1\ndescription: {}\n",
+            "x".repeat(4 << 20)
+        ),
+    )
+    .unwrap();
+    let e = k.fails(&["create", "-f", big.to_str().unwrap()]).await;
+    assert!(e.contains("larger than the limit of 3145728 bytes"), "{e}");
     let y = k.ok(&["get", "pc", "high", "-o", "yaml"]).await;
     let stale = k.tmp.path().join("stale.yaml");
     std::fs::write(&stale, &y).unwrap();
