@@ -218,6 +218,33 @@ async fn kubectl_watches_see_changes() {
     })
     .await;
     w.stop().await;
+
+    // With a selector, an object that stops matching is DELETED and one
+    // that starts is ADDED.
+    k.ok(&["label", "node", "kn0", "disk=ssd"]).await;
+    let mut w = k.spawn(&[
+        "get",
+        "nodes",
+        "-l",
+        "disk=ssd",
+        "-w",
+        "--output-watch-events",
+    ]);
+    w.wait_line("kn0 listed", |l| {
+        l.starts_with("ADDED") && l.contains(" kn0 ")
+    })
+    .await;
+    k.ok(&["label", "node", "kn0", "disk-"]).await;
+    w.wait_line("kn0 DELETED", |l| {
+        l.starts_with("DELETED") && l.contains(" kn0 ")
+    })
+    .await;
+    k.ok(&["label", "node", "kn0", "disk=ssd"]).await;
+    w.wait_line("kn0 ADDED again", |l| {
+        l.starts_with("ADDED") && l.contains(" kn0 ")
+    })
+    .await;
+    w.stop().await;
     k.stop().await;
 }
 

@@ -3,8 +3,10 @@
 //! prefix. Without a `resourceVersion` (or with `0`) the current objects
 //! come first as ADDED; with one, the changes after it; when that revision
 //! was compacted away the answer is `410 Gone` (reason `Expired`), as an
-//! ERROR event when the stream has already started. Selectors filter on
-//! the object as it is after the change (as it was before, for a delete).
+//! ERROR event when the stream has already started. With selectors, an
+//! object that stops matching comes as DELETED and one that starts as
+//! ADDED (from a resourceVersion, the objects matching when the watch
+//! starts stand for those that matched at that version).
 //! Bookmarks (`allowWatchBookmarks`) come every [`BOOKMARK_EVERY`] when the
 //! revision moved. A watch ends after `timeoutSeconds`, at most
 //! [`MAX_WATCH_SECONDS`](crate::limits::MAX_WATCH_SECONDS); at most
@@ -25,6 +27,7 @@ use bytes::Bytes;
 use drover_api::{Kind, Manifest};
 use drover_store::EventType;
 use serde_json::{json, Value};
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -62,6 +65,10 @@ impl Shape {
             serde_json::to_value(m).unwrap_or(Value::Null)
         }
     }
+}
+
+fn object_key(m: &Manifest) -> String {
+    format!("{}/{}", m.namespace(), m.name())
 }
 
 fn line(ty: &str, object: Value) -> Bytes {
@@ -128,6 +135,32 @@ pub async fn watch(
         }
         Some(rv) => parse_revision(rv)?,
     };
+    // With selectors, the objects known to match: one that stops matching
+    // is sent as DELETED, one that starts as ADDED (as the API server
+    // does). From a resourceVersion, those that match now stand for those
+    // that matched then.
+    let filtered = q.labels.is_some() || !q.fields.is_empty();
+    let mut matching: HashSet<String> = HashSet::new();
+    // Changes replayed up to this revision may concern objects that
+    // matched at `from` but no longer do when the watch starts: one that
+    // does not match is sent as DELETED then (a client ignores a delete of
+    // what it does not have).
+    let mut catch_up = 0;
+    if filtered {
+        if initial.is_empty() && q.resource_version.is_some() {
+            let mut all = q.clone();
+            all.limit = None;
+            all.continue_token = None;
+            let (items, meta) = list_page(&objects, t.kind, ns.as_deref(), &all).await?;
+            matching.extend(items.iter().map(object_key));
+            catch_up = meta["resourceVersion"]
+                .as_str()
+                .and_then(|r| r.parse::<u64>().ok())
+                .unwrap_or(0);
+        } else {
+            matching.extend(initial.iter().map(object_key));
+        }
+    }
     let mut w = objects
         .ctx()
         .store
@@ -190,9 +223,29 @@ pub async fn watch(
                         return;
                     }
                 };
-                if !q.selects(&m) {
-                    continue;
-                }
+                let ty = if filtered {
+                    let key = object_key(&m);
+                    let (now, was) = (q.selects(&m), matching.contains(&key));
+                    match (ty, now, was) {
+                        ("DELETED", _, _) if now || was => {
+                            matching.remove(&key);
+                            "DELETED"
+                        }
+                        ("MODIFIED", false, false) if kv.mod_revision <= catch_up => "DELETED",
+                        ("DELETED", _, _) | (_, false, false) => continue,
+                        (_, true, true) => "MODIFIED",
+                        (_, true, false) => {
+                            matching.insert(key);
+                            "ADDED"
+                        }
+                        (_, false, true) => {
+                            matching.remove(&key);
+                            "DELETED"
+                        }
+                    }
+                } else {
+                    ty
+                };
                 if tx.send(Ok(line(ty, shape.object(&m)))).await.is_err() {
                     return;
                 }
