@@ -85,6 +85,7 @@ pub const MAX_KAPI_LIST_LIMIT: usize = 10_000;
 /// watches again from the last resourceVersion it saw.
 pub const MAX_WATCH_SECONDS: Duration = Duration::from_secs(30 * 60);
 
-/// Watches of the Kubernetes API one member serves at once: 1024. One
-/// more is refused (429, `TooManyRequests`) until one ends.
+/// Watches of the Kubernetes API one server process serves at once (a
+/// process runs one member): 1024. One more is refused (429,
+/// `TooManyRequests`) until one ends.
 pub const MAX_KAPI_WATCHES: usize = 1024;

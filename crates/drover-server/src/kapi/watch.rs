@@ -10,7 +10,7 @@
 //! Bookmarks (`allowWatchBookmarks`) come every [`BOOKMARK_EVERY`] when the
 //! revision moved. A watch ends after `timeoutSeconds`, at most
 //! [`MAX_WATCH_SECONDS`](crate::limits::MAX_WATCH_SECONDS); at most
-//! [`MAX_KAPI_WATCHES`] are open on a member at once.
+//! [`MAX_KAPI_WATCHES`] are open in a server process at once.
 
 use super::query::Query;
 use super::read::list_page;
