@@ -158,6 +158,31 @@ impl Kind {
         }
     }
 
+    /// kubectl's short names of the kind (`ds`), as discovery lists them.
+    pub fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Kind::DaemonSet => &["ds"],
+            Kind::Pod => &["po"],
+            Kind::Node => &["no"],
+            Kind::Event => &["ev"],
+            Kind::ControllerRevision => &[],
+            Kind::PriorityClass => &["pc"],
+            Kind::ConfigMap => &["cm"],
+            Kind::Secret => &[],
+            Kind::Namespace => &["ns"],
+            Kind::ServiceAccount => &["sa"],
+        }
+    }
+
+    /// `apiVersion` of the kind's objects: `apps/v1`, `v1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::DaemonSet | Kind::ControllerRevision => "apps/v1",
+            Kind::PriorityClass => "scheduling.k8s.io/v1",
+            _ => "v1",
+        }
+    }
+
     /// Whether objects of the kind live in a namespace (all but nodes,
     /// priority classes and namespaces).
     pub fn namespaced(self) -> bool {
@@ -209,6 +234,13 @@ mod tests {
         assert_eq!(Kind::Pod.resource(), "pods");
         assert!(!Kind::Node.namespaced());
         for k in Kind::ALL {
+            assert_eq!(
+                k.api_version().split_once('/').map_or("", |(g, _)| g),
+                k.group()
+            );
+            for s in k.short_names() {
+                assert_eq!(Kind::parse(s), Ok(k));
+            }
             assert_eq!(Kind::parse(k.plural()), Ok(k));
             assert_eq!(Kind::parse(k.name()), Ok(k));
             assert_eq!(Kind::parse(k.resource()), Ok(k));

@@ -43,6 +43,7 @@ mod macros;
 
 pub mod annotations;
 pub mod apps_v1;
+pub mod columns;
 pub mod config_v1;
 pub mod core_v1;
 pub mod defaults;
@@ -57,6 +58,7 @@ pub mod scheduling_v1;
 pub mod selector;
 pub mod serde_util;
 pub mod taints;
+pub mod timefmt;
 pub mod unknown;
 pub mod validation;
 

@@ -18,7 +18,7 @@ pub mod printers;
 pub mod rollout;
 pub mod table;
 pub mod tabwriter;
-pub mod timefmt;
+pub use drover_api::timefmt;
 
 pub use client::{Client, ClientConfig, ClientError};
 pub use errors::error_text;

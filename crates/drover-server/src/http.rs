@@ -1,4 +1,6 @@
-//! The HTTP port: health for anyone, status and metrics for the admin.
+//! The HTTP port: health for anyone, status and metrics for the admin,
+//! and every other path the Kubernetes API ([`crate::kapi`], which says
+//! who may call what).
 //!
 //! `/health` (and `/healthz`) say only whether this member is healthy: 200
 //! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
@@ -31,6 +33,7 @@ pub fn router(ctx: Arc<Ctx>, informer: Informer) -> Router {
                 metrics(ctx, informer.clone(), headers)
             }),
         )
+        .fallback(crate::kapi::handle)
         .with_state(ctx)
 }
 
