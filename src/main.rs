@@ -406,6 +406,10 @@ struct AgentArgs {
     /// Leave the cluster on SIGTERM/SIGINT instead of keeping the containers (disposable nodes).
     #[arg(long)]
     leave_on_stop: bool,
+    /// Serve Prometheus metrics on this address (plain HTTP, GET /metrics, no credential:
+    /// bind it to loopback or a private interface); off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 #[derive(Args)]
@@ -651,6 +655,7 @@ async fn run(cli: Cli) -> Result<()> {
             opts.manifest_dir = a.manifest_dir;
             opts.leave_on_stop = a.leave_on_stop;
             opts.reserved = a.reserved.unwrap_or_default();
+            opts.metrics = a.metrics;
             if a.leave {
                 drover_agent::leave_now(opts).await?
             } else {

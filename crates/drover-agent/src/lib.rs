@@ -78,6 +78,7 @@ pub mod docker;
 pub mod events;
 pub mod flags;
 mod link;
+pub mod metrics;
 pub mod node;
 pub mod persist;
 pub mod plan;
@@ -240,6 +241,12 @@ pub struct AgentOptions {
     /// the kubelet's `--system-reserved`): its allocatable is its capacity
     /// minus this, and daemon pods are placed against the allocatable.
     pub reserved: BTreeMap<String, Quantity>,
+    /// `--metrics ADDR`: serve the agent's Prometheus metrics there (plain
+    /// HTTP, [`metrics`]); off when `None`.
+    pub metrics: Option<String>,
+    /// Set to the address the metrics are served on, once bound (with port
+    /// 0 the system picks it): for embedders and tests.
+    pub metrics_bound: Option<Arc<std::sync::OnceLock<std::net::SocketAddr>>>,
 }
 
 impl AgentOptions {
@@ -259,6 +266,8 @@ impl AgentOptions {
             tuning: Tuning::default(),
             leave_on_stop: true,
             reserved: BTreeMap::new(),
+            metrics: None,
+            metrics_bound: None,
         }
     }
 }
@@ -329,6 +338,37 @@ pub async fn run_agent(opts: AgentOptions, shutdown: impl Future<Output = ()>) -
 /// cannot use; unreachable servers are retried forever, and the pods keep
 /// running meanwhile.
 pub async fn run_agent_with<R: Runtime>(
+    opts: AgentOptions,
+    runtime: Arc<R>,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let Some(addr) = opts.metrics.clone() else {
+        return run_node(opts, runtime, clock, shutdown).await;
+    };
+    let m = Arc::new(metrics::AgentMetrics::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (bound, task) = metrics::serve(&addr, m.clone(), async move {
+        let _ = stopped.await;
+    })
+    .await?;
+    tracing::info!(node = %opts.name, "metrics on http://{bound}/metrics");
+    if let Some(cell) = &opts.metrics_bound {
+        let _ = cell.set(bound);
+    }
+    let r = run_node(
+        opts,
+        Arc::new(metrics::Timed::new(runtime, m)),
+        clock,
+        shutdown,
+    )
+    .await;
+    let _ = stop.send(());
+    let _ = task.await;
+    r
+}
+
+async fn run_node<R: Runtime>(
     opts: AgentOptions,
     runtime: Arc<R>,
     clock: Arc<dyn Clock>,

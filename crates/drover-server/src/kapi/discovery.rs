@@ -152,16 +152,6 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             }));
         }
     }
-    if group.is_empty() {
-        resources.push(json!({
-            "name": "namespaces",
-            "singularName": "namespace",
-            "namespaced": false,
-            "kind": "Namespace",
-            "verbs": ["get", "list"],
-            "shortNames": ["ns"],
-        }));
-    }
     let gv = if group.is_empty() {
         version.to_string()
     } else {
@@ -188,7 +178,7 @@ mod tests {
             let list = resource_list(g, v).expect("served");
             for r in list["resources"].as_array().unwrap() {
                 let name = r["name"].as_str().unwrap();
-                if name.contains('/') || name == "namespaces" {
+                if name.contains('/') {
                     continue;
                 }
                 seen.push(Kind::parse(name).unwrap());

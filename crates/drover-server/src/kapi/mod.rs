@@ -147,7 +147,9 @@ pub enum Route {
     OpenApiV2,
     OpenApiV3,
     OpenApiV3Doc(String, String),
-    /// `/api/v1/namespaces[/NAME]`: the implicit namespaces.
+    /// `/api/v1/namespaces[/NAME]`: read, the stored Namespaces and the
+    /// implicit ones (named by objects); written or watched, the stored
+    /// ones ([`Route::namespace_resource`]).
     Namespaces(Option<String>),
     Resource(Target),
 }
@@ -160,6 +162,18 @@ pub struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
+}
+
+impl Route {
+    /// `/api/v1/namespaces[/NAME]` as the stored kind's path.
+    fn namespace_resource(name: Option<String>) -> Route {
+        Route::Resource(Target {
+            kind: Kind::Namespace,
+            namespace: None,
+            name,
+            sub: None,
+        })
+    }
 }
 
 fn not_served(path: &str) -> Refusal {
@@ -291,6 +305,12 @@ async fn serve(
             Route::OpenApiV3Doc(g, v) => openapi::group_version(&g, &v)
                 .map(|d| status::ok(&d))
                 .ok_or_else(|| not_served(uri.path())),
+            Route::Namespaces(name) if query.watch => {
+                let Route::Resource(t) = Route::namespace_resource(name) else {
+                    unreachable!("a namespace resource")
+                };
+                watch::watch(objects, t, query, as_table).await
+            }
             Route::Namespaces(name) => read::namespaces(&objects, name, &query, as_table).await,
             Route::Resource(t) if t.kind == Kind::Pod && t.sub.as_deref() == Some("log") => {
                 logs::logs(&objects, &t, &query.raw).await
@@ -310,6 +330,10 @@ async fn serve(
             return exec::exec(&objects, t, p, upgrade).await;
         }
     }
+    let route = match route {
+        Route::Namespaces(name) => Route::namespace_resource(name),
+        other => other,
+    };
     let Route::Resource(t) = route else {
         return Err(Refusal::method_not_allowed(format!(
             "{method} is not allowed on {}: it is read-only",

@@ -16,7 +16,6 @@ use axum::response::Response;
 use base64::Engine;
 use drover_api::{Kind, Manifest};
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 /// The longest continue token drover reads.
@@ -142,13 +141,25 @@ pub fn list_value(kind: Kind, items: &[Manifest], meta: Value) -> Value {
     })
 }
 
-/// The namespaces objects name (plus `default` and `kube-system`, which
-/// always exist).
-async fn namespace_names(objects: &Objects) -> Result<BTreeSet<String>, ApiError> {
-    let mut out: BTreeSet<String> = ["default", "kube-system"].map(String::from).into();
+/// The namespaces: the stored Namespace objects, those objects name, and
+/// `default` and `kube-system`, which always exist. By name, the stored
+/// object when there is one.
+async fn namespace_names(
+    objects: &Objects,
+) -> Result<std::collections::BTreeMap<String, Option<Value>>, ApiError> {
+    let mut out: std::collections::BTreeMap<String, Option<Value>> = ["default", "kube-system"]
+        .map(|n| (n.to_string(), None))
+        .into();
     for kind in Kind::ALL.into_iter().filter(|k| k.namespaced()) {
         let (items, _) = objects.list(kind, None, None).await?;
-        out.extend(items.iter().map(|m| m.namespace().to_string()));
+        for m in &items {
+            out.entry(m.namespace().to_string()).or_insert(None);
+        }
+    }
+    let (stored, _) = objects.list(Kind::Namespace, None, None).await?;
+    for m in &stored {
+        let v = serde_json::to_value(m).map_err(|e| ApiError::Internal(e.to_string()))?;
+        out.insert(m.name().to_string(), Some(v));
     }
     Ok(out)
 }
@@ -186,35 +197,38 @@ fn namespace_table(names: &[&str], include: IncludeObject) -> Value {
     })
 }
 
-/// `GET /api/v1/namespaces[/NAME]`: drover's namespaces are implicit (they
-/// exist as soon as an object names one), listed read-only.
+/// `GET /api/v1/namespaces[/NAME]`: the stored Namespace objects, and the
+/// namespaces that exist only because an object names one (drover does
+/// not require a Namespace object; they are listed as `Active`). A watch
+/// follows the stored ones (`kapi::handle`).
 pub async fn namespaces(
     objects: &Objects,
     name: Option<String>,
     q: &Query,
     as_table: bool,
 ) -> Result<Response, Refusal> {
-    if q.watch {
-        return Err(Refusal::method_not_allowed(
-            "drover's namespaces are implicit: they cannot be watched",
-        ));
-    }
     let all = namespace_names(objects).await.map_err(Refusal::from)?;
+    let value = |n: &str| {
+        all.get(n)
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| namespace_value(n))
+    };
     match name {
         Some(n) => {
-            if !all.contains(&n) {
+            if !all.contains_key(&n) {
                 return Err(Refusal::not_found(format!("namespaces {n:?} not found")));
             }
             if as_table {
                 return Ok(ok(&namespace_table(&[&n], q.include_object)));
             }
-            Ok(ok(&namespace_value(&n)))
+            Ok(ok(&value(&n)))
         }
         None => {
             let names: Vec<&str> = all
-                .iter()
+                .keys()
                 .map(String::as_str)
-                .filter(|n| q.fields.matches(&namespace_value(n)))
+                .filter(|n| q.fields.matches(&value(n)))
                 .collect();
             if as_table {
                 return Ok(ok(&namespace_table(&names, q.include_object)));
@@ -223,7 +237,7 @@ pub async fn namespaces(
                 "kind": "NamespaceList",
                 "apiVersion": "v1",
                 "metadata": {},
-                "items": names.iter().map(|n| namespace_value(n)).collect::<Vec<_>>(),
+                "items": names.iter().map(|n| value(n)).collect::<Vec<_>>(),
             })))
         }
     }
