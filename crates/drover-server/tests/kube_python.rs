@@ -35,7 +35,10 @@ fn python_ready() -> bool {
         Ok(o) if o.status.success() => return true,
         Ok(o) => format!(
             "python3 cannot import the kubernetes module ({}): install it with {INSTALL}",
-            String::from_utf8_lossy(&o.stderr).trim()
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
         ),
         Err(e) => format!("no python3 on PATH ({e}): install CPython 3, then {INSTALL}"),
     };
@@ -93,7 +96,10 @@ impl Script {
                 Ok(Ok(None)) | Ok(Err(_)) => {
                     panic!("the script ended before {what}; it printed {:?}", self.seen)
                 }
-                Err(_) => panic!("no {what} within {WAIT:?}; the script printed {:?}", self.seen),
+                Err(_) => panic!(
+                    "no {what} within {WAIT:?}; the script printed {:?}",
+                    self.seen
+                ),
             }
         }
     }
@@ -156,7 +162,9 @@ async fn python_client_lists_and_watches_daemonsets() {
     .await;
 
     let mut py = Script::start(&k, &["default", "late", "step=2", "25"]);
-    let listed = py.wait_line("the lists", |v| v.get("listed").is_some()).await;
+    let listed = py
+        .wait_line("the lists", |v| v.get("listed").is_some())
+        .await;
     let listed = &listed["listed"];
     assert_eq!(listed["kind"], "DaemonSetList", "{listed}");
     assert_eq!(listed["apiVersion"], "apps/v1", "{listed}");
@@ -184,7 +192,9 @@ async fn python_client_lists_and_watches_daemonsets() {
         .await;
     k.server.apply(&ds_yaml("default", "late", "")).await;
     let added = py
-        .wait_line("ADDED late", |v| v["event"] == "ADDED" && v["name"] == "late")
+        .wait_line("ADDED late", |v| {
+            v["event"] == "ADDED" && v["name"] == "late"
+        })
         .await;
     assert_eq!(added["type"], "V1DaemonSet", "{added}");
     assert_eq!(added["namespace"], "default", "{added}");
@@ -200,7 +210,9 @@ async fn python_client_lists_and_watches_daemonsets() {
         modified["resourceVersion"], added["resourceVersion"],
         "{modified} after {added}"
     );
-    let done = py.wait_line("the script's end", |v| v.get("done").is_some()).await;
+    let done = py
+        .wait_line("the script's end", |v| v.get("done").is_some())
+        .await;
     assert_eq!(done["done"], true, "{done}");
     // Nothing came before the ADDED event of the DaemonSet created after
     // the list but changes of the listed ones (their status).
