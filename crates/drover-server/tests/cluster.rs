@@ -8,7 +8,7 @@ use drover_cli::Client;
 use drover_proto::v1 as pb;
 use drover_server::{Server, ServerOptions};
 use drover_testkit::server::{ELECTION_TICKS, TICK};
-use drover_testkit::{client, fast_options, grpc_channel, restart_options, wait_for, wait_until};
+use drover_testkit::{client, fast_options, grpc_channel, wait_for, wait_until};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -153,12 +153,17 @@ impl Cluster {
 
     async fn restart(&mut self, i: usize) {
         assert!(self.members[i].server.is_none());
-        // Only the data dir: the member resumes its identity and addresses.
-        let mut o = restart_options(self.members[i].dir.clone());
-        o.snapshot_every = self.snapshot_every;
-        o.keep_entries = self.keep_entries;
+        // The options of its first start, `127.0.0.1:0` included, as an
+        // operator repeats a command line: the member resumes its identity
+        // and binds the ports it recorded, not new ones.
+        let o = opts(
+            self.members[i].dir.clone(),
+            self.snapshot_every,
+            self.keep_entries,
+        );
         let s = Server::start(o).await.expect("restart from the data dir");
         assert_eq!(s.grpc_addr.to_string(), self.members[i].addr);
+        assert_eq!(s.http_addr.to_string(), s.identity.http);
         self.members[i].server = Some(s);
     }
 
