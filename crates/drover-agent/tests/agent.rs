@@ -341,15 +341,28 @@ async fn an_agent_restarted_while_the_server_is_down_keeps_running_its_pods() {
         .expect("lastState of the killed instance");
     assert_eq!(last.exit_code, 137);
 
-    // 5. Graceful stop: the node leaves, its pods stop, the saved copy goes.
+    // 5. Graceful stop: the node leaves, its pods stop, the saved copy and
+    //    the certificate (revoked with the Node) go.
     a3.stop(STOP).await;
     assert!(s.node("edge-1").await.is_none());
     assert!(rt.containers().is_empty());
     assert!(!data.join("pods.json").exists());
+    assert!(!data.join("node.crt").exists() && !data.join("node.key").exists());
     assert!(rt
         .containers()
         .iter()
         .all(|c| !matches!(c.state, RunState::Running { .. })));
+
+    // 6. Started again with the same data dir (as `drover up` does after
+    //    Ctrl-C): it joins anew with its token, instead of presenting the
+    //    revoked certificate for ever.
+    let a4 = start_agent(opts(), None);
+    wait_until("edge-1 Ready again", Duration::from_secs(10), || async {
+        s.node("edge-1").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    assert!(data.join("node.crt").exists(), "the new certificate is kept");
+    a4.stop(STOP).await;
     s.shutdown().await;
 }
 
