@@ -460,7 +460,15 @@ async fn a_sigkilled_sim_makes_its_nodes_not_ready_within_the_timeout_keeping_th
     leader(&[&m], &cfg.token, START).await;
 
     let sim_args = [
-        "sim", "--server", &m.addr(), "--token", &join, "--nodes", "5", "--prefix", "k-",
+        "sim",
+        "--server",
+        &m.addr(),
+        "--token",
+        &join,
+        "--nodes",
+        "5",
+        "--prefix",
+        "k-",
     ];
     w.spawn("sim", &sim_args);
     let all = names("k-", NODES);
@@ -581,9 +589,7 @@ async fn leader_failover_keeps_every_object_and_keeps_converging() {
     const NODES: usize = 8;
     let t0 = Instant::now();
     let mut w = World::new();
-    let members: Vec<Member> = (0..3)
-        .map(|i| Member::new(&w, &format!("m{i}")))
-        .collect();
+    let members: Vec<Member> = (0..3).map(|i| Member::new(&w, &format!("m{i}"))).collect();
     let all_members: Vec<&Member> = members.iter().collect();
     members[0].start(&mut w, None, &[]);
     let (cfg, join) = credentials(&mut w, &members[0]).await;
@@ -848,9 +854,7 @@ async fn a_frozen_servers_nodes_move_before_they_turn_not_ready() {
     const FROZEN: Duration = Duration::from_secs(9);
     let t0 = Instant::now();
     let mut w = World::new();
-    let members: Vec<Member> = (0..3)
-        .map(|i| Member::new(&w, &format!("m{i}")))
-        .collect();
+    let members: Vec<Member> = (0..3).map(|i| Member::new(&w, &format!("m{i}"))).collect();
     let all_members: Vec<&Member> = members.iter().collect();
     members[0].start(&mut w, None, &[]);
     let (cfg, join) = credentials(&mut w, &members[0]).await;

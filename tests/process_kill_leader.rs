@@ -68,7 +68,6 @@ where
     drover_testkit::wait_for(what, timeout, POLL, f).await
 }
 
-
 /// The HTTP status code of `GET path` on `addr` (HTTPS under the CA in
 /// `dir`), or None when it does not answer.
 async fn http_status(addr: &str, path: &str, dir: &std::path::Path) -> Option<u16> {

@@ -204,7 +204,10 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
         addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
         "{addr}"
     );
-    assert!(log.contains(&format!(" on {addr} (HTTP 127.0.0.1:")), "{log}");
+    assert!(
+        log.contains(&format!(" on {addr} (HTTP 127.0.0.1:")),
+        "{log}"
+    );
 
     // Ctrl-C: the nodes leave, the process exits 0.
     let status = up.interrupt();

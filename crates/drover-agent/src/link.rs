@@ -141,8 +141,9 @@ impl NodeTls {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    return Err(anyhow::Error::from(e)
-                        .context(format!("cannot remove {}", p.display())))
+                    return Err(
+                        anyhow::Error::from(e).context(format!("cannot remove {}", p.display()))
+                    )
                 }
             }
         }

@@ -361,7 +361,10 @@ async fn an_agent_restarted_while_the_server_is_down_keeps_running_its_pods() {
         s.node("edge-1").await.is_some_and(|n| n.is_ready())
     })
     .await;
-    assert!(data.join("node.crt").exists(), "the new certificate is kept");
+    assert!(
+        data.join("node.crt").exists(),
+        "the new certificate is kept"
+    );
     a4.stop(STOP).await;
     s.shutdown().await;
 }
@@ -585,22 +588,29 @@ async fn pods_of_an_unreachable_node_are_not_ready_until_it_returns() {
     .await;
     let node = s.node("gone").await.unwrap();
     assert!(!node.is_ready(), "the pod is marked only once its node is");
-    let (events, _) = s
-        .server
-        .objects()
-        .list(Kind::Event, Some("default"), None)
-        .await
-        .unwrap();
-    assert!(
-        events.iter().any(|e| match e {
-            drover_api::Manifest::Event(e) =>
-                e.involved_object.name == "web"
-                    && e.reason == "NodeNotReady"
-                    && e.r#type == "Warning",
-            _ => false,
-        }),
-        "a NodeNotReady event on the pod: {events:?}"
-    );
+    // The event goes through the controller's event writer, after the
+    // pod's status: wait for it (asserted at once, it failed once).
+    wait_until(
+        "a NodeNotReady Warning event on web",
+        Duration::from_secs(15),
+        || async {
+            let (events, _) = s
+                .server
+                .objects()
+                .list(Kind::Event, Some("default"), None)
+                .await
+                .unwrap();
+            events.iter().any(|e| match e {
+                drover_api::Manifest::Event(e) => {
+                    e.involved_object.name == "web"
+                        && e.reason == "NodeNotReady"
+                        && e.r#type == "Warning"
+                }
+                _ => false,
+            })
+        },
+    )
+    .await;
     assert_eq!(running(&rt, &uid), before, "the container kept running");
 
     link.heal();

@@ -709,7 +709,11 @@ async fn a_failed_daemon_pod_is_replaced_with_backoff() {
             "failure {} came {into:?} after the previous one (backoff {delay:?}): deleted \
              {since_prev:?} after it{}",
             round + 1,
-            if proves { "" } else { " (too late to show the backoff: another round)" }
+            if proves {
+                ""
+            } else {
+                " (too late to show the backoff: another round)"
+            }
         );
         assert!(
             since_prev >= delay,
