@@ -99,6 +99,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KvCmd,
     },
+    /// Create a ConfigMap or a Secret from literals and files.
+    Create {
+        #[command(subcommand)]
+        what: drover_cli::create::CreateCmd,
+    },
     /// Create or update objects from manifests (YAML or JSON), all or nothing.
     Apply {
         /// A manifest file, a directory (its *.yaml, *.yml, *.json) or - for stdin; repeatable.
@@ -116,9 +121,10 @@ enum Cmd {
         #[arg(long, value_name = "MODE", default_value = "strict", num_args = 0..=1, default_missing_value = "strict", require_equals = true, value_parser = parse_validate)]
         validate: drover_api::FieldValidation,
     },
-    /// List objects, or show some by name: ds, pods, nodes, events, controllerrevisions.
+    /// List objects, or show some by name: ds, pods, nodes, events, cm, secrets, ns, sa, pc…
     Get {
-        /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions.
+        /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions,
+        /// cm|configmaps, secrets, ns|namespaces, sa|serviceaccounts, pc|priorityclasses.
         kind: String,
         /// Names (every object of the kind when none).
         names: Vec<String>,
@@ -723,6 +729,10 @@ async fn run(cli: Cli) -> Result<()> {
                     commands::kv_watch(&c, &prefix, from, &mut out).await?
                 }
             }
+        }
+        Cmd::Create { what } => {
+            let c = client(&cli.conn)?;
+            drover_cli::create::create(&c, &what, &mut out).await?
         }
         Cmd::Apply {
             files,

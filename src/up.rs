@@ -188,6 +188,12 @@ pub async fn up(opts: UpOptions, shutdown: impl std::future::Future<Output = ()>
             opts.data_dir.join("client.yaml").display()
         ),
     }
+    let kubeconfig = opts.data_dir.join(drover_server::kapi::kubeconfig::FILE);
+    let kubeconfig = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
+    eprintln!(
+        "drover up: kubectl works with this (it never touches ~/.kube/config):\n  export KUBECONFIG={}",
+        kubeconfig.display()
+    );
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {

@@ -198,6 +198,30 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
         },
     );
 
+    // kubectl, through the kubeconfig `drover up` names.
+    let log = up.log();
+    let kubeconfig = log
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export KUBECONFIG="))
+        .unwrap_or_else(|| panic!("drover up prints `export KUBECONFIG=…`: {log}"))
+        .to_string();
+    let out = Command::new("kubectl")
+        .args(["get", "pods", "-A", "-o", "name"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", home)
+        .output()
+        .expect("this test needs kubectl v1.32 on PATH (/usr/bin/kubectl)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
+    assert!(
+        !home.join(".kube/config").exists(),
+        "~/.kube/config is never written"
+    );
+
     // Port 0: the port it got is in the client config and in what it said.
     let addr = server_addr(home).expect("the client config names the server");
     assert!(

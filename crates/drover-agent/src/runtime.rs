@@ -21,7 +21,9 @@
 //! runs the current spec.
 
 use crate::events::{EventType, Note};
+use drover_api::pod_config::VolumeFiles;
 use drover_api::{Container, Pod};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -92,12 +94,22 @@ impl RunState {
     }
 }
 
+/// The files of a pod's `configMap`, `secret` and `projected` volumes, by
+/// volume name, as the agent resolved them from the ConfigMaps and Secrets
+/// the server sent.
+pub type ConfigVolumes = BTreeMap<String, VolumeFiles>;
+
 /// Everything a runtime needs to start one container of a pod. Owned, so
 /// that the agent can hand it to a task.
 #[derive(Debug, Clone)]
 pub struct StartContainer {
-    /// The pod (its spec: containers, volumes, hostNetwork, …).
+    /// The pod (its spec: containers, volumes, hostNetwork, …). The
+    /// container to start has its environment resolved: `envFrom` and the
+    /// `configMapKeyRef`/`secretKeyRef` values are literal `env` entries
+    /// (`$` escaped as `$$`), so a runtime never sees those sources.
     pub pod: Arc<Pod>,
+    /// The files of the pod's `configMap`, `secret` and `projected` volumes.
+    pub volumes: Arc<ConfigVolumes>,
     /// The container's index in `pod.spec.containers`.
     pub index: usize,
     /// The attempt this instance is (see [`ContainerInfo::attempt`]).
@@ -217,6 +229,19 @@ pub trait Runtime: Send + Sync + 'static {
         grace: Duration,
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
         self.remove(id, grace)
+    }
+
+    /// Rewrites the `configMap`, `secret` and `projected` volumes of a pod
+    /// whose containers run (a ConfigMap or Secret changed): the files
+    /// change in place, atomically, and no container restarts. A volume not
+    /// mounted yet is left to the next start. The default does nothing.
+    fn update_volumes(
+        &self,
+        pod: Arc<Pod>,
+        volumes: Arc<ConfigVolumes>,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        let _ = (pod, volumes);
+        async { Ok(()) }
     }
 
     /// When the state of some container may next change on its own, if the

@@ -207,6 +207,41 @@ struct SimState {
     files: HashMap<(String, String), String>,
     /// The last [`EXEC_HISTORY`] commands exec'd: (pod uid, command).
     execs: std::collections::VecDeque<(String, Vec<String>)>,
+    /// (pod uid, container) -> the literal environment of its last start.
+    envs: HashMap<(String, String), Vec<(String, String)>>,
+}
+
+/// Writes the files of a pod's ConfigMap/Secret volumes where `spec` mounts
+/// them (a `subPath` mount only at its start: `only_whole` skips those, as
+/// the kubelet never updates them).
+fn write_volume_files(
+    s: &mut SimState,
+    uid: &str,
+    spec: &drover_api::Container,
+    volumes: &crate::runtime::ConfigVolumes,
+    only_whole: bool,
+) {
+    for vm in &spec.volume_mounts {
+        let Some(v) = volumes.get(&vm.name) else {
+            continue;
+        };
+        let root = vm.mount_path.trim_end_matches('/');
+        if vm.sub_path.is_empty() {
+            let prefix = format!("{root}/");
+            s.files
+                .retain(|(u, path), _| u != uid || !path.starts_with(&prefix));
+            for (rel, f) in &v.files {
+                let text = String::from_utf8_lossy(&f.data).into_owned();
+                s.files
+                    .insert((uid.to_string(), format!("{root}/{rel}")), text);
+            }
+        } else if !only_whole {
+            if let Some(f) = v.files.get(&vm.sub_path) {
+                let text = String::from_utf8_lossy(&f.data).into_owned();
+                s.files.insert((uid.to_string(), root.to_string()), text);
+            }
+        }
+    }
 }
 
 /// Every pod of the node, as the pod uid of [`SimRuntime::write_file`].
@@ -288,6 +323,16 @@ impl SimRuntime {
         s.files
             .get(&(pod_uid.to_string(), path.to_string()))
             .or_else(|| s.files.get(&(ANY_POD.to_string(), path.to_string())))
+            .cloned()
+    }
+
+    /// The environment container `container` of pod `pod_uid` was last
+    /// started with (its literal `env`, ConfigMap and Secret values
+    /// resolved; downward API values are not), `None` if it never started.
+    pub fn env(&self, pod_uid: &str, container: &str) -> Option<Vec<(String, String)>> {
+        self.lock()
+            .envs
+            .get(&(pod_uid.to_string(), container.to_string()))
             .cloned()
     }
 
@@ -414,6 +459,14 @@ impl Runtime for SimRuntime {
             ),
         );
         let mut s = self.lock();
+        let env = spec
+            .env
+            .iter()
+            .filter(|e| e.value_from.is_none())
+            .map(|e| (e.name.clone(), e.value.replace("$$", "$")))
+            .collect();
+        s.envs.insert((uid.clone(), spec.name.clone()), env);
+        write_volume_files(&mut s, uid, spec, &req.volumes, false);
         let same = |c: &SimContainer| c.pod_uid == *uid && c.container == spec.name;
         if s.containers
             .iter()
@@ -459,6 +512,18 @@ impl Runtime for SimRuntime {
             return Ok(());
         };
         self.lock().containers.retain(|c| c.id != id);
+        Ok(())
+    }
+
+    async fn update_volumes(
+        &self,
+        pod: Arc<drover_api::Pod>,
+        volumes: Arc<crate::runtime::ConfigVolumes>,
+    ) -> Result<(), RuntimeError> {
+        let mut s = self.lock();
+        for spec in &pod.spec.containers {
+            write_volume_files(&mut s, &pod.metadata.uid, spec, &volumes, true);
+        }
         Ok(())
     }
 
@@ -591,6 +656,7 @@ mod tests {
     fn start(p: &Arc<Pod>, index: usize, attempt: u32) -> StartContainer {
         StartContainer {
             pod: p.clone(),
+            volumes: Default::default(),
             index,
             attempt,
             spec_hash: "h".into(),

@@ -76,6 +76,7 @@ fn pod(yaml: &str, uid: &str) -> Arc<Pod> {
 fn start_req(n: &Node, p: &Arc<Pod>, index: usize, attempt: u32) -> StartContainer {
     StartContainer {
         pod: p.clone(),
+        volumes: Default::default(),
         index,
         attempt,
         spec_hash: format!("hash-{index}"),

@@ -19,9 +19,10 @@
 //!   `sh` exits 0 at once (the real image's program is not there), so the
 //!   pods are Running with restarts (`Completed`, `CrashLoopBackOff`);
 //!   node-exporter's `args` with no `command` cannot start
-//!   (`RunContainerError`); fluentd's configMap volume is refused by name
-//!   (`CreateContainerConfigError`); and 03 rolls 01's DaemonSet over to a
-//!   container that keeps running.
+//!   (`RunContainerError`); fluentd runs with its ConfigMap mounted (the
+//!   `logging` Namespace, its ServiceAccount and `fluentd-config` applied
+//!   first, as a user would: [`FLUENTD_CONFIG`]); and 03 rolls 01's
+//!   DaemonSet over to a container that keeps running.
 //!
 //! The image `local/busybox:1` is built by `deploy/examples/busybox-image.sh`.
 //! Node names, image names and the tags made are unique per test; a guard
@@ -73,6 +74,9 @@ const APPLIED: &[(&str, &str)] = &[
         include_str!("../../drover-api/tests/data/09-pod-nodename.yaml"),
     ),
 ];
+/// What 05's fluentd needs beside it: its namespace, service account and
+/// ConfigMap (the manifest names them; the seed set does not hold them).
+const FLUENTD_CONFIG: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: logging}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: fluentd, namespace: logging}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: fluentd-config, namespace: logging}\ndata:\n  fluent.conf: |\n    <source>\n      @type tail\n      path /var/log/containers/*.log\n    </source>\n";
 /// 01's DaemonSet, rolled over to a busybox that sleeps.
 const ROLLING: &str = include_str!("../../drover-api/tests/data/03-busybox-rolling.yaml");
 /// Run from `--manifest-dir`, as a static pod.
@@ -261,6 +265,7 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
     let (s, agent) = start_node(tmp.path(), &reg, &node).await;
 
     // 09, the bare Pod, with imagePullPolicy Never; the rest as they are.
+    s.apply(FLUENTD_CONFIG).await;
     let mut images = Vec::new();
     for (file, yaml) in APPLIED {
         let never = file.starts_with("09");
@@ -363,6 +368,7 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (s, agent) = start_node(tmp.path(), &reg, &node).await;
+    s.apply(FLUENTD_CONFIG).await;
     for (file, yaml) in APPLIED {
         s.apply(&rewrite(yaml, &reg, &node, false)).await;
         port_holder_placed(&s, file).await;
@@ -382,6 +388,7 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     let restarting = [
         "default/ds:example-daemonset".to_string(),
         "monitoring/ds:node-monitoring-daemonset".to_string(),
+        "logging/ds:fluentd".to_string(),
         "kube-system/ds:fluentd-elasticsearch".to_string(),
         "default/ds:master-agent".to_string(),
         "default/static-pod-on-node-xyz".to_string(),
@@ -389,15 +396,9 @@ async fn the_manifests_run_once_their_images_exist_locally() {
     ];
     let took = wait_until("every pod started as the kubelet would", WAIT, || async {
         let pods = pods(&s).await;
-        let cannot_start = |k: &str, reason: &str| {
-            pods.get(k)
-                .and_then(waiting)
-                .is_some_and(|(r, _)| r == reason)
-        };
         restarting
             .iter()
             .all(|k| pods.get(k).is_some_and(exits_at_once))
-            && cannot_start("logging/ds:fluentd", "CreateContainerConfigError")
     })
     .await;
     eprintln!("applied -> every pod started (or refused) as the kubelet would: {took:?}");
@@ -417,12 +418,22 @@ async fn the_manifests_run_once_their_images_exist_locally() {
             .is_none_or(unschedulable),
         "node-exporter placed beside node-monitoring on host port 9100"
     );
-    // fluentd: the configMap volume is refused by name.
-    let (_, m) = waiting(&pods["logging/ds:fluentd"]).unwrap();
-    assert!(
-        m.contains("configMap") && m.contains("fluentd-config") && m.contains("logging/fluentd-"),
-        "{m}"
+    // fluentd: its ConfigMap is mounted read-only at /fluentd/etc.
+    let fluentd = docker_inspect(
+        first(&pods["logging/ds:fluentd"])
+            .unwrap()
+            .container_id
+            .trim_start_matches("docker://"),
     );
+    let mounts = fluentd["Mounts"].as_array().cloned().unwrap_or_default();
+    let etc = mounts
+        .iter()
+        .find(|m| m["Destination"] == "/fluentd/etc")
+        .expect("the ConfigMap mounted");
+    assert_eq!(etc["RW"], false, "{etc}");
+    let source = etc["Source"].as_str().unwrap();
+    let conf = std::fs::read_to_string(Path::new(source).join("fluent.conf")).unwrap();
+    assert!(conf.contains("@type tail"), "{conf}");
     // The mapped settings of two of them, inspected.
     let id = |k: &str| {
         first(&pods[k])

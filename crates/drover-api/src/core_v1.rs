@@ -5,6 +5,10 @@
 //! typed; every other field is kept in the `extra` map of the struct it
 //! appears in (see [`crate::unknown_fields`]).
 
+use crate::config_v1::{
+    ConfigMapKeySelector, ConfigMapVolumeSource, EnvFromSource, ObjectFieldSelector,
+    ProjectedVolumeSource, SecretKeySelector, SecretVolumeSource,
+};
 use crate::meta::{IntOrString, Labels, ObjectMeta};
 use crate::quantity::Quantity;
 use crate::serde_util::EnumField;
@@ -100,6 +104,8 @@ api_struct! {
         ports: Vec<ContainerPort> = "ports",
         /// Environment variables.
         env: Vec<EnvVar> = "env",
+        /// Every key of ConfigMaps and Secrets as variables (`env` wins).
+        env_from: Vec<EnvFromSource> = "envFrom",
         /// CPU and memory requests and limits.
         resources: ResourceRequirements = "resources",
         /// Volumes mounted into the container.
@@ -178,16 +184,10 @@ api_struct! {
         field_ref: Option<ObjectFieldSelector> = "fieldRef",
         /// A resource request or limit of a container.
         resource_field_ref: Option<ResourceFieldSelector> = "resourceFieldRef",
-    }
-}
-
-api_struct! {
-    /// A field of the pod, by path.
-    pub struct ObjectFieldSelector {
-        /// Version of the schema the path is written in (`v1`).
-        api_version: String = "apiVersion",
-        /// The path, e.g. `metadata.name`, `spec.nodeName`, `status.hostIP`.
-        field_path: String = "fieldPath",
+        /// A key of a ConfigMap.
+        config_map_key_ref: Option<ConfigMapKeySelector> = "configMapKeyRef",
+        /// A key of a Secret.
+        secret_key_ref: Option<SecretKeySelector> = "secretKeyRef",
     }
 }
 
@@ -242,8 +242,9 @@ string_enum! {
 }
 
 api_struct! {
-    /// A volume of a pod. drover implements `hostPath` and `emptyDir`; any
-    /// other source is kept and reported as an unknown field.
+    /// A volume of a pod. drover implements `hostPath`, `emptyDir`,
+    /// `configMap`, `secret` and `projected`; any other source is kept and
+    /// reported as an unknown field.
     pub struct Volume {
         /// Unique within the pod; a DNS label.
         name: String = "name",
@@ -251,6 +252,12 @@ api_struct! {
         host_path: Option<HostPathVolumeSource> = "hostPath",
         /// A scratch directory that lives as long as the pod.
         empty_dir: Option<EmptyDirVolumeSource> = "emptyDir",
+        /// A ConfigMap's keys as files.
+        config_map: Option<ConfigMapVolumeSource> = "configMap",
+        /// A Secret's keys as files.
+        secret: Option<SecretVolumeSource> = "secret",
+        /// ConfigMaps, Secrets and pod fields in one directory.
+        projected: Option<ProjectedVolumeSource> = "projected",
     }
 }
 

@@ -154,7 +154,32 @@ pub fn default_manifest(manifest: &mut Manifest) {
                 pc.preemption_policy = Some("PreemptLowerPriority".into());
             }
         }
-        Manifest::Node(_) | Manifest::ControllerRevision(_) | Manifest::Event(_) => {}
+        Manifest::Secret(secret) => default_secret(secret),
+        Manifest::Namespace(ns) => {
+            if ns.status.phase.is_empty() {
+                ns.status.phase = "Active".into();
+            }
+        }
+        Manifest::Node(_)
+        | Manifest::ControllerRevision(_)
+        | Manifest::Event(_)
+        | Manifest::ConfigMap(_)
+        | Manifest::ServiceAccount(_) => {}
+    }
+}
+
+/// A Secret as the API server stores it: type `Opaque` when it names none,
+/// `stringData` folded into `data` (base64; a key in both takes the
+/// `stringData` value) and dropped.
+pub fn default_secret(secret: &mut crate::Secret) {
+    if secret.r#type.is_empty() {
+        secret.r#type = crate::config_v1::SECRET_TYPE_OPAQUE.into();
+    }
+    for (key, value) in std::mem::take(&mut secret.string_data) {
+        secret.data.insert(
+            key,
+            crate::validation::config::encode_base64(value.as_bytes()),
+        );
     }
 }
 

@@ -19,22 +19,34 @@ pub enum Kind {
     Event,
     /// `scheduling.k8s.io/v1` PriorityClass (cluster-scoped).
     PriorityClass,
+    /// `v1` ConfigMap.
+    ConfigMap,
+    /// `v1` Secret.
+    Secret,
+    /// `v1` Namespace (cluster-scoped).
+    Namespace,
+    /// `v1` ServiceAccount.
+    ServiceAccount,
 }
 
 /// A name that is not a kind drover has (`deployments`, `pods.apps`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), pods (po), nodes (no), events (ev), controllerrevisions, priorityclasses (pc))")]
+#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), pods (po), nodes (no), events (ev), controllerrevisions, priorityclasses (pc), configmaps (cm), secrets, namespaces (ns), serviceaccounts (sa))")]
 pub struct UnknownKind(pub String);
 
 impl Kind {
     /// Every kind, in the order `drover` lists them.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 10] = [
         Kind::DaemonSet,
         Kind::Pod,
         Kind::Node,
         Kind::Event,
         Kind::ControllerRevision,
         Kind::PriorityClass,
+        Kind::ConfigMap,
+        Kind::Secret,
+        Kind::Namespace,
+        Kind::ServiceAccount,
     ];
 
     /// Parses a kind as kubectl accepts it: plural, singular or short name,
@@ -50,6 +62,10 @@ impl Kind {
             "ev" | "event" | "events" => Kind::Event,
             "controllerrevision" | "controllerrevisions" => Kind::ControllerRevision,
             "pc" | "priorityclass" | "priorityclasses" => Kind::PriorityClass,
+            "cm" | "configmap" | "configmaps" => Kind::ConfigMap,
+            "secret" | "secrets" => Kind::Secret,
+            "ns" | "namespace" | "namespaces" => Kind::Namespace,
+            "sa" | "serviceaccount" | "serviceaccounts" => Kind::ServiceAccount,
             _ => return Err(UnknownKind(s.to_string())),
         };
         if !group.is_empty() && group != kind.group() {
@@ -67,6 +83,10 @@ impl Kind {
             Manifest::ControllerRevision(_) => Kind::ControllerRevision,
             Manifest::Event(_) => Kind::Event,
             Manifest::PriorityClass(_) => Kind::PriorityClass,
+            Manifest::ConfigMap(_) => Kind::ConfigMap,
+            Manifest::Secret(_) => Kind::Secret,
+            Manifest::Namespace(_) => Kind::Namespace,
+            Manifest::ServiceAccount(_) => Kind::ServiceAccount,
         }
     }
 
@@ -88,6 +108,10 @@ impl Kind {
             Kind::ControllerRevision => "ControllerRevision",
             Kind::Event => "Event",
             Kind::PriorityClass => "PriorityClass",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
+            Kind::Namespace => "Namespace",
+            Kind::ServiceAccount => "ServiceAccount",
         }
     }
 
@@ -100,6 +124,10 @@ impl Kind {
             Kind::ControllerRevision => "controllerrevisions",
             Kind::Event => "events",
             Kind::PriorityClass => "priorityclasses",
+            Kind::ConfigMap => "configmaps",
+            Kind::Secret => "secrets",
+            Kind::Namespace => "namespaces",
+            Kind::ServiceAccount => "serviceaccounts",
         }
     }
 
@@ -112,6 +140,10 @@ impl Kind {
             Kind::Event => "event",
             Kind::ControllerRevision => "controllerrevision.apps",
             Kind::PriorityClass => "priorityclass.scheduling.k8s.io",
+            Kind::ConfigMap => "configmap",
+            Kind::Secret => "secret",
+            Kind::Namespace => "namespace",
+            Kind::ServiceAccount => "serviceaccount",
         }
     }
 
@@ -126,10 +158,35 @@ impl Kind {
         }
     }
 
-    /// Whether objects of the kind live in a namespace (all but nodes and
-    /// priority classes).
+    /// kubectl's short names of the kind (`ds`), as discovery lists them.
+    pub fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Kind::DaemonSet => &["ds"],
+            Kind::Pod => &["po"],
+            Kind::Node => &["no"],
+            Kind::Event => &["ev"],
+            Kind::ControllerRevision => &[],
+            Kind::PriorityClass => &["pc"],
+            Kind::ConfigMap => &["cm"],
+            Kind::Secret => &[],
+            Kind::Namespace => &["ns"],
+            Kind::ServiceAccount => &["sa"],
+        }
+    }
+
+    /// `apiVersion` of the kind's objects: `apps/v1`, `v1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::DaemonSet | Kind::ControllerRevision => "apps/v1",
+            Kind::PriorityClass => "scheduling.k8s.io/v1",
+            _ => "v1",
+        }
+    }
+
+    /// Whether objects of the kind live in a namespace (all but nodes,
+    /// priority classes and namespaces).
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::PriorityClass)
+        !matches!(self, Kind::Node | Kind::PriorityClass | Kind::Namespace)
     }
 }
 
@@ -153,6 +210,12 @@ mod tests {
             ("controllerrevisions.apps", Kind::ControllerRevision),
             ("pc", Kind::PriorityClass),
             ("priorityclasses.scheduling.k8s.io", Kind::PriorityClass),
+            ("cm", Kind::ConfigMap),
+            ("configmaps", Kind::ConfigMap),
+            ("secret", Kind::Secret),
+            ("Secrets", Kind::Secret),
+            ("ns", Kind::Namespace),
+            ("sa", Kind::ServiceAccount),
         ] {
             assert_eq!(Kind::parse(s).unwrap(), k, "{s}");
         }
@@ -171,6 +234,13 @@ mod tests {
         assert_eq!(Kind::Pod.resource(), "pods");
         assert!(!Kind::Node.namespaced());
         for k in Kind::ALL {
+            assert_eq!(
+                k.api_version().split_once('/').map_or("", |(g, _)| g),
+                k.group()
+            );
+            for s in k.short_names() {
+                assert_eq!(Kind::parse(s), Ok(k));
+            }
             assert_eq!(Kind::parse(k.plural()), Ok(k));
             assert_eq!(Kind::parse(k.name()), Ok(k));
             assert_eq!(Kind::parse(k.resource()), Ok(k));

@@ -43,6 +43,8 @@ mod macros;
 
 pub mod annotations;
 pub mod apps_v1;
+pub mod columns;
+pub mod config_v1;
 pub mod core_v1;
 pub mod defaults;
 pub mod kind;
@@ -50,15 +52,18 @@ pub mod kubernetes_fields;
 pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
+pub mod pod_config;
 pub mod quantity;
 pub mod scheduling_v1;
 pub mod selector;
 pub mod serde_util;
 pub mod taints;
+pub mod timefmt;
 pub mod unknown;
 pub mod validation;
 
 pub use apps_v1::*;
+pub use config_v1::*;
 pub use core_v1::*;
 pub use kind::{Kind, UnknownKind};
 pub use manifest::{parse_manifests, parse_manifests_in, DocumentError, Manifest, ParseError};

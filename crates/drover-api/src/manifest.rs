@@ -25,10 +25,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::apps_v1::{ControllerRevision, DaemonSet};
+use crate::config_v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use crate::core_v1::{Event, Node, Pod};
 use crate::meta::ObjectMeta;
 use crate::scheduling_v1::PriorityClass;
 use crate::unknown::{unknown_fields, FieldValidation, UnknownField};
+use crate::validation::config;
 use crate::validation::daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_update,
 };
@@ -55,6 +57,14 @@ pub enum Manifest {
     Event(Box<Event>),
     /// A `scheduling.k8s.io/v1` PriorityClass.
     PriorityClass(Box<PriorityClass>),
+    /// A `v1` ConfigMap.
+    ConfigMap(Box<ConfigMap>),
+    /// A `v1` Secret.
+    Secret(Box<Secret>),
+    /// A `v1` Namespace.
+    Namespace(Box<Namespace>),
+    /// A `v1` ServiceAccount.
+    ServiceAccount(Box<ServiceAccount>),
 }
 
 /// Where a document sits in its file.
@@ -259,8 +269,11 @@ fn read_documents(text: &str) -> Result<Vec<Value>, ParseError> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ParseError::Json(e.to_string()))
     } else {
-        let documents: Vec<Value> =
-            serde_saphyr::from_multiple(text).map_err(|e| ParseError::Yaml(e.to_string()))?;
+        // As Kubernetes' YAML 1.1 reader: `defaultMode: 0644` is octal.
+        let mut options = serde_saphyr::Options::default();
+        options.legacy_octal_numbers = true;
+        let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
+            .map_err(|e| ParseError::Yaml(e.to_string()))?;
         Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
     }
 }
@@ -363,22 +376,25 @@ fn collect(
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             typed::<PriorityClass>(&value).map(|o| Manifest::PriorityClass(Box::new(o)))
         }
+        ("v1", "ConfigMap") => typed::<ConfigMap>(&value).map(|o| Manifest::ConfigMap(Box::new(o))),
+        ("v1", "Secret") => typed::<Secret>(&value).map(|o| Manifest::Secret(Box::new(o))),
+        ("v1", "Namespace") => typed::<Namespace>(&value).map(|o| Manifest::Namespace(Box::new(o))),
+        ("v1", "ServiceAccount") => {
+            typed::<ServiceAccount>(&value).map(|o| Manifest::ServiceAccount(Box::new(o)))
+        }
         (_, "PriorityClass") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as scheduling.k8s.io/v1"
         )),
         (_, "DaemonSet" | "ControllerRevision") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as apps/v1"
         )),
-        (_, "Pod" | "Node" | "Event") => Err(format!(
+        (_, "Pod" | "Node" | "Event" | "ConfigMap" | "Secret" | "Namespace" | "ServiceAccount") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as v1"
         )),
         (_, other) if REPLICA_KINDS.contains(&other) => Err(format!(
             "kind {other} is not supported by drover; it runs DaemonSets and Pods \
              (a DaemonSet puts one pod on every eligible node, which a {other} with pod anti-affinity only approximates)"
         )),
-        (_, "Namespace") => Err(
-            "kind Namespace is not supported by drover; namespaces are created on first use".into(),
-        ),
         (_, other) => Err(format!(
             "kind {other} is not supported by drover; it runs DaemonSets and Pods"
         )),
@@ -424,6 +440,10 @@ impl Manifest {
             Manifest::ControllerRevision(_) => ControllerRevision::KIND,
             Manifest::Event(_) => Event::KIND,
             Manifest::PriorityClass(_) => PriorityClass::KIND,
+            Manifest::ConfigMap(_) => ConfigMap::KIND,
+            Manifest::Secret(_) => Secret::KIND,
+            Manifest::Namespace(_) => Namespace::KIND,
+            Manifest::ServiceAccount(_) => ServiceAccount::KIND,
         }
     }
 
@@ -436,12 +456,19 @@ impl Manifest {
             Manifest::ControllerRevision(_) => ControllerRevision::API_VERSION,
             Manifest::Event(_) => Event::API_VERSION,
             Manifest::PriorityClass(_) => PriorityClass::API_VERSION,
+            Manifest::ConfigMap(_) => ConfigMap::API_VERSION,
+            Manifest::Secret(_) => Secret::API_VERSION,
+            Manifest::Namespace(_) => Namespace::API_VERSION,
+            Manifest::ServiceAccount(_) => ServiceAccount::API_VERSION,
         }
     }
 
     /// Whether the kind lives in a namespace (all but nodes).
     pub fn namespaced(&self) -> bool {
-        !matches!(self, Manifest::Node(_) | Manifest::PriorityClass(_))
+        !matches!(
+            self,
+            Manifest::Node(_) | Manifest::PriorityClass(_) | Manifest::Namespace(_)
+        )
     }
 
     /// The object's metadata.
@@ -453,6 +480,10 @@ impl Manifest {
             Manifest::ControllerRevision(o) => &o.metadata,
             Manifest::Event(o) => &o.metadata,
             Manifest::PriorityClass(o) => &o.metadata,
+            Manifest::ConfigMap(o) => &o.metadata,
+            Manifest::Secret(o) => &o.metadata,
+            Manifest::Namespace(o) => &o.metadata,
+            Manifest::ServiceAccount(o) => &o.metadata,
         }
     }
 
@@ -465,6 +496,10 @@ impl Manifest {
             Manifest::ControllerRevision(o) => &mut o.metadata,
             Manifest::Event(o) => &mut o.metadata,
             Manifest::PriorityClass(o) => &mut o.metadata,
+            Manifest::ConfigMap(o) => &mut o.metadata,
+            Manifest::Secret(o) => &mut o.metadata,
+            Manifest::Namespace(o) => &mut o.metadata,
+            Manifest::ServiceAccount(o) => &mut o.metadata,
         }
     }
 
@@ -488,6 +523,10 @@ impl Manifest {
             Manifest::ControllerRevision(_) => ("controllerrevision", ControllerRevision::GROUP),
             Manifest::Event(_) => ("event", Event::GROUP),
             Manifest::PriorityClass(_) => ("priorityclass", PriorityClass::GROUP),
+            Manifest::ConfigMap(_) => ("configmap", ConfigMap::GROUP),
+            Manifest::Secret(_) => ("secret", Secret::GROUP),
+            Manifest::Namespace(_) => ("namespace", Namespace::GROUP),
+            Manifest::ServiceAccount(_) => ("serviceaccount", ServiceAccount::GROUP),
         };
         if group.is_empty() {
             format!("{kind}/{}", self.name())
@@ -517,6 +556,10 @@ impl Manifest {
             Manifest::ControllerRevision(o) => unknown_fields(o.as_ref()),
             Manifest::Event(o) => unknown_fields(o.as_ref()),
             Manifest::PriorityClass(o) => unknown_fields(o.as_ref()),
+            Manifest::ConfigMap(o) => unknown_fields(o.as_ref()),
+            Manifest::Secret(o) => unknown_fields(o.as_ref()),
+            Manifest::Namespace(o) => unknown_fields(o.as_ref()),
+            Manifest::ServiceAccount(o) => unknown_fields(o.as_ref()),
         }
     }
 
@@ -617,6 +660,10 @@ pub fn validate_manifest(manifest: &Manifest) -> Result<(), Invalid> {
         Manifest::ControllerRevision(revision) => validate_controller_revision(revision),
         Manifest::Event(event) => validate_event(event),
         Manifest::PriorityClass(class) => validate_priority_class(class),
+        Manifest::ConfigMap(cm) => config::validate_config_map(cm),
+        Manifest::Secret(secret) => config::validate_secret(secret),
+        Manifest::Namespace(ns) => config::validate_namespace(ns),
+        Manifest::ServiceAccount(sa) => config::validate_service_account(sa),
     }
 }
 
@@ -632,6 +679,10 @@ pub fn validate_manifest_update(new: &Manifest, old: &Manifest) -> Result<(), In
         (Manifest::PriorityClass(new), Manifest::PriorityClass(old)) => {
             validate_priority_class_update(new, old)
         }
+        (Manifest::ConfigMap(new), Manifest::ConfigMap(old)) => {
+            config::validate_config_map_update(new, old)
+        }
+        (Manifest::Secret(new), Manifest::Secret(old)) => config::validate_secret_update(new, old),
         (new, _) => validate_manifest(new),
     }
 }
@@ -645,6 +696,10 @@ impl Serialize for Manifest {
             Manifest::ControllerRevision(o) => o.serialize(serializer),
             Manifest::Event(o) => o.serialize(serializer),
             Manifest::PriorityClass(o) => o.serialize(serializer),
+            Manifest::ConfigMap(o) => o.serialize(serializer),
+            Manifest::Secret(o) => o.serialize(serializer),
+            Manifest::Namespace(o) => o.serialize(serializer),
+            Manifest::ServiceAccount(o) => o.serialize(serializer),
         }
     }
 }
@@ -671,5 +726,9 @@ manifest_from!(
     Node,
     ControllerRevision,
     Event,
-    PriorityClass
+    PriorityClass,
+    ConfigMap,
+    Secret,
+    Namespace,
+    ServiceAccount
 );

@@ -46,7 +46,7 @@ pub enum Shell {
     Fish,
 }
 
-fn namespace_or_default(ns: Option<&str>) -> &str {
+pub(crate) fn namespace_or_default(ns: Option<&str>) -> &str {
     ns.filter(|n| !n.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
 }
 
@@ -655,8 +655,22 @@ async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<Strin
             let events = list_all(c, Kind::Event, "", as_event).await?;
             describe::describe_node(n, &pods, &events, now)
         }
+        Manifest::ConfigMap(cm) => {
+            let evs = list_all(c, Kind::Event, &cm.metadata.namespace, as_event).await?;
+            let m = &cm.metadata;
+            let mine = describe::events_for(&evs, "ConfigMap", &m.namespace, &m.name, &m.uid);
+            describe::describe_config_map(cm, &mine, now)
+        }
+        Manifest::Secret(s) => {
+            let evs = list_all(c, Kind::Event, &s.metadata.namespace, as_event).await?;
+            let m = &s.metadata;
+            let mine = describe::events_for(&evs, "Secret", &m.namespace, &m.name, &m.uid);
+            describe::describe_secret(s, &mine, now)
+        }
+        Manifest::Namespace(ns) => describe::describe_namespace(ns),
+        Manifest::ServiceAccount(sa) => describe::describe_service_account(sa, &[], now),
         other => bail!(
-            "describe shows daemonsets, pods and nodes; for {} use `drover get {} -o yaml`",
+            "describe shows daemonsets, pods, nodes, configmaps, secrets, namespaces and serviceaccounts; for {} use `drover get {} -o yaml`",
             other.kind(),
             Kind::of(other).plural()
         ),
@@ -675,8 +689,11 @@ pub async fn describe(
     let (kind_arg, names) = resource_args(kind, names)?;
     let names = &names[..];
     let kind = Kind::parse(&kind_arg)?;
-    if !matches!(kind, Kind::DaemonSet | Kind::Pod | Kind::Node) {
-        bail!("describe shows daemonsets (ds), pods (po) and nodes (no); for {} use `drover get {} -o yaml`", kind.plural(), kind.plural());
+    if matches!(
+        kind,
+        Kind::Event | Kind::ControllerRevision | Kind::PriorityClass
+    ) {
+        bail!("describe shows daemonsets, pods, nodes, configmaps, secrets, namespaces and serviceaccounts; for {} use `drover get {} -o yaml`", kind.plural(), kind.plural());
     }
     let ns = if kind.namespaced() {
         namespace_or_default(namespace)

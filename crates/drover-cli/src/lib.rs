@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod commands;
+pub mod create;
 pub mod describe;
 pub mod edit;
 pub mod errors;
@@ -17,7 +18,7 @@ pub mod printers;
 pub mod rollout;
 pub mod table;
 pub mod tabwriter;
-pub mod timefmt;
+pub use drover_api::timefmt;
 
 pub use client::{Client, ClientConfig, ClientError};
 pub use errors::error_text;

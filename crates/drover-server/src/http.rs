@@ -1,14 +1,20 @@
-//! The HTTP port: health for anyone, status for the admin.
+//! The HTTP port: health for anyone, status and metrics for the admin,
+//! and every other path the Kubernetes API ([`crate::kapi`], which says
+//! who may call what).
 //!
 //! `/health` (and `/healthz`) say only whether this member is healthy: 200
 //! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
 //! about the cluster (member ids, terms, errors) leaks to whoever can reach
 //! the port. `/status` tells it all and needs the admin token
 //! (`authorization: Bearer T`): without one it answers 401, with another
-//! one 403.
+//! one 403. `/metrics` (the Prometheus text format, [`crate::metrics`])
+//! needs the admin token the same way: it names DaemonSets and counts
+//! nodes and pods.
 
 use crate::auth::same_token;
+use crate::cache::Informer;
 use crate::ctx::Ctx;
+use crate::metrics::{DaemonSetFacts, Facts};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::get;
@@ -16,12 +22,97 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-pub fn router(ctx: Arc<Ctx>) -> Router {
+pub fn router(ctx: Arc<Ctx>, informer: Informer) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/healthz", get(health))
         .route("/status", get(status))
+        .route(
+            "/metrics",
+            get(move |State(ctx): State<Arc<Ctx>>, headers: HeaderMap| {
+                metrics(ctx, informer.clone(), headers)
+            }),
+        )
+        .fallback(crate::kapi::handle)
         .with_state(ctx)
+}
+
+/// `/metrics`: the admin's; the values read now from this member's store
+/// and informer (see `docs/metrics.md`).
+async fn metrics(
+    ctx: Arc<Ctx>,
+    informer: Informer,
+    headers: HeaderMap,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Err(refused) = admin(&ctx, &headers) {
+        return refused.into_response();
+    }
+    let leader = ctx.store.leader();
+    let mut facts = Facts {
+        term: leader.term,
+        is_leader: leader.is_leader,
+        commit: 0,
+        applied: ctx.store.applied(),
+        sessions: ctx.sessions.count(),
+        ..Facts::default()
+    };
+    if let Ok(s) = ctx.store.status().await {
+        facts.commit = s.commit;
+        facts.applied = s.applied;
+    }
+    let view = informer.snapshot();
+    facts.nodes_ready = view.nodes.values().filter(|n| n.is_ready()).count();
+    facts.nodes_not_ready = view.nodes.len() - facts.nodes_ready;
+    facts.daemon_sets = view
+        .daemon_sets
+        .values()
+        .map(|d| {
+            let s = &d.status;
+            DaemonSetFacts {
+                namespace: d.metadata.namespace.clone(),
+                name: d.metadata.name.clone(),
+                counters: vec![
+                    (
+                        "desiredNumberScheduled",
+                        i64::from(s.desired_number_scheduled),
+                    ),
+                    (
+                        "currentNumberScheduled",
+                        i64::from(s.current_number_scheduled),
+                    ),
+                    ("numberReady", i64::from(s.number_ready)),
+                    ("numberAvailable", i64::from(s.number_available)),
+                    ("numberUnavailable", i64::from(s.number_unavailable)),
+                    ("numberMisscheduled", i64::from(s.number_misscheduled)),
+                    (
+                        "updatedNumberScheduled",
+                        i64::from(s.updated_number_scheduled),
+                    ),
+                ],
+            }
+        })
+        .collect();
+    let mut phases: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in view.pods.values() {
+        let phase = p
+            .status
+            .phase
+            .as_ref()
+            .map_or("Pending", |ph| ph.as_str())
+            .to_string();
+        *phases.entry(phase).or_default() += 1;
+    }
+    facts.pods = phases.into_iter().collect();
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        ctx.metrics.render(&facts),
+    )
+        .into_response()
 }
 
 /// 200 when this member knows a leader and its store runs; 503 otherwise.

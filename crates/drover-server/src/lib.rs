@@ -19,7 +19,8 @@
 //!    each node) that the loops and agent sessions read;
 //! 5. [`loops`]: controllers, node lifecycle, agent sessions, mirror pods,
 //!    heartbeat relay;
-//! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`];
+//! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`]
+//!    and [`kapi`], the Kubernetes API on the HTTP port;
 //! 7. this file: wiring.
 //!
 //! Start-up, in order: read or create the identity (`server.json`) and the
@@ -29,7 +30,7 @@
 //! the store, bind and serve both ports over TLS, then (joining only) call
 //! `Cluster.Join` with its member certificate until the leader has added
 //! this member as a learner, let it catch up and promoted it. `client.yaml`,
-//! `server-token` and `node-token` are written as soon as the member
+//! `kubeconfig`, `server-token` and `node-token` are written as soon as the member
 //! serves, and again whenever the membership or a token changes.
 
 pub mod api;
@@ -40,8 +41,10 @@ pub mod error;
 pub mod heartbeats;
 pub mod http;
 pub mod identity;
+pub mod kapi;
 pub mod limits;
 pub mod loops;
+pub mod metrics;
 pub mod sessions;
 pub mod svc;
 pub mod transport;
@@ -326,7 +329,13 @@ impl Server {
                 shutdown_rx.clone(),
                 cut_rx.clone(),
             )),
-            tokio::spawn(serve_http(http_l, ctx.clone(), shutdown_rx.clone(), cut_rx)),
+            tokio::spawn(serve_http(
+                http_l,
+                ctx.clone(),
+                informer.clone(),
+                shutdown_rx.clone(),
+                cut_rx,
+            )),
         ];
 
         let mut server = Server {
@@ -371,7 +380,8 @@ impl Server {
             &self.identity,
             self.trust.ca.cert_pem(),
             &servers,
-        )
+        )?;
+        kapi::kubeconfig::write(&self.opts_dir(), &self.ctx, &self.identity.http)
     }
 
     fn opts_dir(&self) -> PathBuf {
@@ -650,9 +660,18 @@ impl axum::serve::Listener for TlsHttp {
     }
 }
 
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsHttp>>
+    for kapi::Peer
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsHttp>) -> Self {
+        kapi::Peer(Some(stream.io().info().clone()))
+    }
+}
+
 async fn serve_http(
     l: TcpListener,
     ctx: Arc<ctx::Ctx>,
+    informer: cache::Informer,
     mut stop: watch::Receiver<bool>,
     cut: watch::Receiver<bool>,
 ) {
@@ -664,7 +683,9 @@ async fn serve_http(
         }
     };
     let rx = drover_pki::net::incoming_until(l, ctx.trust.http.clone(), Default::default(), cut);
-    let r = axum::serve(TlsHttp { rx, local }, http::router(ctx.clone()))
+    let app =
+        http::router(ctx.clone(), informer).into_make_service_with_connect_info::<kapi::Peer>();
+    let r = axum::serve(TlsHttp { rx, local }, app)
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
         })
@@ -690,7 +711,17 @@ async fn keep_client_file(
     };
     let mut last = server_list(&ctx.store, &me);
     let mut last_tokens = tokens(&ctx);
+    // The kubeconfig: once this member has the admin token, again when
+    // the membership changes.
+    let mut kubeconfig_of: Option<Vec<(u64, String)>> = None;
     loop {
+        let now_members = kapi::kubeconfig::members(&ctx, &me.http);
+        if !ctx.admin_token().is_empty() && kubeconfig_of.as_ref() != Some(&now_members) {
+            match kapi::kubeconfig::write(&dir, &ctx, &me.http) {
+                Ok(()) => kubeconfig_of = Some(now_members),
+                Err(e) => tracing::warn!("{e:#}"),
+            }
+        }
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}

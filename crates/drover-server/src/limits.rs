@@ -66,3 +66,26 @@ pub const EVENT_BUDGET_BURST: usize = 1000;
 
 /// Pod events per second an agent session may write after its burst.
 pub const EVENT_BUDGET_PER_SECOND: f64 = 20.0;
+
+/// The largest request body the Kubernetes API (`kapi/`) reads: 3 MiB (an
+/// object is at most [`MAX_OBJECT_BYTES`]; a patch or a `DeleteOptions` is
+/// smaller). A bigger one is refused (413, `RequestEntityTooLarge`).
+pub const MAX_KAPI_BODY_BYTES: usize = 3 << 20;
+
+/// The longest query string the Kubernetes API reads: 16 KiB (selectors,
+/// continue tokens). A longer one is refused (400).
+pub const MAX_KAPI_QUERY_BYTES: usize = 16 << 10;
+
+/// The largest page of a list (`limit`): 10,000 objects; a larger `limit`
+/// is taken as this one (the client follows `continue`).
+pub const MAX_KAPI_LIST_LIMIT: usize = 10_000;
+
+/// The longest a watch of the Kubernetes API stays open (`timeoutSeconds`
+/// is capped to it): 30 minutes, the API server's default. The client
+/// watches again from the last resourceVersion it saw.
+pub const MAX_WATCH_SECONDS: Duration = Duration::from_secs(30 * 60);
+
+/// Watches of the Kubernetes API one server process serves at once (a
+/// process runs one member): 1024. One more is refused (429,
+/// `TooManyRequests`) until one ends.
+pub const MAX_KAPI_WATCHES: usize = 1024;

@@ -59,6 +59,10 @@
 //! syncs. Each part is a struct it owns, in its own file, that knows
 //! nothing of the others' insides:
 //!
+//! - `config.rs`: the ConfigMaps and Secrets the server sent (memory
+//!   only), each start's env and volume files resolved from them; the
+//!   volumes of running pods are rewritten here when they change (one
+//!   update at a time per pod).
 //! - `desired.rs`: the server's pod list merged into the node's pods, and
 //!   saved in the data dir.
 //! - `link.rs` ([`link::Link`]): the session, reconnects, heartbeats,
@@ -82,6 +86,7 @@ macro_rules! note {
     };
 }
 
+mod config;
 mod desired;
 mod events;
 mod link;
@@ -152,6 +157,13 @@ pub(crate) struct NodeAgent<R: Runtime> {
     next_sync: Instant,
     /// The pods' events: counted, rate-limited, sent.
     events: events::Events,
+    /// The ConfigMaps and Secrets the server sent (memory only).
+    config: Arc<config::ConfigSet>,
+    /// Pod uid -> the hash of the volume files last given to the runtime.
+    volumes_applied: HashMap<String, u64>,
+    /// Pod uid -> its volume update in flight (one at a time per pod, so
+    /// an older one never lands after a newer one).
+    volume_updates: HashMap<String, tokio::task::JoinHandle<()>>,
 }
 
 impl<R: Runtime> NodeAgent<R> {
@@ -197,6 +209,9 @@ impl<R: Runtime> NodeAgent<R> {
             dirty: true,
             next_sync: now,
             events: events::Events::new(Correlator::new(shared.tuning.events)),
+            config: Arc::default(),
+            volumes_applied: HashMap::new(),
+            volume_updates: HashMap::new(),
             shared,
         }
     }
@@ -348,6 +363,10 @@ impl<R: Runtime> NodeAgent<R> {
         match r {
             Ok(Some(m)) => match m.msg {
                 Some(server_message::Msg::Pods(p)) => self.desired(p).await,
+                Some(server_message::Msg::Config(c)) => {
+                    self.config = Arc::new(config::decode(&c, &self.me.name));
+                    self.dirty = true;
+                }
                 Some(server_message::Msg::Servers(s)) => {
                     self.link.learn_servers(&self.shared, &self.me, &s.servers)
                 }
@@ -431,6 +450,7 @@ impl<R: Runtime> NodeAgent<R> {
         tracing::trace!(node = %self.me.name, containers = observed.len(), ops = p.ops.len(), "sync");
         self.events.observe_all(p.notes, &self.shared);
         for op in p.ops {
+            self.note_volumes_started(&op);
             self.ops.spawn(
                 op,
                 &observed,
@@ -438,9 +458,11 @@ impl<R: Runtime> NodeAgent<R> {
                 &self.runtime,
                 &self.me,
                 self.shared.loud,
+                &self.config,
                 self.events.sink(),
             );
         }
+        self.refresh_volumes(&observed);
         self.probes.sync_workers(
             &observed,
             &self.pods,
@@ -473,6 +495,63 @@ impl<R: Runtime> NodeAgent<R> {
             next = next.min(self.shared.clock.instant_at(w));
         }
         self.next_sync = next;
+    }
+
+    // ------------------------------------------------------------ volumes
+
+    /// A start writes the pod's ConfigMap and Secret volumes: note what.
+    fn note_volumes_started(&mut self, op: &crate::plan::PodOp) {
+        let starts = op.actions.iter().any(|a| {
+            matches!(
+                a,
+                crate::plan::Action::Start { .. } | crate::plan::Action::Replace { .. }
+            )
+        });
+        if !starts {
+            return;
+        }
+        if let Some(v) = self
+            .pods
+            .get(&op.uid)
+            .and_then(|b| self.config.volumes_of(&b.pod))
+        {
+            self.volumes_applied
+                .insert(op.uid.clone(), config::hash(&v));
+        }
+    }
+
+    /// Rewrites the ConfigMap and Secret volumes of running pods whose
+    /// files changed (no restart); pods with an operation running are
+    /// looked at on a later sync.
+    fn refresh_volumes(&mut self, observed: &[crate::runtime::ContainerInfo]) {
+        let pods = &self.pods;
+        self.volumes_applied.retain(|uid, _| pods.contains_key(uid));
+        self.volume_updates.retain(|_, h| !h.is_finished());
+        for (uid, book) in &self.pods {
+            if self.ops.busy().contains(uid)
+                || self.volume_updates.contains_key(uid)
+                || !observed
+                    .iter()
+                    .any(|c| c.pod_uid == *uid && c.state.is_running())
+            {
+                continue;
+            }
+            let Some(v) = self.config.volumes_of(&book.pod) else {
+                continue;
+            };
+            let h = config::hash(&v);
+            if self.volumes_applied.get(uid) == Some(&h) {
+                continue;
+            }
+            self.volumes_applied.insert(uid.clone(), h);
+            let (rt, pod, name) = (self.runtime.clone(), book.pod.clone(), self.me.name.clone());
+            let task = tokio::spawn(async move {
+                if let Err(e) = rt.update_volumes(pod.clone(), Arc::new(v)).await {
+                    tracing::warn!(node = %name, pod = %pod.metadata.name, "cannot update the pod's ConfigMap/Secret volumes: {e}");
+                }
+            });
+            self.volume_updates.insert(uid.clone(), task);
+        }
     }
 
     // ------------------------------------------------------------ leave

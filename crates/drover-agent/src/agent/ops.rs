@@ -9,6 +9,7 @@ use crate::events::{reason, EventType, Note};
 use crate::plan::{Action, PodBook, PodOp, StartFailure};
 use crate::probe::{self, Target};
 use crate::runtime::{ContainerInfo, EventSink, Runtime, RuntimeError, StartContainer};
+use drover_api::pod_config::ConfigError;
 use drover_api::{LifecycleHandler, Pod};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -89,6 +90,40 @@ async fn started<R: Runtime>(rt: &Arc<R>, req: StartContainer) -> Result<(), Run
         }
     }
     r
+}
+
+/// A start that cannot have its ConfigMaps or Secrets: the kubelet's
+/// events (FailedMount for a volume, Failed with `Error: <message>`) and
+/// `CreateContainerConfigError`.
+fn config_failed(pod: &Arc<Pod>, index: usize, e: &ConfigError, sink: &EventSink) -> RuntimeError {
+    let name = pod
+        .spec
+        .containers
+        .get(index)
+        .map(|c| c.name.as_str())
+        .unwrap_or_default();
+    if let Some(volume) = &e.volume {
+        let mut note = Note::container(
+            pod,
+            name,
+            EventType::Warning,
+            reason::FAILED_MOUNT,
+            format!(
+                "MountVolume.SetUp failed for volume {volume:?} : {}",
+                e.message
+            ),
+        );
+        note.field_path.clear(); // the pod's event, as the kubelet's
+        sink.send(note);
+    }
+    sink.send(Note::container(
+        pod,
+        name,
+        EventType::Warning,
+        reason::FAILED,
+        format!("Error: {}", e.message),
+    ));
+    RuntimeError::new("CreateContainerConfigError", e.message.clone())
 }
 
 /// The node's runtime operations in flight, and the pods they may still
@@ -231,12 +266,24 @@ impl Ops {
         rt: &Arc<R>,
         me: &Identity,
         loud: bool,
+        config: &super::config::ConfigSet,
         sink: &EventSink,
     ) {
         let mut kills: HashMap<String, Note> = HashMap::new();
         let mut pod_kills: Vec<Note> = Vec::new();
         let rt = rt.clone();
         let book = pods.get(&op.uid).map(|b| (b.pod.clone(), b.hashes.clone()));
+        // What each start takes from ConfigMaps and Secrets, resolved now
+        // (the task holds no reference to the node's set).
+        let mut resolved: HashMap<usize, Result<super::config::Resolved, ConfigError>> =
+            HashMap::new();
+        if let Some((pod, _)) = &book {
+            for a in &op.actions {
+                if let Action::Start { index, .. } | Action::Replace { index, .. } = a {
+                    resolved.insert(*index, config.resolve(pod, *index));
+                }
+            }
+        }
         let grace = self.grace(pods, &op.uid);
         // Hooks of the containers this op stops, by instance id.
         let mut hooks: HashMap<String, PreStop> = HashMap::new();
@@ -291,21 +338,30 @@ impl Ops {
         let handle = self.set.spawn(async move {
             let mut starts = Vec::new();
             let start = |index: usize, attempt: u32| {
-                book.as_ref().map(|(pod, hashes)| StartContainer {
-                    pod: pod.clone(),
-                    index,
-                    attempt,
-                    spec_hash: hashes.get(index).cloned().unwrap_or_default(),
-                    node_name: node_name.clone(),
-                    host_ip: host_ip.clone(),
-                    events: sink.clone(),
-                })
+                let (pod, hashes) = book.as_ref()?;
+                let r = match resolved.get(&index) {
+                    Some(Ok(r)) => Ok(StartContainer {
+                        pod: r.pod.clone(),
+                        volumes: r.volumes.clone(),
+                        index,
+                        attempt,
+                        spec_hash: hashes.get(index).cloned().unwrap_or_default(),
+                        node_name: node_name.clone(),
+                        host_ip: host_ip.clone(),
+                        events: sink.clone(),
+                    }),
+                    Some(Err(e)) => Err(config_failed(pod, index, e, &sink)),
+                    None => Err(RuntimeError::new("CreateContainerConfigError", "not resolved")),
+                };
+                Some(r)
             };
             for a in op.actions {
                 let r = match a {
                     Action::Start { index, attempt } => {
-                        if let Some(req) = start(index, attempt) {
-                            starts.push((index, started(&rt, req).await));
+                        match start(index, attempt) {
+                            Some(Ok(req)) => starts.push((index, started(&rt, req).await)),
+                            Some(Err(e)) => starts.push((index, Err(e))),
+                            None => {}
                         }
                         Ok(())
                     }
@@ -316,8 +372,10 @@ impl Ops {
                         let left = run_pre_stop(rt.as_ref(), hooks.remove(&id), grace).await;
                         let r = rt.remove(&id, left).await;
                         if r.is_ok() {
-                            if let Some(req) = start(index, attempt) {
-                                starts.push((index, started(&rt, req).await));
+                            match start(index, attempt) {
+                                Some(Ok(req)) => starts.push((index, started(&rt, req).await)),
+                                Some(Err(e)) => starts.push((index, Err(e))),
+                                None => {}
                             }
                         }
                         r

@@ -21,9 +21,10 @@
 //! | `ports` (with `hostPort`) | port bindings on the pod's sandbox ([`ports`]) |
 //! | `terminationGracePeriodSeconds` | `StopTimeout` |
 //!
-//! What cannot be honoured is refused when the container could not work
-//! without it (`envFrom`, `valueFrom.configMapKeyRef`, …) and reported as a
-//! warning, by field name, otherwise.
+//! `envFrom` and `valueFrom.configMapKeyRef`/`secretKeyRef` arrive resolved
+//! by the agent (literal `env` entries, [`drover_api::pod_config`]). What
+//! cannot be honoured is refused when the container could not work without
+//! it and reported as a warning, by field name, otherwise.
 
 use super::volumes::VolumeError;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, PortBinding, PortMap};
@@ -104,14 +105,11 @@ pub(crate) fn container(inputs: Inputs<'_>) -> Result<Mapped, ConfigError> {
 
     for (key, value) in &spec.extra {
         match key.as_str() {
-            "envFrom" => {
-                return Err(ConfigError(what(
-                    "envFrom needs ConfigMaps or Secrets, which drover does not have; list the variables under env",
-                )))
-            }
             "tty" | "stdin" | "stdinOnce" => {}
             k if QUIET_CONTAINER_FIELDS.contains(&k) => {}
-            k => warnings.push(what(&format!("{k} is not supported by the Docker runtime and is ignored ({value})"))),
+            k => warnings.push(what(&format!(
+                "{k} is not supported by the Docker runtime and is ignored ({value})"
+            ))),
         }
     }
     let flag = |key: &str| spec.extra.get(key).and_then(|v| v.as_bool());
@@ -391,6 +389,10 @@ fn env(i: &Inputs<'_>, spec: &Container) -> Result<Vec<(String, String)>, String
                 } else if let Some(r) = &from.resource_field_ref {
                     resource_value(i, spec, r)
                         .map_err(|e| format!("{field}.valueFrom.resourceFieldRef: {e}"))?
+                } else if from.config_map_key_ref.is_some() || from.secret_key_ref.is_some() {
+                    return Err(format!(
+                        "{field}.valueFrom: a ConfigMap or Secret key the agent did not resolve"
+                    ));
                 } else {
                     let kinds: Vec<&str> = from.extra.keys().map(String::as_str).collect();
                     return Err(format!(
@@ -832,8 +834,8 @@ spec:
     image: i
     envFrom: [{configMapRef: {name: x}}]
 ");
-        let e = container(inputs(&p)).unwrap_err();
-        assert!(e.0.contains("envFrom"), "{e}");
+        // The agent resolves envFrom before the runtime sees the container.
+        assert!(container(inputs(&p)).is_ok());
         let p = pod("
 apiVersion: v1
 kind: Pod
@@ -846,7 +848,7 @@ spec:
 ");
         let e = container(inputs(&p)).unwrap_err();
         assert!(
-            e.0.contains("env[0] (A)") && e.0.contains("secretKeyRef"),
+            e.0.contains("env[0] (A)") && e.0.contains("did not resolve"),
             "{e}"
         );
         let p = pod("

@@ -33,6 +33,7 @@
 //! The agent checks hostPath volumes and creates emptyDirs in its own view
 //! of the file system: it must run on the engine's host.
 
+mod atomic;
 mod config;
 mod images;
 mod pause;
@@ -494,8 +495,9 @@ impl DockerRuntime {
         config::container(self.inputs(inputs("", placeholder, Vec::new())))
             .map_err(config_error)?;
         let (root, p, s) = (self.pods_dir.clone(), pod.clone(), spec.clone());
+        let files = req.volumes.clone();
         let (mounts, volume_warnings) =
-            tokio::task::spawn_blocking(move || volumes::prepare(&root, &p, &s))
+            tokio::task::spawn_blocking(move || volumes::prepare(&root, &p, &s, &files))
                 .await
                 .map_err(|e| RuntimeError::new("CreateContainerConfigError", e.to_string()))?
                 .map_err(|e| {
@@ -695,6 +697,22 @@ impl Runtime for DockerRuntime {
             self.drop_lone_sandbox(&uid).await;
         }
         r
+    }
+
+    async fn update_volumes(
+        &self,
+        pod: std::sync::Arc<Pod>,
+        config: std::sync::Arc<crate::runtime::ConfigVolumes>,
+    ) -> Result<(), RuntimeError> {
+        let (root, uid) = (self.pods_dir.clone(), pod.metadata.uid.clone());
+        let warnings = tokio::task::spawn_blocking(move || volumes::update(&root, &uid, &config))
+            .await
+            .map_err(|e| RuntimeError::new("FailedMount", e.to_string()))?
+            .map_err(|e| RuntimeError::new("FailedMount", e.0))?;
+        for w in warnings {
+            tracing::warn!(node = %self.node, "{w}");
+        }
+        Ok(())
     }
 
     async fn remove(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {

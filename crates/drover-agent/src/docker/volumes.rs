@@ -9,6 +9,11 @@
 //!   `pods/<uid>/volumes/<name>`, shared by the pod's containers and removed
 //!   with the pod ([`remove_pod_dir`]). `medium: Memory` and `sizeLimit`
 //!   are not honoured (warned).
+//! - `configMap`, `secret`, `projected`: the files the agent resolved
+//!   (`StartContainer::volumes`) written under `pods/<uid>/volumes/<name>`
+//!   with the kubelet's atomic layout ([`super::atomic`]; a tmpfs for
+//!   Secrets), always mounted read-only; [`update`] rewrites them while
+//!   the pod runs.
 //! - `volumeMounts`: `readOnly`, `subPath` (created as a directory when
 //!   missing), `mountPropagation` (`HostToContainer` = rslave,
 //!   `Bidirectional` = rshared, privileged containers only).
@@ -17,7 +22,9 @@
 //! run on the engine's host (or see the host's paths at the same places).
 
 use bollard::models::{Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType};
+use drover_api::pod_config::VolumeFiles;
 use drover_api::{Container, HostPathType, MountPropagation, Pod};
+use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -49,6 +56,7 @@ pub(crate) fn remove_pod_dir(root: &Path, uid: &str) -> std::io::Result<()> {
     let Ok(dir) = pod_dir(root, uid) else {
         return Ok(());
     };
+    super::atomic::unmount_volumes(&dir);
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         other => other,
@@ -61,6 +69,7 @@ pub(crate) fn prepare(
     root: &Path,
     pod: &Pod,
     spec: &Container,
+    config: &BTreeMap<String, VolumeFiles>,
 ) -> Result<(Vec<Mount>, Vec<String>), VolumeError> {
     let mut mounts = Vec::new();
     let mut warnings = Vec::new();
@@ -83,7 +92,20 @@ pub(crate) fn prepare(
             .iter()
             .find(|v| v.name == vm.name)
             .ok_or_else(|| err("no volume of that name in spec.volumes".into()))?;
-        let base = if let Some(hp) = &volume.host_path {
+        let mut read_only = vm.read_only;
+        let base = if let Some(files) = config.get(&volume.name) {
+            let dir = pod_dir(root, &pod.metadata.uid)?
+                .join("volumes")
+                .join(&volume.name);
+            // Written once per start of a container; updates come through
+            // [`update`]. A directory already written is rewritten: the
+            // same files, or newer ones.
+            let w = super::atomic::write(&dir, files)
+                .map_err(|e| err(format!("cannot write the files of {}: {e}", dir.display())))?;
+            warnings.extend(w);
+            read_only = true;
+            dir
+        } else if let Some(hp) = &volume.host_path {
             host_path(Path::new(&hp.path), hp.r#type.as_ref()).map_err(err)?;
             PathBuf::from(&hp.path)
         } else if let Some(ed) = &volume.empty_dir {
@@ -105,10 +127,17 @@ pub(crate) fn prepare(
             empty_dir(&dir)
                 .map_err(|e| err(format!("cannot create the emptyDir {}: {e}", dir.display())))?;
             dir
+        } else if volume.config_map.is_some()
+            || volume.secret.is_some()
+            || volume.projected.is_some()
+        {
+            return Err(err(
+                "the agent gave no files for this ConfigMap/Secret volume".into(),
+            ));
         } else {
             let kinds: Vec<&str> = volume.extra.keys().map(String::as_str).collect();
             return Err(err(format!(
-                "{} volumes are not supported by drover; use hostPath or emptyDir",
+                "{} volumes are not supported by drover; use hostPath, emptyDir, configMap, secret or projected",
                 if kinds.is_empty() {
                     "sourceless".to_string()
                 } else {
@@ -168,7 +197,7 @@ pub(crate) fn prepare(
             target: Some(vm.mount_path.clone()),
             source: Some(source.to_string_lossy().into_owned()),
             typ: Some(MountType::BIND),
-            read_only: Some(vm.read_only),
+            read_only: Some(read_only),
             bind_options: propagation.map(|p| MountBindOptions {
                 propagation: Some(p),
                 ..Default::default()
@@ -177,6 +206,32 @@ pub(crate) fn prepare(
         });
     }
     Ok((mounts, warnings))
+}
+
+/// Rewrites the `configMap`, `secret` and `projected` volumes of a running
+/// pod (uid `uid`) whose directory exists (a volume no container mounted
+/// yet is written at its start); answers warnings. Blocking.
+pub(crate) fn update(
+    root: &Path,
+    uid: &str,
+    config: &BTreeMap<String, VolumeFiles>,
+) -> Result<Vec<String>, VolumeError> {
+    let mut warnings = Vec::new();
+    let volumes = pod_dir(root, uid)?.join("volumes");
+    for (name, files) in config {
+        let dir = volumes.join(name);
+        if !dir.join("..data").exists() {
+            continue;
+        }
+        let w = super::atomic::write(&dir, files).map_err(|e| {
+            VolumeError(format!(
+                "pod {uid}: volume {name:?}: cannot update {}: {e}",
+                dir.display()
+            ))
+        })?;
+        warnings.extend(w);
+    }
+    Ok(warnings)
 }
 
 /// Creates an emptyDir: a directory anyone in the pod can write.
@@ -280,7 +335,7 @@ mod tests {
                 &format!("[{{name: v, hostPath: {{path: {:?}, type: {ty}}}}}]", path),
                 "[{name: v, mountPath: /v, readOnly: true}]",
             );
-            prepare(&root, &p, &p.spec.containers[0]).map(|(m, _)| m)
+            prepare(&root, &p, &p.spec.containers[0], &BTreeMap::new()).map(|(m, _)| m)
         };
         // DirectoryOrCreate creates.
         let m = run("DirectoryOrCreate", &d.join("new/dir")).unwrap();
@@ -315,7 +370,7 @@ mod tests {
             "[{name: scratch, emptyDir: {}}]",
             "[{name: scratch, mountPath: /a}, {name: scratch, mountPath: /b, subPath: sub/dir}]",
         );
-        let (m, w) = prepare(&root, &p, &p.spec.containers[0]).unwrap();
+        let (m, w) = prepare(&root, &p, &p.spec.containers[0], &BTreeMap::new()).unwrap();
         assert!(w.is_empty());
         let dir = root.join("uid-1/volumes/scratch");
         assert_eq!(m[0].source.as_deref(), Some(dir.to_str().unwrap()));
@@ -336,22 +391,48 @@ mod tests {
     fn unsupported_sources_and_propagation_are_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let p = pod(
+            "[{name: share, nfs: {server: x, path: /}}]",
+            "[{name: share, mountPath: /share}]",
+        );
+        let e = prepare(tmp.path(), &p, &p.spec.containers[0], &BTreeMap::new()).unwrap_err();
+        assert!(e.0.contains("nfs") && e.0.contains("\"share\""), "{e}");
+        // A ConfigMap volume: the files the agent resolved, read-only.
+        let p = pod(
             "[{name: cfg, configMap: {name: x}}]",
             "[{name: cfg, mountPath: /cfg}]",
         );
-        let e = prepare(tmp.path(), &p, &p.spec.containers[0]).unwrap_err();
-        assert!(e.0.contains("configMap") && e.0.contains("\"cfg\""), "{e}");
+        let files = drover_api::pod_config::VolumeFiles {
+            files: [(
+                "k".to_string(),
+                drover_api::pod_config::VolumeFile {
+                    data: b"v".to_vec(),
+                    mode: 0o644,
+                },
+            )]
+            .into(),
+            secret: false,
+        };
+        let config = BTreeMap::from([("cfg".to_string(), files)]);
+        let (m, _) = prepare(tmp.path(), &p, &p.spec.containers[0], &config).unwrap();
+        assert_eq!(m[0].read_only, Some(true));
+        let source = m[0].source.clone().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(Path::new(&source).join("k")).unwrap(),
+            "v"
+        );
+        let e = prepare(tmp.path(), &p, &p.spec.containers[0], &BTreeMap::new()).unwrap_err();
+        assert!(e.0.contains("no files"), "{e}");
         let p = pod(
             "[{name: v, emptyDir: {}}]",
             "[{name: v, mountPath: /v, mountPropagation: Bidirectional}]",
         );
-        let e = prepare(tmp.path(), &p, &p.spec.containers[0]).unwrap_err();
+        let e = prepare(tmp.path(), &p, &p.spec.containers[0], &BTreeMap::new()).unwrap_err();
         assert!(e.0.contains("privileged"), "{e}");
         let p = pod(
             "[{name: v, emptyDir: {medium: Memory}}]",
             "[{name: v, mountPath: /v, mountPropagation: HostToContainer}]",
         );
-        let (m, w) = prepare(tmp.path(), &p, &p.spec.containers[0]).unwrap();
+        let (m, w) = prepare(tmp.path(), &p, &p.spec.containers[0], &BTreeMap::new()).unwrap();
         assert_eq!(w.len(), 1, "{w:?}");
         assert_eq!(
             m[0].bind_options.as_ref().unwrap().propagation,

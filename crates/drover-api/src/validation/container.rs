@@ -302,6 +302,13 @@ fn validate_env(env: &[EnvVar], path: &Path) -> Vec<FieldError> {
                 errors.extend(validate_quantity(divisor, &rr.child("divisor")));
             }
         }
+        let (refs, ref_errors) = super::config::validate_env_key_refs(
+            source.config_map_key_ref.as_ref(),
+            source.secret_key_ref.as_ref(),
+            &vf,
+        );
+        sources += refs;
+        errors.extend(ref_errors);
         if sources == 0 {
             errors.push(FieldError::invalid(
                 &vf,
@@ -436,6 +443,10 @@ pub(super) fn validate_container(
         &path.child("ports"),
     ));
     errors.extend(validate_env(&container.env, &path.child("env")));
+    errors.extend(super::config::validate_env_from(
+        &container.env_from,
+        &path.child("envFrom"),
+    ));
     let mut mount_paths = BTreeSet::new();
     for (i, mount) in container.volume_mounts.iter().enumerate() {
         let p = path.child("volumeMounts").index(i);

@@ -249,20 +249,28 @@ impl FieldError {
     }
 }
 
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.error_type)?;
+impl FieldError {
+    /// The error without its path (`Required value: …`), as the API
+    /// server's `Status` causes carry it beside the field.
+    pub fn body(&self) -> String {
+        let mut out = self.error_type.to_string();
         let shows_value = !matches!(
             self.error_type,
             ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong
         ) && self.value != BadValue::None;
         if shows_value {
-            write!(f, ": {}", self.value)?;
+            out.push_str(&format!(": {}", self.value));
         }
         if !self.detail.is_empty() {
-            write!(f, ": {}", self.detail)?;
+            out.push_str(&format!(": {}", self.detail));
         }
-        Ok(())
+        out
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.body())
     }
 }
 

@@ -31,6 +31,7 @@
 //! beside [`Manifest`](crate::Manifest), so that validation does not depend on
 //! manifests.
 
+pub mod config;
 mod container;
 pub(crate) mod daemon_set;
 pub(crate) mod errors;

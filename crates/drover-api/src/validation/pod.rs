@@ -81,6 +81,15 @@ fn validate_volumes(volumes: &[Volume], path: &Path) -> (BTreeSet<String>, Vec<F
                 errors.extend(validate_quantity(limit, &ed.child("sizeLimit")));
             }
         }
+        let (config, config_errors) = super::config::validate_config_volume(volume, &p);
+        errors.extend(config_errors);
+        if typed + config > 1 {
+            errors.push(FieldError::forbidden(
+                &p,
+                "may not specify more than 1 volume type",
+            ));
+        }
+        typed += config;
         if typed == 0 && volume.extra.is_empty() {
             errors.push(FieldError::required(&p, "must specify a volume type"));
         }

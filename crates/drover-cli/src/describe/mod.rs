@@ -5,13 +5,15 @@
 //! Pure: the objects and "now" in, text out. Text is written with tabs and
 //! aligned at the end by [`crate::tabwriter`], as kubectl does.
 //!
-//! One file per kind: `daemon_set.rs`, `pod.rs`, `node.rs`.
+//! One file per kind: `daemon_set.rs`, `pod.rs`, `node.rs`, and
+//! `config.rs` (ConfigMaps, Secrets, Namespaces, ServiceAccounts).
 //! `pod_template.rs` holds the containers and volumes a pod and a
 //! DaemonSet's template both show, `layout.rs` the writer and the sections
 //! every kind shares (labels, annotations, tolerations, events). What
 //! `describe ds` says about a DaemonSet's pods, nodes and rollout is the
 //! controller's (`drover_controller::daemon::explain`), only laid out here.
 
+mod config;
 mod daemon_set;
 mod layout;
 mod node;
@@ -21,6 +23,9 @@ mod pod_template;
 #[cfg(test)]
 mod fixtures;
 
+pub use config::{
+    describe_config_map, describe_namespace, describe_secret, describe_service_account,
+};
 pub use daemon_set::describe_daemon_set;
 pub use layout::{events_for, format_toleration};
 pub use node::describe_node;

@@ -198,6 +198,22 @@ pub(super) fn containers(w: &mut W, containers: &[Container], pod: Option<&Pod>,
                 w.w(2, format!("{title}:\t{}\n", format_probe(p)));
             }
         }
+        if !c.env_from.is_empty() {
+            w.w(2, "Environment Variables from:\n");
+            for f in &c.env_from {
+                let (name, from, optional) = match (&f.config_map_ref, &f.secret_ref) {
+                    (Some(r), _) => (&r.name, "ConfigMap", r.optional == Some(true)),
+                    (None, Some(r)) => (&r.name, "Secret", r.optional == Some(true)),
+                    (None, None) => continue,
+                };
+                let prefix = if f.prefix.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with prefix '{}'", f.prefix)
+                };
+                w.w(3, format!("{name}\t{from}{prefix}\tOptional: {optional}\n"));
+            }
+        }
         let none = if c.env.is_empty() { "\t<none>" } else { "" };
         w.w(2, format!("Environment:{none}\n"));
         for e in &c.env {
@@ -239,6 +255,24 @@ pub(super) fn containers(w: &mut W, containers: &[Container], pod: Option<&Pod>,
                             None => "0".into(),
                         };
                         w.w(3, format!("{}:\t{value} ({})\n", e.name, r.resource));
+                    } else if let Some(r) = &from.secret_key_ref {
+                        let optional = r.optional == Some(true);
+                        w.w(
+                            3,
+                            format!(
+                                "{}:\t<set to the key '{}' in secret '{}'>\tOptional: {optional}\n",
+                                e.name, r.key, r.name
+                            ),
+                        );
+                    } else if let Some(r) = &from.config_map_key_ref {
+                        let optional = r.optional == Some(true);
+                        w.w(
+                            3,
+                            format!(
+                                "{}:\t<set to the key '{}' of config map '{}'>\tOptional: {optional}\n",
+                                e.name, r.key, r.name
+                            ),
+                        );
                     } else {
                         w.w(
                             3,
@@ -304,6 +338,31 @@ pub(super) fn volumes(w: &mut W, volumes: &[Volume], space: &str) {
                 .map(|q| q.to_string())
                 .unwrap_or_else(|| "<unset>".into());
             w.w(2, format!("SizeLimit:\t{limit}\n"));
+        } else if let Some(cm) = &v.config_map {
+            w.w(2, "Type:\tConfigMap (a volume populated by a ConfigMap)\n");
+            w.w(2, format!("Name:\t{}\n", cm.name));
+            w.w(2, format!("Optional:\t{}\n", cm.optional == Some(true)));
+        } else if let Some(sec) = &v.secret {
+            w.w(2, "Type:\tSecret (a volume populated by a Secret)\n");
+            w.w(2, format!("SecretName:\t{}\n", sec.secret_name));
+            w.w(2, format!("Optional:\t{}\n", sec.optional == Some(true)));
+        } else if let Some(p) = &v.projected {
+            w.w(
+                2,
+                "Type:\tProjected (a volume that contains injected data from multiple sources)\n",
+            );
+            let opt = |o: Option<bool>| o.map_or("<nil>".to_string(), |b| b.to_string());
+            for source in &p.sources {
+                if let Some(sec) = &source.secret {
+                    w.w(2, format!("SecretName:\t{}\n", sec.name));
+                    w.w(2, format!("SecretOptionalName:\t{}\n", opt(sec.optional)));
+                } else if source.downward_api.is_some() {
+                    w.w(2, "DownwardAPI:\ttrue\n");
+                } else if let Some(cm) = &source.config_map {
+                    w.w(2, format!("ConfigMapName:\t{}\n", cm.name));
+                    w.w(2, format!("ConfigMapOptional:\t{}\n", opt(cm.optional)));
+                }
+            }
         } else if let Some(kind) = v.extra.keys().next() {
             w.w(
                 2,

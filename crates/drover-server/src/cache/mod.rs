@@ -16,8 +16,11 @@
 //!   resourceVersion: a pod's own status report does not push the node's
 //!   pods again).
 
+mod config;
+
 use crate::api::codec::{self, kind_of_key};
-use drover_api::{DaemonSet, Kind, Manifest, Node, Pod};
+use config::ConfigIndex;
+use drover_api::{ConfigMap, DaemonSet, Kind, Manifest, Node, Pod, Secret};
 use drover_store::{Consistency, Error as StoreError, EventType, KeyValue, Store};
 use futures_util::FutureExt;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -33,6 +36,10 @@ pub struct Snapshot {
     pub pods: BTreeMap<String, Arc<Pod>>,
     /// PriorityClasses, for daemon pods' priorities and preemption.
     pub priority_classes: BTreeMap<String, Arc<drover_api::PriorityClass>>,
+    /// ConfigMaps and Secrets, for the agent sessions of the nodes whose
+    /// pods reference them.
+    pub config_maps: BTreeMap<String, Arc<ConfigMap>>,
+    pub secrets: BTreeMap<String, Arc<Secret>>,
     /// The store revision this view reflects.
     pub revision: u64,
 }
@@ -45,6 +52,8 @@ enum Decoded {
     /// A pod, and the hash of what its agent acts on.
     Pod(String, Arc<Pod>, u64),
     PriorityClass(String, Arc<drover_api::PriorityClass>),
+    ConfigMap(String, Arc<ConfigMap>),
+    Secret(String, Arc<Secret>),
     /// Another kind, or an object that does not decode (logged).
     Other,
 }
@@ -53,7 +62,14 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
     let kind = kind_of_key(&kv.key);
     if !matches!(
         kind,
-        Some(Kind::Node | Kind::DaemonSet | Kind::Pod | Kind::PriorityClass)
+        Some(
+            Kind::Node
+                | Kind::DaemonSet
+                | Kind::Pod
+                | Kind::PriorityClass
+                | Kind::ConfigMap
+                | Kind::Secret
+        )
     ) {
         return Decoded::Other;
     }
@@ -68,6 +84,8 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
             Decoded::Pod(kv.key.clone(), Arc::new(*p), hash)
         }
         Ok(Manifest::PriorityClass(c)) => Decoded::PriorityClass(kv.key.clone(), Arc::new(*c)),
+        Ok(Manifest::ConfigMap(c)) => Decoded::ConfigMap(kv.key.clone(), Arc::new(*c)),
+        Ok(Manifest::Secret(c)) => Decoded::Secret(kv.key.clone(), Arc::new(*c)),
         Ok(_) => Decoded::Other,
         Err(e) => {
             tracing::warn!("informer: skipping {}: {e}", kv.key);
@@ -85,6 +103,14 @@ impl Snapshot {
                 self.daemon_sets.remove(key);
                 self.pods.remove(key);
                 self.priority_classes.remove(key);
+                self.config_maps.remove(key);
+                self.secrets.remove(key);
+            }
+            Decoded::ConfigMap(key, c) => {
+                self.config_maps.insert(key.clone(), c.clone());
+            }
+            Decoded::Secret(key, c) => {
+                self.secrets.insert(key.clone(), c.clone());
             }
             Decoded::Node(key, n) => {
                 self.nodes.insert(key.clone(), n.clone());
@@ -133,6 +159,8 @@ struct Nodes {
     versions: HashMap<String, watch::Sender<u64>>,
     /// The revision the index reflects.
     revision: u64,
+    /// The ConfigMaps and Secrets, and the pods that reference each.
+    config: ConfigIndex,
 }
 
 impl Nodes {
@@ -146,7 +174,20 @@ impl Nodes {
             .send_replace(revision);
     }
 
+    /// Bumps the nodes of these pods (a ConfigMap or Secret they use
+    /// changed).
+    fn bump_pods(&mut self, pods: Vec<String>, revision: u64) {
+        let nodes: HashSet<String> = pods
+            .iter()
+            .filter_map(|p| self.bound.get(p).map(|(n, _)| n.clone()))
+            .collect();
+        for n in nodes {
+            self.bump(&n, revision);
+        }
+    }
+
     fn unbind(&mut self, key: &str, revision: u64) {
+        self.config.pod_changed(key, None);
         if let Some((node, _)) = self.bound.remove(key) {
             if let Some(pods) = self.pods.get_mut(&node) {
                 pods.remove(key);
@@ -161,7 +202,19 @@ impl Nodes {
     /// Notes a change; bumps the nodes whose desired pods changed.
     fn change(&mut self, d: &Decoded, revision: u64) {
         match d {
-            Decoded::Deleted(key) => self.unbind(key, revision),
+            Decoded::Deleted(key) => {
+                self.unbind(key, revision);
+                let pods = self.config.deleted(key);
+                self.bump_pods(pods, revision);
+            }
+            Decoded::ConfigMap(key, c) => {
+                let pods = self.config.config_map(key, c.clone());
+                self.bump_pods(pods, revision);
+            }
+            Decoded::Secret(key, c) => {
+                let pods = self.config.secret(key, c.clone());
+                self.bump_pods(pods, revision);
+            }
             Decoded::Pod(key, new, hash) => {
                 let node = new.spec.node_name.as_str();
                 let before = self.bound.get(key).cloned();
@@ -176,6 +229,7 @@ impl Nodes {
                     .or_default()
                     .insert(key.clone(), new.clone());
                 self.bound.insert(key.clone(), (node.to_string(), *hash));
+                self.config.pod_changed(key, Some(new));
                 if before != Some((node.to_string(), *hash)) {
                     self.bump(node, revision);
                 }
@@ -183,6 +237,14 @@ impl Nodes {
             _ => {}
         }
     }
+}
+
+/// What a node's agent is sent: [`Informer::node_view`].
+pub struct NodeView {
+    pub pods: Vec<Arc<Pod>>,
+    pub config_maps: Vec<Arc<ConfigMap>>,
+    pub secrets: Vec<Arc<Secret>>,
+    pub revision: u64,
 }
 
 /// The informer; cheap to clone.
@@ -209,7 +271,14 @@ impl Default for Informer {
     }
 }
 
-const KINDS: [Kind; 4] = [Kind::Node, Kind::DaemonSet, Kind::Pod, Kind::PriorityClass];
+const KINDS: [Kind; 6] = [
+    Kind::Node,
+    Kind::DaemonSet,
+    Kind::Pod,
+    Kind::PriorityClass,
+    Kind::ConfigMap,
+    Kind::Secret,
+];
 
 /// Changes applied at once at most, when the informer catches up.
 const MAX_COALESCED: usize = 4096;
@@ -286,7 +355,27 @@ impl Informer {
         (pods, n.revision)
     }
 
-    /// Changes whenever what the agent of `node` must run changes.
+    /// The pods bound to `node`, the ConfigMaps and Secrets they reference
+    /// (only those: what a node may read), and the revision they reflect;
+    /// one consistent view.
+    pub fn node_view(&self, node: &str) -> NodeView {
+        let n = self.lock_nodes();
+        let pods: Vec<Arc<Pod>> = n
+            .pods
+            .get(node)
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default();
+        let (config_maps, secrets) = n.config.for_pods(pods.iter());
+        NodeView {
+            pods,
+            config_maps,
+            secrets,
+            revision: n.revision,
+        }
+    }
+
+    /// Changes whenever what the agent of `node` must run changes (its
+    /// pods, or a ConfigMap or Secret they reference).
     pub fn subscribe_node(&self, node: &str) -> watch::Receiver<u64> {
         let mut n = self.lock_nodes();
         let rev = n.revision;
@@ -437,6 +526,9 @@ impl Informer {
             touched.extend(by_node.keys().cloned());
             nodes.pods = by_node;
             nodes.bound = bound;
+            nodes
+                .config
+                .reset(&fresh.config_maps, &fresh.secrets, &fresh.pods);
             nodes.revision = rev;
             *guard = Arc::new(fresh);
             for n in touched {

@@ -193,7 +193,9 @@ impl Ctx {
         self.on_leader(
             &how,
             || async {
+                let started = std::time::Instant::now();
                 let w = self.store.write(op.clone(), body.request_id).await?;
+                self.metrics.write_done(started.elapsed());
                 Ok(pb::WriteResponse {
                     revision: w.revision,
                     kv: Some(w.kv),

@@ -36,6 +36,8 @@ pub struct Ctx {
     pub heartbeats: Heartbeats,
     /// Agent sessions held here, for logs and exec.
     pub sessions: Sessions,
+    /// This member's Prometheus metrics.
+    pub metrics: crate::metrics::Metrics,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -50,6 +52,7 @@ impl Ctx {
             join_catch_up: Duration::from_secs(60),
             heartbeats: Default::default(),
             sessions: Default::default(),
+            metrics: Default::default(),
             channels: Mutex::new(HashMap::new()),
         }
     }

@@ -158,6 +158,10 @@ impl Leading {
             let view = self.informer.snapshot();
             let started = Instant::now();
             let (mut written, wake) = self.pass(&view).await;
+            self.ctx
+                .metrics
+                .controller_pass_duration
+                .observe(started.elapsed().as_secs_f64());
             if Instant::now() >= self.next_event_gc {
                 written = written.max(self.expire_events().await);
                 self.next_event_gc = Instant::now() + EVENT_GC_EVERY.min(self.event_ttl / 2);

@@ -154,23 +154,42 @@ pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
 /// Batches of pod events a session holds while they are written.
 const EVENT_QUEUE: usize = 8;
 
-/// The node's desired pods as an agent gets them.
-fn desired_pods(cache: &Informer, node: &str) -> pb::DesiredPods {
-    let (pods, rev) = cache.node_pods(node);
-    let pods = pods
+/// Encodes objects for an agent (one that does not encode is logged and
+/// left out).
+fn encode_all<T: serde::Serialize>(node: &str, objects: &[Arc<T>]) -> Vec<Vec<u8>> {
+    objects
         .iter()
-        .filter_map(|p| match serde_json::to_vec(&**p) {
+        .filter_map(|o| match serde_json::to_vec(&**o) {
             Ok(json) => Some(json),
             Err(e) => {
-                tracing::warn!(node = %node, pod = %p.metadata.name, "cannot encode a pod for its agent: {e}");
+                tracing::warn!(node = %node, "cannot encode an object for its agent: {e}");
                 None
             }
         })
-        .collect();
-    pb::DesiredPods {
-        pods,
-        resource_version: rev.to_string(),
-    }
+        .collect()
+}
+
+/// A hash of what was sent, to send only what changed.
+fn hash_of(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+/// The node's desired pods and the ConfigMaps and Secrets they reference
+/// (only those), as an agent gets them.
+fn node_messages(cache: &Informer, node: &str) -> (pb::PodConfig, pb::DesiredPods) {
+    let view = cache.node_view(node);
+    let config = pb::PodConfig {
+        config_maps: encode_all(node, &view.config_maps),
+        secrets: encode_all(node, &view.secrets),
+    };
+    let pods = pb::DesiredPods {
+        pods: encode_all(node, &view.pods),
+        resource_version: view.revision.to_string(),
+    };
+    (config, pods)
 }
 
 /// Runs the session of `node` (registered) until the agent goes away:
@@ -184,7 +203,9 @@ pub fn run(
     tx: SessionTx,
     mut inbound: Streaming<pb::AgentMessage>,
 ) {
-    // Push the desired pods now and on every change.
+    // Push the desired pods now and on every change, each time after the
+    // ConfigMaps and Secrets they reference (when those changed), so that
+    // the agent has them before it starts a pod that needs them.
     let push_cache = cache.clone();
     let push_node = node.clone();
     let push_tx = tx.clone();
@@ -194,15 +215,31 @@ pub fn run(
         if !push_cache.wait_loaded().await {
             return;
         }
+        // Hashes of what was last sent (not copies: 10,000 sessions).
+        let mut sent_config: Option<u64> = None;
+        let mut sent_pods: Option<u64> = None;
         loop {
-            let msg = pb::ServerMessage {
-                msg: Some(server_message::Msg::Pods(desired_pods(
-                    &push_cache,
-                    &push_node,
-                ))),
-            };
-            if push_tx.send(Ok(msg)).await.is_err() {
-                return;
+            let (config, pods) = node_messages(&push_cache, &push_node);
+            let config_hash = hash_of(&(&config.config_maps, &config.secrets));
+            if sent_config != Some(config_hash) {
+                let msg = pb::ServerMessage {
+                    msg: Some(server_message::Msg::Config(config)),
+                };
+                if push_tx.send(Ok(msg)).await.is_err() {
+                    return;
+                }
+                sent_config = Some(config_hash);
+            }
+            // Only a ConfigMap or Secret changed: the pods need not go again.
+            let hash = hash_of(&pods.pods);
+            if sent_pods != Some(hash) {
+                sent_pods = Some(hash);
+                let msg = pb::ServerMessage {
+                    msg: Some(server_message::Msg::Pods(pods)),
+                };
+                if push_tx.send(Ok(msg)).await.is_err() {
+                    return;
+                }
             }
             if changes.changed().await.is_err() {
                 return;

@@ -44,7 +44,7 @@ struct Target {
 }
 
 /// The container a request names, or the pod's only one.
-fn container_of(pod: &Pod, asked: &str) -> Result<String, Status> {
+pub(crate) fn container_of(pod: &Pod, asked: &str) -> Result<String, Status> {
     let names: Vec<&str> = pod
         .spec
         .containers

@@ -1,0 +1,471 @@
+//! The real kubectl (`/usr/bin/kubectl`, v1.32, unmodified, default flags)
+//! against an in-process server with simulated nodes, through the
+//! `DATA_DIR/kubeconfig` the server writes. A test fails loudly when
+//! kubectl is missing. kubectl's discovery cache goes to a `HOME` of the
+//! test's own.
+
+mod kube;
+
+use drover_api::Kind;
+use drover_pki::Credential;
+use drover_proto::v1 as pb;
+use drover_testkit::{https_get, wait_until};
+use kube::{Kube, WAIT};
+use serde_json::Value;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_discovers_and_reads() {
+    let k = Kube::start(2).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(2).await;
+
+    let v = k.ok(&["version", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&v).expect("version JSON");
+    assert_eq!(v["serverVersion"]["major"], "1");
+    assert_eq!(v["serverVersion"]["minor"], "32");
+
+    let res = k.ok(&["api-resources"]).await;
+    for line in [
+        "daemonsets ",
+        "pods ",
+        "nodes ",
+        "events ",
+        "controllerrevisions ",
+        "priorityclasses ",
+    ] {
+        assert!(res.lines().any(|l| l.starts_with(line)), "{line}: {res}");
+    }
+    let ds_line = res.lines().find(|l| l.starts_with("daemonsets")).unwrap();
+    assert!(
+        ds_line.contains(" ds ") && ds_line.contains("apps/v1") && ds_line.contains("DaemonSet"),
+        "{ds_line}"
+    );
+
+    // Tables: kubectl's own columns.
+    let t = k.ok(&["get", "ds"]).await;
+    let head = t.lines().next().unwrap();
+    assert!(
+        head.starts_with(
+            "NAME   DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   NODE SELECTOR   AGE"
+        ),
+        "{t}"
+    );
+    k.wait_for("2 pods ready", || async {
+        let t = k.ok(&["get", "ds", "web"]).await;
+        t.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().nth(3) == Some("2"))
+    })
+    .await;
+    let wide = k.ok(&["get", "ds", "-o", "wide"]).await;
+    assert!(
+        wide.lines()
+            .next()
+            .unwrap()
+            .ends_with("CONTAINERS   IMAGES      SELECTOR"),
+        "{wide}"
+    );
+    let pods = k.ok(&["get", "pods", "-o", "wide"]).await;
+    assert!(pods.lines().next().unwrap().starts_with("NAME "), "{pods}");
+    assert!(
+        pods.contains(" Running ") && pods.contains(" kn0") && pods.contains(" kn1"),
+        "{pods}"
+    );
+    let all = k.ok(&["get", "pods", "-A"]).await;
+    assert!(
+        all.lines().next().unwrap().starts_with("NAMESPACE   NAME "),
+        "{all}"
+    );
+    let nodes = k.ok(&["get", "nodes", "-o", "wide"]).await;
+    assert!(
+        nodes
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("NAME   STATUS   ROLES    AGE   VERSION        INTERNAL-IP"),
+        "{nodes}"
+    );
+    assert_eq!(
+        nodes.lines().filter(|l| l.contains(" Ready ")).count(),
+        2,
+        "{nodes}"
+    );
+    let several = k
+        .ok(&["get", "ds,pods,nodes,controllerrevisions,events"])
+        .await;
+    for prefix in [
+        "daemonset.apps/web",
+        "pod/web-",
+        "node/kn0",
+        "controllerrevision.apps/web-",
+    ] {
+        assert!(several.contains(prefix), "{prefix}: {several}");
+    }
+
+    // The other output formats are kubectl's, over the JSON answers.
+    let json = k.ok(&["get", "pods", "-o", "json"]).await;
+    let list: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    let yaml = k.ok(&["get", "ds", "web", "-o", "yaml"]).await;
+    assert!(
+        yaml.starts_with("apiVersion: apps/v1\nkind: DaemonSet\n"),
+        "{yaml}"
+    );
+    let names = k.ok(&["get", "nodes", "-o", "name"]).await;
+    assert_eq!(names, "node/kn0\nnode/kn1\n");
+    let jp = k
+        .ok(&["get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"])
+        .await;
+    let mut on: Vec<&str> = jp.split_whitespace().collect();
+    on.sort();
+    assert_eq!(on, ["kn0", "kn1"]);
+    let cc = k
+        .ok(&[
+            "get",
+            "ds",
+            "-o",
+            "custom-columns=N:.metadata.name,D:.status.desiredNumberScheduled",
+        ])
+        .await;
+    assert_eq!(cc, "N     D\nweb   2\n");
+
+    // Selectors, by label and by field.
+    k.apply_ds("other", "app=other").await;
+    let l = k.ok(&["get", "ds", "-l", "app=other", "-o", "name"]).await;
+    assert_eq!(l, "daemonset.apps/other\n");
+    let f = k
+        .ok(&[
+            "get",
+            "pods",
+            "--field-selector",
+            "spec.nodeName=kn1",
+            "-l",
+            "app=web",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(f.lines().count(), 1, "{f}");
+    // Paging: kubectl follows `continue`.
+    let paged = k.ok(&["get", "pods", "--chunk-size=1", "-o", "name"]).await;
+    k.wait_pods(4).await;
+    let _ = paged;
+    let paged = k.ok(&["get", "pods", "--chunk-size=1", "-o", "name"]).await;
+    assert_eq!(paged.lines().count(), 4, "{paged}");
+
+    // describe, over get, list and the events' field selector.
+    let d = k.ok(&["describe", "ds", "web"]).await;
+    assert!(
+        d.contains("Name:           web") && d.contains("Selector:       app=web"),
+        "{d}"
+    );
+    assert!(d.contains("Pods Status:"), "{d}");
+    let pod = k.first_pod("app=web").await;
+    let d = k.ok(&["describe", "pod", &pod]).await;
+    assert!(
+        d.lines()
+            .any(|l| l.starts_with("Name:") && l.ends_with(&pod)),
+        "{d}"
+    );
+    assert!(d.contains("Controlled By:  DaemonSet/web"), "{d}");
+    let d = k.ok(&["describe", "node", "kn0"]).await;
+    assert!(
+        d.lines()
+            .any(|l| l.starts_with("Name:") && l.ends_with(" kn0")),
+        "{d}"
+    );
+    assert!(d.contains("Non-terminated Pods:"), "{d}");
+
+    // Errors are Status objects kubectl words as against Kubernetes.
+    let e = k.fails(&["get", "pod", "nope"]).await;
+    assert!(
+        e.contains("Error from server (NotFound): pods \"nope\" not found"),
+        "{e}"
+    );
+    let e = k.fails(&["get", "deployments"]).await;
+    assert!(
+        e.contains("the server doesn't have a resource type \"deployments\""),
+        "{e}"
+    );
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_watches_see_changes() {
+    let k = Kube::start(1).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(1).await;
+    let mut w = k.spawn(&["get", "ds", "-w"]);
+    w.wait_line("the table's first row", |l| l.starts_with("web "))
+        .await;
+    k.apply_ds("later", "app=later").await;
+    w.wait_line("the new DaemonSet", |l| l.starts_with("later "))
+        .await;
+    w.stop().await;
+
+    let mut w = k.spawn(&["get", "pods", "-w", "-o", "name"]);
+    let first = w.wait_line("the pod", |l| l.starts_with("pod/web-")).await;
+    let pod = first.trim().trim_start_matches("pod/").to_string();
+    k.server
+        .objects
+        .delete(Kind::Pod, "default", &pod)
+        .await
+        .expect("delete");
+    w.wait_line("a replacement pod", |l| {
+        l.starts_with("pod/web-") && !l.contains(&pod)
+    })
+    .await;
+    w.stop().await;
+
+    // With a selector, an object that stops matching is DELETED and one
+    // that starts is ADDED.
+    k.ok(&["label", "node", "kn0", "disk=ssd"]).await;
+    let mut w = k.spawn(&[
+        "get",
+        "nodes",
+        "-l",
+        "disk=ssd",
+        "-w",
+        "--output-watch-events",
+    ]);
+    w.wait_line("kn0 listed", |l| {
+        l.starts_with("ADDED") && l.contains(" kn0 ")
+    })
+    .await;
+    k.ok(&["label", "node", "kn0", "disk-"]).await;
+    w.wait_line("kn0 DELETED", |l| {
+        l.starts_with("DELETED") && l.contains(" kn0 ")
+    })
+    .await;
+    k.ok(&["label", "node", "kn0", "disk=ssd"]).await;
+    w.wait_line("kn0 ADDED again", |l| {
+        l.starts_with("ADDED") && l.contains(" kn0 ")
+    })
+    .await;
+    w.stop().await;
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_clusters_credentials_get_in() {
+    let k = Kube::start(0).await;
+    let addr = k.server.server.http_addr.to_string();
+    let ca = k.server.ca.clone();
+    let (code, body) = https_get(&addr, "/api/v1/pods", &ca, None)
+        .await
+        .expect("answer");
+    assert_eq!(code, 401, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Unauthorized");
+    let (code, _) = https_get(&addr, "/version", &ca, Some("drover-admin-wrong"))
+        .await
+        .expect("answer");
+    assert_eq!(code, 401);
+    let e = k
+        .fails(&["get", "pods", "--token", "drover-admin-wrong"])
+        .await;
+    assert!(e.contains("You must be logged in to the server"), "{e}");
+
+    // A viewer certificate reads and is refused writes (403).
+    let cred = Credential::generate("viewer-1").unwrap();
+    let r = k
+        .server
+        .client()
+        .issue_client(pb::IssueClientRequest {
+            name: "viewer-1".into(),
+            role: "viewer".into(),
+            ttl_seconds: 3600,
+            csr: cred.csr_pem.clone(),
+        })
+        .await
+        .expect("issue a viewer certificate");
+    let viewer = k.user_kubeconfig("viewer", &r.cert, &cred.key_pem);
+    let out = k.run_with(&viewer, &["get", "nodes"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = k.run_with(&viewer, &["label", "node", "x", "a=b"]).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success());
+    assert!(
+        err.contains("Forbidden") || err.contains("NotFound"),
+        "{err}"
+    );
+    let out = k
+        .run_with(&viewer, &["create", "priorityclass", "p", "--value=5"])
+        .await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("viewer viewer-1 may not write"), "{err}");
+
+    // exec is a writer's verb.
+    k.server
+        .apply(&drover_testkit::pod_yaml("somepod", "ghost", "busybox:1"))
+        .await;
+    let out = k
+        .run_with(&viewer, &["exec", "somepod", "--", "true"])
+        .await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("viewer viewer-1 may not write"), "{err}");
+
+    // The kubeconfig is the owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&k.kubeconfig)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_from_a_compacted_revision_is_gone() {
+    let k = Kube::start_tuned(0, |o| {
+        o.snapshot_every = 20;
+        o.keep_entries = 5;
+    })
+    .await;
+    for i in 0..60 {
+        k.server
+            .objects
+            .apply(
+                &format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: p{i}}}\nvalue: {i}\n"),
+                false,
+            )
+            .await
+            .expect("apply");
+    }
+    let addr = k.server.server.http_addr.to_string();
+    let token = k.token.clone();
+    wait_until("compaction", WAIT, || async {
+        let r = https_get(
+            &addr,
+            "/apis/scheduling.k8s.io/v1/priorityclasses?watch=1&resourceVersion=2",
+            &k.server.ca,
+            Some(&token),
+        )
+        .await;
+        r.is_some_and(|(code, body)| code == 410 && body.contains("\"reason\":\"Expired\""))
+    })
+    .await;
+    let _ = Duration::ZERO;
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_member_writes_a_kubeconfig_naming_them_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = drover_testkit::start_servers(tmp.path(), 3).await;
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for (i, s) in servers.iter().enumerate() {
+        let path = tmp.path().join(format!("m{i}")).join("kubeconfig");
+        wait_until("a kubeconfig with every member", WAIT, || async {
+            std::fs::read_to_string(&path).is_ok_and(|t| {
+                let v: Value = serde_saphyr::from_str(&t).unwrap_or(Value::Null);
+                v["clusters"].as_array().is_some_and(|c| c.len() == 3)
+            })
+        })
+        .await;
+        let v: Value = serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let current = format!("drover-{:016x}", s.identity.id);
+        assert_eq!(v["current-context"], current.as_str());
+        // kubectl reaches every member with it.
+        for c in v["contexts"].as_array().unwrap() {
+            let ctx = c["name"].as_str().unwrap();
+            let out = tokio::process::Command::new(kube::KUBECTL)
+                .args(["--context", ctx, "get", "nodes"])
+                .env("KUBECONFIG", &path)
+                .env("HOME", &home)
+                .output()
+                .await
+                .expect("kubectl runs");
+            assert!(
+                out.status.success(),
+                "{ctx}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"));
+        }
+    }
+    for s in &mut servers {
+        s.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_logs_over_the_agent_session() {
+    let k = Kube::start(1).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(1).await;
+    let pod = k.first_pod("app=web").await;
+    k.wait_for("three log lines", || async {
+        k.ok(&["logs", &pod]).await.lines().count() >= 3
+    })
+    .await;
+    let all = k.ok(&["logs", &pod]).await;
+    assert_eq!(
+        all.lines().next(),
+        Some("sim: c started (attempt 0)"),
+        "{all}"
+    );
+    let tail = k.ok(&["logs", &pod, "--tail=1", "-c", "c"]).await;
+    assert_eq!(tail.lines().count(), 1, "{tail}");
+    assert!(tail.starts_with("sim: c tick "), "{tail}");
+    let ts = k.ok(&["logs", &pod, "--tail=1", "--timestamps"]).await;
+    assert!(ts.starts_with("20") && ts.contains(" sim: c tick "), "{ts}");
+    let by_ds = k.ok(&["logs", "ds/web", "--tail=1"]).await;
+    assert!(by_ds.starts_with("sim: c tick "), "{by_ds}");
+    let limited = k.ok(&["logs", &pod, "--limit-bytes=4"]).await;
+    assert_eq!(limited, "sim:");
+    let e = k.fails(&["logs", &pod, "-c", "nope"]).await;
+    assert!(e.contains("container nope is not valid"), "{e}");
+    // -f follows: a tick written after it started.
+    let last: u32 = tail
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a tick number");
+    let mut f = k.spawn(&["logs", "-f", &pod, "--tail=1"]);
+    f.wait_line("a later tick", |l| {
+        l.rsplit(' ')
+            .next()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n > last + 1)
+    })
+    .await;
+    f.stop().await;
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_exec_over_websocket() {
+    let k = Kube::start(1).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(1).await;
+    let pod = k.first_pod("app=web").await;
+    let out = k.ok(&["exec", &pod, "--", "echo", "hello", "world"]).await;
+    assert_eq!(out, "hello world\n");
+    let out = k
+        .ok(&["exec", &pod, "-c", "c", "--", "sh", "-c", "echo hi"])
+        .await;
+    assert_eq!(out, "hi\n");
+    // The command's exit code is kubectl's.
+    let o = k.run(&["exec", &pod, "--", "exit", "3"]).await;
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let e = k.fails(&["exec", &pod, "-c", "nope", "--", "true"]).await;
+    assert!(e.contains("container nope is not valid"), "{e}");
+    let e = k.fails(&["exec", "-i", &pod, "--", "true"]).await;
+    assert!(e.contains("no stdin and no TTY"), "{e}");
+    k.stop().await;
+}
