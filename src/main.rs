@@ -299,9 +299,12 @@ struct ServerArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// gRPC address to listen on (client API, raft, agents) [default: 127.0.0.1:7600].
+    /// Port 0 picks a free port, recorded in DATA_DIR/server.json and client.yaml;
+    /// a restart from the data dir binds that port again.
     #[arg(long)]
     listen: Option<String>,
     /// HTTP address to listen on (health, status) [default: 127.0.0.1:7680].
+    /// Port 0 as for --listen.
     #[arg(long)]
     http: Option<String>,
     /// gRPC address other members and clients use, if not --listen.
@@ -344,7 +347,8 @@ struct UpArgs {
     /// Where the server and the local node keep their state [default: ~/.local/share/drover].
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// gRPC address of the server.
+    /// gRPC address of the server. Port 0 picks a free port: it is printed and
+    /// written into the client config; `drover up` again binds it again.
     #[arg(long, default_value = "127.0.0.1:7600")]
     listen: String,
     /// HTTP address of the server.

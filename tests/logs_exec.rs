@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use drover_testkit::{free_ports, spawn_logged, wait_until_blocking, Procs};
+use drover_testkit::{spawn_logged, wait_member_addrs, wait_until_blocking, Procs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 
@@ -46,11 +46,6 @@ fn text(b: &[u8]) -> String {
 fn logs_and_exec_with_the_real_binary() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let ports = free_ports(2);
-    let (grpc, http) = (
-        format!("127.0.0.1:{}", ports[0]),
-        format!("127.0.0.1:{}", ports[1]),
-    );
     let data = dir.join("server");
     let mut procs = Procs(Vec::new());
     procs.0.push(spawn(
@@ -59,12 +54,14 @@ fn logs_and_exec_with_the_real_binary() {
             "--data-dir",
             data.to_str().expect("utf-8"),
             "--listen",
-            &grpc,
+            "127.0.0.1:0",
             "--http",
-            &http,
+            "127.0.0.1:0",
         ],
         &dir.join("server.log"),
     ));
+    // It bound port 0: the address it got is in its data dir.
+    let grpc = wait_member_addrs(&data, &mut procs.0[0], Duration::from_secs(20)).grpc;
     let show = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
     wait_until_blocking(
         "the server's client files",

@@ -54,6 +54,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(15);
 /// Pace of every polling loop.
 const POLL: Duration = Duration::from_millis(25);
+/// Where every member is started: loopback, port 0 (gRPC and HTTP).
+const LOOPBACK_0: &str = "127.0.0.1:0";
 /// `tonic::Code::AlreadyExists` (the root package does not depend on tonic).
 const GRPC_ALREADY_EXISTS: i32 = 6;
 
@@ -65,8 +67,6 @@ where
 {
     drover_testkit::wait_for(what, timeout, POLL, f).await
 }
-
-use drover_testkit::free_ports;
 
 /// The HTTP status code of `GET path` on `addr` (HTTPS under the CA in
 /// `dir`), or None when it does not answer.
@@ -223,13 +223,12 @@ impl Cluster {
     /// Starts member 0 (bootstrap), then joins the others one by one.
     async fn start() -> Cluster {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let ports = free_ports(2 * MEMBERS);
         let members = (0..MEMBERS)
             .map(|i| Member {
                 name: format!("m{i}"),
                 dir: tmp.path().join(format!("m{i}")),
-                addr: format!("127.0.0.1:{}", ports[2 * i]),
-                http: format!("127.0.0.1:{}", ports[2 * i + 1]),
+                addr: String::new(),
+                http: String::new(),
                 log: tmp.path().join(format!("m{i}.log")),
                 id: 0,
                 proc: None,
@@ -242,9 +241,10 @@ impl Cluster {
             tmp,
         };
 
-        let first = &mut c.members[0];
-        let (addr, http) = (first.addr.clone(), first.http.clone());
-        first.spawn(&["--listen", &addr, "--http", &http]);
+        // Each member binds port 0 and records the ports it got in its
+        // data dir (server.json), where the test reads them; a restart
+        // from that dir binds them again.
+        c.members[0].spawn(&["--listen", LOOPBACK_0, "--http", LOOPBACK_0]);
         let cfg = c.wait_client_file(0).await;
         c.token = cfg.token;
         let server_token = std::fs::read_to_string(c.members[0].dir.join("server-token"))
@@ -254,13 +254,12 @@ impl Cluster {
         c.wait_ready(0).await;
 
         for i in 1..MEMBERS {
-            let (addr, http) = (c.members[i].addr.clone(), c.members[i].http.clone());
             let join = c.members[0].addr.clone();
             c.members[i].spawn(&[
                 "--listen",
-                &addr,
+                LOOPBACK_0,
                 "--http",
-                &http,
+                LOOPBACK_0,
                 "--join",
                 &join,
                 "--token",
@@ -294,7 +293,13 @@ impl Cluster {
         loop {
             self.members[i].assert_alive();
             if path.exists() {
-                // Written atomically (rename), so a present file is complete.
+                // Written atomically (rename), so a present file is complete;
+                // server.json, with the addresses the member bound, came
+                // before it.
+                let a = drover_testkit::member_addrs(&self.members[i].dir)
+                    .expect("server.json is written before client.yaml");
+                self.members[i].addr = a.grpc;
+                self.members[i].http = a.http;
                 return ClientConfig::load(&path).expect("client.yaml parses");
             }
             assert!(

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use drover_testkit::{free_ports, spawn_logged, wait_until_blocking, Procs};
+use drover_testkit::{spawn_logged, wait_member_addrs, wait_until_blocking, Procs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 const POLL: Duration = Duration::from_millis(50);
@@ -42,11 +42,6 @@ fn text(b: &[u8]) -> String {
 fn attacks_with_the_real_binary_are_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let ports = free_ports(2);
-    let (grpc, http) = (
-        format!("127.0.0.1:{}", ports[0]),
-        format!("127.0.0.1:{}", ports[1]),
-    );
     let data = dir.join("server");
     let data_s = data.to_str().expect("utf-8").to_string();
     let mut procs = Procs(Vec::new());
@@ -56,12 +51,14 @@ fn attacks_with_the_real_binary_are_refused() {
             "--data-dir",
             &data_s,
             "--listen",
-            &grpc,
+            "127.0.0.1:0",
             "--http",
-            &http,
+            "127.0.0.1:0",
         ],
         &dir.join("server.log"),
     ));
+    // It bound port 0: the address it got is in its data dir.
+    let grpc = wait_member_addrs(&data, &mut procs.0[0], WAIT).grpc;
     let show = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
     wait_until_blocking("the server's client files", WAIT, POLL, || {
         data.join("client.yaml").exists() && data.join("node-token").exists()

@@ -16,7 +16,7 @@ use std::process::{Child, Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
 use drover_testkit::docker::docker_ps;
-use drover_testkit::{free_port, wait_until_blocking};
+use drover_testkit::wait_until_blocking;
 
 const BIN: &str = env!("CARGO_BIN_EXE_drover");
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
@@ -47,7 +47,9 @@ impl Drop for Up {
 
 impl Up {
     /// `drover up ARGS` with HOME at `home` (so its data dir and client
-    /// config land there), on free loopback ports.
+    /// config land there), on loopback port 0 (gRPC and HTTP): it binds
+    /// ports of its own and writes them into the client config
+    /// ([`server_addr`]).
     fn start(home: &Path, args: &[&str], docker_node: Option<String>) -> Up {
         let log = home.join("up.log");
         let file = std::fs::File::create(&log).expect("log");
@@ -55,8 +57,7 @@ impl Up {
         let child = Command::new(BIN)
             .arg("up")
             .args(args)
-            .args(["--listen", &format!("127.0.0.1:{}", free_port())])
-            .args(["--http", &format!("127.0.0.1:{}", free_port())])
+            .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .env("HOME", home)
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("XDG_DATA_HOME")
@@ -107,6 +108,16 @@ fn drover(home: &Path, args: &[&str]) -> Output {
         .env_remove("DROVER_CONFIG")
         .output()
         .expect("run drover")
+}
+
+/// The server address in the client config `drover up` wrote at the
+/// default path under `home`, once written.
+fn server_addr(home: &Path) -> Option<String> {
+    drover_cli::ClientConfig::load(&home.join(".config/drover/client.yaml"))
+        .ok()?
+        .servers
+        .first()
+        .cloned()
 }
 
 /// How often the waits poll.
@@ -211,6 +222,17 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
         "~/.kube/config is never written"
     );
 
+    // Port 0: the port it got is in the client config and in what it said.
+    let addr = server_addr(home).expect("the client config names the server");
+    assert!(
+        addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
+        "{addr}"
+    );
+    assert!(
+        log.contains(&format!(" on {addr} (HTTP 127.0.0.1:")),
+        "{log}"
+    );
+
     // Ctrl-C: the nodes leave, the process exits 0.
     let status = up.interrupt();
     assert!(
@@ -219,6 +241,35 @@ fn up_runs_a_daemon_set_on_every_node_and_stops_cleanly() {
         up.log()
     );
     assert!(up.log().contains("nodes leave"), "{}", up.log());
+
+    // The same command again: the server resumes from its data dir on the
+    // port it had (the client config is unchanged), the nodes join again
+    // and the DaemonSet it kept runs on each of them.
+    drop(up);
+    let mut up = Up::start(
+        home,
+        &["--sim-nodes", "3", "--docker-host", &no_engine],
+        None,
+    );
+    wait_until_blocking("4 Ready nodes again", Duration::from_secs(30), POLL, || {
+        ready_nodes(home) == 4
+    });
+    assert_eq!(server_addr(home).as_deref(), Some(addr.as_str()));
+    assert!(up.log().contains(&format!(" on {addr} ")), "{}", up.log());
+    wait_until_blocking(
+        "4 Running pods again",
+        Duration::from_secs(30),
+        POLL,
+        || {
+            pods(home)
+                .iter()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count()
+                == 4
+        },
+    );
+    let status = up.interrupt();
+    assert!(status.success(), "{status}:\n{}", up.log());
 }
 
 #[test]
@@ -277,9 +328,9 @@ fn up_with_runtime_docker_and_no_engine_refuses_to_start() {
             "--docker-host",
             &no_engine,
             "--listen",
-            &format!("127.0.0.1:{}", free_port()),
+            "127.0.0.1:0",
             "--http",
-            &format!("127.0.0.1:{}", free_port()),
+            "127.0.0.1:0",
         ],
     );
     let err = String::from_utf8_lossy(&o.stderr);

@@ -131,6 +131,25 @@ impl NodeTls {
         Ok(Some((cred, ca)))
     }
 
+    /// Removes `DIR/node.crt` and `DIR/node.key` (the node left: the
+    /// server revoked the certificate, and the next start joins anew with
+    /// the node token instead of being refused for ever).
+    pub(crate) fn forget(dir: &Path) -> anyhow::Result<()> {
+        for f in ["node.crt", "node.key"] {
+            let p = dir.join(f);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(
+                        anyhow::Error::from(e).context(format!("cannot remove {}", p.display()))
+                    )
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `DIR/node.crt`, `DIR/node.key` and `DIR/ca.crt` (0600).
     pub(crate) fn save(&self, dir: &Path) -> anyhow::Result<()> {
         self.cred.save(dir, "node")?;

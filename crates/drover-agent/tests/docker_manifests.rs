@@ -527,8 +527,11 @@ async fn placement_respects_the_engines_cpus_host_ports_and_priorities() {
     let reg = registry("fit");
     let tmp = tempfile::tempdir().unwrap();
     let (s, agent) = start_node(tmp.path(), &reg, &node).await;
-    // A free port of this machine for the host port.
-    let port = drover_testkit::free_port();
+    // A port of this machine for the host port: the engine binds it on
+    // every interface, so no test can bind it first and hand it over; this
+    // one is free on 0.0.0.0 and outside the ephemeral range, where no
+    // outgoing connection takes it meanwhile.
+    let port = drover_testkit::host_port();
     let ds = |name: &str, extra: &str| {
         format!(
             "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n{extra}      containers:\n      - name: c\n        image: {IMAGE}\n        imagePullPolicy: Never\n        command: [sh, -c, \"trap 'exit 0' TERM; sleep 3600 & wait\"]\n        ports: [{{containerPort: 8080, hostPort: {port}}}]\n"

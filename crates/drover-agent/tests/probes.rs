@@ -155,6 +155,8 @@ spec:
     .await;
     let took = t.elapsed();
     eprintln!("readiness flip -> NotReady in the store: {took:?}");
+    // A probe period (periodSeconds 1, failureThreshold 1) and a status
+    // interval (200 ms), and a margin of 2.8 s for a loaded 2-core machine.
     assert!(
         took < Duration::from_secs(4),
         "a probe period (1 s) and a status interval, with room for a loaded machine: {took:?}"
@@ -476,6 +478,8 @@ async fn pre_stop_runs_before_the_stop_and_within_the_grace_period() {
     let took = t.elapsed();
     eprintln!("delete with a 600 s preStop and a 1 s grace -> gone in {took:?}");
     assert!(took >= Duration::from_millis(900), "the hook ran: {took:?}");
+    // The grace period (1 s) and the 2 s more, and a margin of 5 s for a
+    // loaded machine; the hook alone would run 600 s.
     assert!(
         took < Duration::from_secs(8),
         "bounded by the grace period: {took:?}"

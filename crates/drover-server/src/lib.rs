@@ -140,6 +140,15 @@ pub struct Server {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// `--listen HOST:0` on a restart: HOST with the port of the member's
+/// recorded address `addr`; any other `--listen` as given.
+fn keep_port(listen: &str, addr: &str) -> String {
+    match (listen.strip_suffix(":0"), addr.rsplit_once(':')) {
+        (Some(host), Some((_, port))) if port != "0" => format!("{host}:{port}"),
+        _ => listen.to_string(),
+    }
+}
+
 async fn bind(addr: &str, what: &str) -> Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -171,15 +180,13 @@ impl Server {
             }
         }
         // Bind first: with port 0 the real address goes into the identity.
-        let listen = existing
-            .as_ref()
-            .map(|i| i.addr.clone())
-            .or_else(|| opts.listen.clone())
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
-        let listen = if existing.is_some() {
-            opts.listen.clone().unwrap_or(listen)
-        } else {
-            listen
+        // A restart binds the recorded port again, also when given the
+        // same `--listen HOST:0` as the first start (peers and clients
+        // know the member by that port).
+        let listen = match (&existing, &opts.listen) {
+            (Some(id), Some(l)) => keep_port(l, &id.addr),
+            (Some(id), None) => id.addr.clone(),
+            (None, l) => l.clone().unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
         };
         let http = existing
             .as_ref()

@@ -7,7 +7,8 @@
 //! | [`wait_until`], [`wait_until_every`] | polls an async condition until it holds; panics with what it waited for after a deadline; returns how long it took |
 //! | [`wait_for`] | the same for a condition that yields a value (`Option<T>`) |
 //! | [`wait_until_blocking`] | the same without a runtime (tests that drive child processes) |
-//! | [`free_port`], [`free_ports`] | free loopback ports for child processes that must be told a port |
+//! | [`member_addrs`], [`wait_member_addrs`] | the addresses a `drover server` child bound (it is started on `127.0.0.1:0`), from its `server.json` |
+//! | [`refusing_port`], [`host_port`] | a loopback address where nothing listens, held; a free port of the machine for a container's `hostPort` |
 //! | [`loopback_options`], [`fast_options`], [`restart_options`] | a member's options with its data dir, on `127.0.0.1:0` (gRPC and HTTP), with raft at its defaults or fast (20 ms tick, 200 ms election); a member restarting from its data dir |
 //! | [`TestServer`] | a one-member cluster in the test's process: start (leading), restart from its dir, the internal object API, a few reads (nodes, pods), a client |
 //! | [`start_servers`] | a cluster of `n` members in the test's process: the first bootstraps, the others join |
@@ -38,9 +39,9 @@ pub mod wait;
 pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, TestAgent};
 pub use cli::{Ran, SharedBuf};
 pub use link::CuttableLink;
-pub use net::{free_port, free_ports, https_get};
+pub use net::{host_port, https_get, refusing_port};
 pub use pods::{is_running_and_ready, pod_yaml};
-pub use process::{spawn_logged, Procs};
+pub use process::{member_addrs, spawn_logged, wait_member_addrs, MemberAddrs, Procs};
 pub use server::{
     authed, cert_channel, client, client_of, fast_options, grpc_channel, loopback_options,
     node_certificate, restart_options, start_servers, TestServer,

@@ -1,28 +1,55 @@
-//! Free loopback ports, for servers that must be given a port up front
-//! (child processes; in-process servers bind port 0 instead, see
-//! [`crate::loopback_options`]).
+//! Addresses for tests that cannot let a server bind port 0 itself: a
+//! loopback address where nothing listens (and nothing can start to while
+//! the test holds it), and a host port for a container; and a small HTTPS
+//! `GET`. Servers, in-process ([`crate::loopback_options`]) or as child
+//! processes ([`crate::member_addrs`]), bind port 0 and report the port they
+//! got.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 
-/// A free loopback port (the listener that found it is closed again).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// A loopback address where nothing listens, reserved for as long as the
+/// returned socket lives: the socket is bound (without `SO_REUSEADDR`) and
+/// never listens, so the kernel refuses every connection to it (RST) and no
+/// other socket, listening or connecting, can take its port meanwhile. (A
+/// listener that never accepts would complete the handshake instead; a port
+/// found free and released again may be taken by anyone before it is used.)
+pub fn refusing_port() -> (tokio::net::TcpSocket, SocketAddr) {
+    let s = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+    s.bind("127.0.0.1:0".parse().expect("an address"))
+        .expect("bind an ephemeral port");
+    let addr = s.local_addr().expect("local addr");
+    (s, addr)
 }
 
-/// `n` distinct free loopback ports. The listeners are held until all ports
-/// are chosen so that no port is picked twice; the server binds with
-/// SO_REUSEADDR.
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
+/// A port of this machine for a container's `hostPort`, which the container
+/// engine binds on every interface: a port free on `0.0.0.0` outside the
+/// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`), so
+/// that no outgoing connection takes it before the engine binds it; only a
+/// process binding that very port explicitly could. Nothing can hold it for
+/// the engine, so it is released when returned: tried from a point that
+/// differs per process, so parallel test binaries start apart.
+pub fn host_port() -> u16 {
+    let (low, _) = ephemeral_range();
+    // Below the ephemeral range and above the well-known ports (1024..).
+    let (first, last) = (10_000u16, low.saturating_sub(1).max(10_001));
+    let span = u32::from(last - first) + 1;
+    let start = (std::process::id() * 7919) % span;
+    (0..span)
+        .map(|i| first + ((start + i) % span) as u16)
+        .find(|p| TcpListener::bind(("0.0.0.0", *p)).is_ok())
+        .expect("a free port below the ephemeral range")
+}
+
+/// The kernel's ephemeral port range (Linux's default when it cannot be
+/// read).
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| {
+            let mut it = t.split_whitespace().map(|x| x.parse::<u16>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32768, 60999))
 }
 
 /// `GET path` over HTTPS (HTTP/1.1) on `addr`, trusting the cluster CA
@@ -63,4 +90,24 @@ pub async fn https_get(
         .await
         .ok()
         .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_listens_at_a_refusing_port_and_nobody_can_take_it() {
+        let (_held, addr) = refusing_port();
+        let e = std::net::TcpStream::connect(addr).expect_err("nothing listens");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+        assert!(TcpListener::bind(addr).is_err(), "the port is held");
+    }
+
+    #[test]
+    fn a_host_port_is_free_on_every_interface_and_below_the_ephemeral_range() {
+        let p = host_port();
+        assert!(p < ephemeral_range().0 && p >= 10_000, "{p}");
+        TcpListener::bind(("0.0.0.0", p)).expect("free");
+    }
 }

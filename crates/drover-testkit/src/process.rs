@@ -1,8 +1,10 @@
 //! Child processes of the process-level tests: the real `drover` binary,
-//! its output in a log file, killed and reaped whatever happens.
+//! its output in a log file, killed and reaped whatever happens; a server
+//! child's addresses, learnt from its data dir.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Children that die with the test (SIGKILL, then reaped), panics included.
 pub struct Procs(pub Vec<Child>);
@@ -34,4 +36,50 @@ pub fn spawn_logged(bin: &str, args: &[&str], log: &Path) -> Child {
         .stderr(err)
         .spawn()
         .expect("spawn drover")
+}
+
+/// A `drover server` child's addresses, as its data dir records them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberAddrs {
+    /// The gRPC address (`host:port`) peers, agents and clients use.
+    pub grpc: String,
+    /// The HTTP address (health, status).
+    pub http: String,
+}
+
+/// The addresses of the member whose data dir is `dir`, from
+/// `DIR/server.json`, or `None` while it has not written one. A server
+/// started with `--listen 127.0.0.1:0 --http 127.0.0.1:0` binds first and
+/// records the ports it got there (atomically: a file that exists is
+/// whole); a restart from the same dir binds them again.
+pub fn member_addrs(dir: &Path) -> Option<MemberAddrs> {
+    let id = drover_server::identity::Identity::load(dir).ok()??;
+    Some(MemberAddrs {
+        grpc: id.addr,
+        http: id.http,
+    })
+}
+
+/// Waits until the member whose data dir is `dir` recorded its addresses
+/// ([`member_addrs`]) and returns them; panics after `timeout`, or as soon
+/// as `child` exited.
+pub fn wait_member_addrs(dir: &Path, child: &mut Child, timeout: Duration) -> MemberAddrs {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(a) = member_addrs(dir) {
+            return a;
+        }
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            panic!(
+                "the server of {} exited ({st}) before it recorded its addresses",
+                dir.display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {} to record the addresses it bound",
+            dir.join("server.json").display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -47,7 +47,8 @@
 //!   through the API comes back).
 //! - **Leave.** On shutdown: send Leave, wait for the server to close the
 //!   stream (it deleted the Node), then stop every pod and forget the saved
-//!   list. If no server takes the Leave, the pods are left running and the
+//!   list and the node's certificate (revoked with the Node: a later start
+//!   joins anew with the node token). If no server takes the Leave, the pods are left running and the
 //!   list kept: the node still exists in the cluster.
 
 //!
@@ -575,6 +576,7 @@ impl<R: Runtime> NodeAgent<R> {
         self.ops.stop_all(&self.pods, &self.runtime, &self.me).await;
         if let Some(dir) = &self.data_dir {
             persist::clear(dir)?;
+            crate::link::NodeTls::forget(dir)?;
         }
         Ok(())
     }
