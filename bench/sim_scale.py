@@ -15,6 +15,12 @@ ports) and one `drover sim --nodes N`, then measures
   - CPU time of the server and of the sim from the sim's start to all Ready
   - RSS of the server (after the join and after apply) and of the sim
     process (per node)
+  - the Kubernetes API against the same cluster, side by side with
+    drover's own CLI (--kubectl): `kubectl get pods -A` and `drover get
+    pods -A` (wall time, median of 3), the raw list of every pod
+    (`kubectl get --raw /api/v1/pods`: what the server takes to serve it),
+    the first screen of `kubectl get ds -w` and `drover get ds -w`, and
+    the server's RSS after them
 Every port is TLS 1.3: each simulated node makes its own key, gets its
 certificate (Cluster.Certify, with the node token read from the server's
 DATA_DIR/node-token by `drover sim --token-file`) and keeps its own TLS
@@ -23,7 +29,7 @@ admin token).
 and prints one `name: value unit` line per figure. Every process it starts
 is killed on exit; every wait has a deadline.
 
-Usage: bench/sim_scale.py [--bin target/release/drover] [--nodes 1000,10000]
+Usage: bench/sim_scale.py [--bin target/release/drover] [--nodes 1000,10000] [--kubectl]
 """
 import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -92,9 +98,10 @@ class Watcher(threading.Thread):
 
 
 class Run:
-    def __init__(self, binary, n, work, join_nodes=0):
+    def __init__(self, binary, n, work, join_nodes=0, kubectl=False):
         self.bin, self.n, self.work, self.procs = binary, n, work, []
         self.join_nodes = join_nodes
+        self.kubectl = kubectl
         self.cfg = os.path.join(work, "server", "client.yaml")
 
     def start(self, args, log):
@@ -188,6 +195,8 @@ class Run:
         sim_rss = rss_mib(sim.pid)
         fig(prefix + "sim_rss", sim_rss, "MiB")
         fig(prefix + "sim_rss_per_node", sim_rss * 1024 / n, "KiB")
+        if self.kubectl:
+            self.api_figures(prefix, server)
         if self.join_nodes:
             self.join_latency(grpc, token, prefix)
         # NAME STATUS ROLES AGE VERSION
@@ -205,6 +214,53 @@ class Run:
         fig(prefix + "sigkill_to_all_not_ready", (last - t0) * 1e3, "ms")
         gone.stop()
         fig(prefix + "pods_kept_after_sigkill", len(self.drover_json("get", "pods", "-A")), "pods")
+
+    def timed(self, argv, runs=3):
+        """Median wall time of `argv` over `runs` runs (ms), and its last
+        output."""
+        times, out = [], b""
+        for _ in range(runs):
+            t0 = time.monotonic()
+            r = subprocess.run(argv, capture_output=True, timeout=120)
+            times.append((time.monotonic() - t0) * 1e3)
+            if r.returncode != 0:
+                raise SystemExit(f"{' '.join(argv)}: {r.stderr.decode()[:400]}")
+            out = r.stdout
+        return sorted(times)[len(times) // 2], out
+
+    def first_screen(self, argv, timeout=60):
+        """Time (ms) from starting a `-w` command to its first row."""
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            header = p.stdout.readline()
+            row = p.stdout.readline()
+            if not header or not row:
+                raise SystemExit(f"{' '.join(argv)} printed nothing")
+            return (time.monotonic() - t0) * 1e3
+        finally:
+            p.kill()
+            p.wait()
+
+    def api_figures(self, prefix, server):
+        kubeconfig = os.path.join(self.work, "server", "kubeconfig")
+        kubectl = ["kubectl", "--kubeconfig", kubeconfig]
+        drover = [self.bin, "--config", self.cfg]
+        t, out = self.timed(kubectl + ["get", "pods", "-A"])
+        rows = len(out.splitlines()) - 1
+        if rows != self.n:
+            raise SystemExit(f"kubectl get pods -A listed {rows} pods, not {self.n}")
+        fig(prefix + "kubectl_get_pods_all_namespaces", t, "ms")
+        t, _ = self.timed(drover + ["get", "pods", "-A"])
+        fig(prefix + "drover_get_pods_all_namespaces", t, "ms")
+        t, out = self.timed(kubectl + ["get", "--raw", "/api/v1/pods"])
+        items = len(json.loads(out)["items"])
+        if items != self.n:
+            raise SystemExit(f"/api/v1/pods listed {items} pods, not {self.n}")
+        fig(prefix + "api_list_all_pods", t, "ms")
+        fig(prefix + "kubectl_get_ds_watch_first_screen", self.first_screen(kubectl + ["get", "ds", "-w"]), "ms")
+        fig(prefix + "drover_get_ds_watch_first_screen", self.first_screen(drover + ["get", "ds", "-w"]), "ms")
+        fig(prefix + "server_rss_after_api", rss_mib(server.pid), "MiB")
 
     def join_latency(self, grpc, token, prefix):
         m = self.join_nodes
@@ -246,11 +302,13 @@ def main():
     ap.add_argument("--nodes", default="1000,10000")
     ap.add_argument("--join-nodes", type=int, default=100,
                     help="nodes that join after the DaemonSet is everywhere (0: skip)")
+    ap.add_argument("--kubectl", action="store_true",
+                    help="also time kubectl against the Kubernetes API, beside drover's CLI")
     a = ap.parse_args()
     print(f"# machine: {os.cpu_count()} cpus; load {open('/proc/loadavg').read().split()[:3]}", file=sys.stderr)
     for n in [int(x) for x in a.nodes.split(",")]:
         work = tempfile.mkdtemp(prefix=f"drover-scale-{n}.")
-        r = Run(a.bin, n, work, a.join_nodes)
+        r = Run(a.bin, n, work, a.join_nodes, a.kubectl)
         try:
             r.run()
         finally:

@@ -149,6 +149,24 @@ impl Objects {
         Ok((out, rev))
     }
 
+    /// The stored objects of a kind (in one namespace or all) as the store
+    /// holds them, not decoded, in key order, and the revision they are
+    /// at: for a reader that decodes only what it needs (a page of a list).
+    pub async fn list_raw(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+    ) -> Result<(Vec<pb::KeyValue>, u64), ApiError> {
+        let store = &self.ctx.store;
+        let p = prefix(kind, namespace);
+        let (mut kvs, rev) = self
+            .ctx
+            .read(|| store.list(&p, Consistency::Linearizable))
+            .await?;
+        kvs.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((kvs, rev))
+    }
+
     /// Creates one object (defaults, validation, identity); AlreadyExists
     /// when the name is taken.
     pub async fn create(&self, mut m: Manifest) -> Result<Manifest, ApiError> {
