@@ -477,7 +477,21 @@ async fn a_fourth_member_joins_and_a_member_is_removed() {
         .await
         .expect("the removed member stops");
     assert_eq!(stopped, drover_store::Error::Removed);
-    // Its member certificate counts for nothing any more.
+    // Its member certificate counts for nothing any more, on every member
+    // that applied the removal: wait until the one asked has (the removed
+    // member may stop before a follower applies the entry; this raced).
+    wait_until(
+        "the fourth member applied the removal",
+        Duration::from_secs(10),
+        || async {
+            c.server(fourth)
+                .store
+                .status()
+                .await
+                .is_ok_and(|st| !st.members.iter().any(|m| m.id == victim_id && !m.removed))
+        },
+    )
+    .await;
     let victim_tls = c.server(victim).trust.client_tls();
     let ep = drover_pki::net::endpoint(&c.members[fourth].addr).expect("endpoint");
     let ch = drover_pki::net::connect(ep, victim_tls).await.expect("TLS");
