@@ -47,6 +47,20 @@ fn start_agent(opts: AgentOptions, runtime: Option<Arc<SimRuntime>>) -> TestAgen
     }
 }
 
+/// A server with a 2 s node timeout that agents reach only through a
+/// relay a test can cut: the member advertises the relay, so an agent
+/// knows no other way in.
+async fn behind_a_relay(dir: &std::path::Path) -> (drover_testkit::CuttableLink, TestServer) {
+    let link = drover_testkit::CuttableLink::bind().await;
+    let s = TestServer::start_tuned(&dir.join("server"), |o| {
+        o.controller.node_timeout = Duration::from_secs(2);
+        o.advertise = Some(link.address());
+    })
+    .await;
+    link.point_to(&s.addr);
+    (link, s)
+}
+
 fn running(rt: &SimRuntime, uid: &str) -> Vec<drover_agent::ContainerInfo> {
     rt.containers()
         .into_iter()
@@ -553,14 +567,7 @@ async fn a_node_away_longer_than_its_certificate_joins_again_with_its_token() {
 #[tokio::test]
 async fn pods_of_an_unreachable_node_are_not_ready_until_it_returns() {
     let tmp = tempfile::tempdir().unwrap();
-    // The member advertises the relay: the agent knows no other way in.
-    let link = drover_testkit::CuttableLink::bind().await;
-    let s = TestServer::start_tuned(&tmp.path().join("server"), |o| {
-        o.controller.node_timeout = Duration::from_secs(2);
-        o.advertise = Some(link.address());
-    })
-    .await;
-    link.point_to(&s.addr);
+    let (link, s) = behind_a_relay(tmp.path()).await;
     let o = options(&link.address(), &s.node_token, "gone", None);
     let rt = Arc::new(SimRuntime::new(
         Arc::new(TokioClock::new()),
@@ -635,14 +642,7 @@ async fn pods_of_an_unreachable_node_are_not_ready_until_it_returns() {
 #[tokio::test]
 async fn a_node_is_ready_soon_after_a_link_that_dropped_every_packet_heals() {
     let tmp = tempfile::tempdir().unwrap();
-    // The member advertises the relay: the agent knows no other way in.
-    let link = drover_testkit::CuttableLink::bind().await;
-    let s = TestServer::start_tuned(&tmp.path().join("server"), |o| {
-        o.controller.node_timeout = Duration::from_secs(2);
-        o.advertise = Some(link.address());
-    })
-    .await;
-    link.point_to(&s.addr);
+    let (link, s) = behind_a_relay(tmp.path()).await;
     let mut o = AgentOptions::new(vec![link.address()], s.node_token.clone(), "hole");
     o.tuning.seed = Some(5);
     let data_dir = tmp.path().join("agent");
