@@ -65,8 +65,8 @@ api_struct! {
         restart_policy: Option<RestartPolicy> = "restartPolicy" as EnumField<RestartPolicy>,
         /// Seconds between the stop signal and the kill (default 30).
         termination_grace_period_seconds: Option<i64> = "terminationGracePeriodSeconds",
-        /// Name of a priority class: its value orders daemon pods for
-        /// placement and preemption ([`crate::scheduling_v1`]).
+        /// Name of a PriorityClass: its value orders daemon pods for
+        /// placement and preemption.
         priority_class_name: String = "priorityClassName",
         /// Name of the service account the pod runs as.
         service_account_name: String = "serviceAccountName",

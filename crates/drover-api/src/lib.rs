@@ -52,6 +52,7 @@ pub mod kubernetes_fields;
 pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
+pub mod openapi;
 pub mod pod_config;
 pub mod quantity;
 pub mod scheduling_v1;

@@ -12,7 +12,12 @@
 //!   `#[serde(flatten)]` catch-all would hide) and everything else to `extra`;
 //!   a `null` value counts as absent, as it does for the API server;
 //! - [`CollectUnknown`](crate::unknown::CollectUnknown), which lists the
-//!   paths of the kept unknown fields for warnings.
+//!   paths of the kept unknown fields for warnings;
+//! - [`OpenApiType`](crate::openapi::OpenApiType) and `openapi_fields`:
+//!   the type's documentation and each field's doc comment and JSON shape,
+//!   from which [`crate::openapi`] builds the OpenAPI schemas (so the
+//!   field docs are written for users: they are what `kubectl explain`
+//!   prints).
 //!
 //! [`string_enum!`] declares the string-valued enumerations (taint effects,
 //! operators, phases…) with an `Other` variant, so that a value drover does
@@ -51,19 +56,19 @@ macro_rules! de_field {
 macro_rules! api_struct {
     (
         $(@resource $group:literal, $api_version:literal, $kind:literal, namespaced = $namespaced:literal;)?
-        $(#[$meta:meta])*
+        $(#[doc = $doc:literal])*
         pub struct $name:ident {
             $(
-                $(#[$fmeta:meta])*
+                $(#[doc = $fdoc:literal])*
                 $field:ident : $ty:ty = $json:literal $(as $de:ty)?
             ),* $(,)?
         }
     ) => {
-        $(#[$meta])*
+        $(#[doc = $doc])*
         #[derive(Debug, Clone, PartialEq, Default)]
         pub struct $name {
             $(
-                $(#[$fmeta])*
+                $(#[doc = $fdoc])*
                 #[doc = concat!("\n\nJSON/YAML name: `", $json, "`.")]
                 pub $field: $ty,
             )*
@@ -170,6 +175,30 @@ macro_rules! api_struct {
             /// [`crate::kubernetes_fields`] is checked against them).
             #[doc(hidden)]
             pub const JSON_FIELDS: &'static [&'static str] = &[$($json),*];
+
+            /// The fields this type knows, with their documentation and
+            /// JSON shape, for the OpenAPI schemas ([`crate::openapi`]).
+            #[doc(hidden)]
+            pub fn openapi_fields() -> ::std::vec::Vec<$crate::openapi::FieldInfo> {
+                ::std::vec![$(
+                    $crate::openapi::FieldInfo {
+                        json: $json,
+                        doc: concat!($($fdoc, "\n"),*),
+                        ty: <$ty as $crate::openapi::OpenApiType>::type_ref(),
+                    }
+                ),*]
+            }
+        }
+
+        impl $crate::openapi::OpenApiType for $name {
+            fn type_ref() -> $crate::openapi::TypeRef {
+                $crate::openapi::TypeRef::Struct($crate::openapi::StructInfo {
+                    name: stringify!($name),
+                    module: module_path!(),
+                    doc: concat!($($doc, "\n"),*),
+                    fields: $name::openapi_fields,
+                })
+            }
         }
 
         $(
@@ -268,6 +297,12 @@ macro_rules! string_enum {
 
         impl $crate::unknown::CollectUnknown for $name {
             fn collect_unknown(&self, _path: &mut ::std::string::String, _out: &mut ::std::vec::Vec<$crate::unknown::UnknownField>) {}
+        }
+
+        impl $crate::openapi::OpenApiType for $name {
+            fn type_ref() -> $crate::openapi::TypeRef {
+                $crate::openapi::TypeRef::Enum(Self::KNOWN)
+            }
         }
     };
 }

@@ -95,9 +95,7 @@ pub struct BadResourceVersion(pub String);
 
 api_struct! {
     /// A label query: `matchLabels` and `matchExpressions`, all ANDed.
-    ///
-    /// An empty selector matches everything; see [`crate::selector`] for
-    /// matching and the `-l` string syntax.
+    /// An empty selector matches everything.
     pub struct LabelSelector {
         /// `key: value` pairs, each an `In` requirement with a single value.
         match_labels: Labels = "matchLabels",

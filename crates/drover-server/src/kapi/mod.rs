@@ -307,11 +307,11 @@ async fn serve(
                 .map(|v| status::ok(&v))
                 .ok_or_else(|| not_served(uri.path())),
             Route::OpenApiV2 => Err(Refusal::not_found(
-                "drover serves the OpenAPI v3 documents only (/openapi/v3)",
+                "drover serves the OpenAPI v3 documents only (/openapi/v3, with schemas); kubectl reads /openapi/v2 only as protobuf",
             )),
             Route::OpenApiV3 => Ok(status::ok(&openapi::root())),
             Route::OpenApiV3Doc(g, v) => openapi::group_version(&g, &v)
-                .map(|d| status::ok(&d))
+                .map(status::ok)
                 .ok_or_else(|| not_served(uri.path())),
             Route::Namespaces(name) if query.watch => {
                 let Route::Resource(t) = Route::namespace_resource(name) else {

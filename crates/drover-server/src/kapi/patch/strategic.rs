@@ -8,42 +8,13 @@
 //!
 //! The merge keys are Kubernetes' (`patchMergeKey` of the Go types) for
 //! the fields drover's kinds have; a field is known by its name, which is
-//! unambiguous within these kinds.
+//! unambiguous within these kinds. The table is
+//! [`drover_api::openapi::list_strategy`], which the OpenAPI schemas
+//! publish too (`x-kubernetes-patch-merge-key`).
 
 use super::PatchError;
+use drover_api::openapi::{list_strategy as strategy, ListStrategy};
 use serde_json::{Map, Value};
-
-/// How a list field merges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListStrategy {
-    /// Elements are objects merged on this key.
-    MergeOn(&'static str),
-    /// Elements are scalars kept as a set (union).
-    Set,
-    /// The patch's list replaces the list.
-    Replace,
-}
-
-fn strategy(field: &str) -> ListStrategy {
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        | "resourceClaims" => ListStrategy::MergeOn("name"),
-        "ports" => ListStrategy::MergeOn("containerPort"),
-        "volumeMounts" => ListStrategy::MergeOn("mountPath"),
-        "volumeDevices" => ListStrategy::MergeOn("devicePath"),
-        "hostAliases" => ListStrategy::MergeOn("ip"),
-        "conditions" | "addresses" => ListStrategy::MergeOn("type"),
-        "ownerReferences" => ListStrategy::MergeOn("uid"),
-        "topologySpreadConstraints" => ListStrategy::MergeOn("topologyKey"),
-        "finalizers" => ListStrategy::Set,
-        _ => ListStrategy::Replace,
-    }
-}
 
 const PATCH: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
