@@ -117,7 +117,7 @@ fn logs_and_exec_with_the_real_binary() {
     let o = cli.run(&["exec", "-it", "web", "--", "sh"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o.stderr).contains("-i/-t (interactive) are not supported yet"),
+        text(&o.stderr).contains("-t (a terminal) is not supported"),
         "{}",
         text(&o.stderr)
     );
