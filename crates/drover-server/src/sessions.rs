@@ -335,7 +335,7 @@ impl RemoteInput {
                 ..Default::default()
             })
             .collect();
-        if m.resize.is_some() || m.close_stdin || pieces.is_empty() {
+        if pieces.is_empty() {
             pieces.push(pb::ExecInput {
                 id: self.id,
                 ..Default::default()
