@@ -15,6 +15,12 @@ use kube::Kube;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The pod links the applets the test uses that an image built before
+/// `busybox-image.sh` linked them lacks (kubectl cp needs `tar` in the
+/// container, as in Kubernetes); exec'd commands see the pod's PATH.
+const LINKS: &str =
+    "mkdir -p /tmp/bin; for a in tar stty tty; do ln -sf /bin/busybox /tmp/bin/$a; done;";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubectl_exec_stdin_tty_and_cp_on_docker() {
     if !engine_ready() {
@@ -39,7 +45,7 @@ async fn kubectl_exec_stdin_tty_and_cp_on_docker() {
     .await;
     k.server
         .apply(&format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: kx}}\nspec:\n  nodeName: {name}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {{name: c, image: {IMAGE}, command: [sh, -c, 'exec sleep 3600']}}\n"
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: kx}}\nspec:\n  nodeName: {name}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {IMAGE}\n    env: [{{name: PATH, value: '/tmp/bin:/bin'}}]\n    command: [sh, -c, '{LINKS} exec sleep 3600']\n"
         ))
         .await;
     k.wait_pods(1).await;
