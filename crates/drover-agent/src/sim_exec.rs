@@ -80,15 +80,17 @@ async fn run(
     let code = match (program, spec.cmd.len()) {
         ("cat", 1) => {
             // Without stdin the command reads nothing: EOF at once.
-            while spec.stdin {
-                match input.recv().await {
-                    Some(ExecInput::Stdin(data)) => {
-                        if tx.send(Ok(out(&data))).await.is_err() {
-                            return;
+            if spec.stdin {
+                loop {
+                    match input.recv().await {
+                        Some(ExecInput::Stdin(data)) => {
+                            if tx.send(Ok(out(&data))).await.is_err() {
+                                return;
+                            }
                         }
+                        Some(ExecInput::Resize { .. }) => {}
+                        Some(ExecInput::CloseStdin) | None => break,
                     }
-                    Some(ExecInput::Resize { .. }) => {}
-                    Some(ExecInput::CloseStdin) | None => break,
                 }
             }
             0
