@@ -270,7 +270,7 @@ pub struct SimRuntime {
     /// Log streams open now ([`SimRuntime::open_log_streams`]).
     open_logs: Arc<std::sync::atomic::AtomicUsize>,
     /// Exec sessions running now ([`SimRuntime::open_exec_sessions`]).
-    pub(crate) open_execs: Arc<std::sync::atomic::AtomicUsize>,
+    open_execs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl SimRuntime {
@@ -418,20 +418,10 @@ impl SimRuntime {
     }
 }
 
-/// What a simulated command gave.
-pub(crate) struct Ran {
-    pub(crate) code: i32,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
+use crate::sim_exec::Ran;
 
 /// Runs one of the commands of the module documentation for pod `uid`.
-pub(crate) async fn run_command(
-    rt: &SimRuntime,
-    uid: &str,
-    cmd: &[String],
-    timeout: Duration,
-) -> Ran {
+async fn run_command(rt: &SimRuntime, uid: &str, cmd: &[String], timeout: Duration) -> Ran {
     let out = |code: i32, stdout: String| Ran {
         code,
         stdout,
@@ -634,7 +624,14 @@ impl Runtime for SimRuntime {
         spec: crate::runtime::ExecSpec,
     ) -> Result<crate::runtime::ExecSession, RuntimeError> {
         let uid = self.exec_target(id, &spec.cmd)?;
-        Ok(crate::sim_exec::start(self.clone(), uid, spec))
+        let (rt, cmd, timeout) = (self.clone(), spec.cmd.clone(), spec.timeout);
+        let runner: crate::sim_exec::Runner =
+            Box::new(move || Box::pin(async move { run_command(&rt, &uid, &cmd, timeout).await }));
+        Ok(crate::sim_exec::start(
+            runner,
+            self.open_execs.clone(),
+            spec,
+        ))
     }
 
     async fn logs(&self, id: &str, opts: LogOptions) -> Result<LogStream, RuntimeError> {
@@ -827,6 +824,41 @@ mod tests {
 
     fn cmd(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn exec_sessions_run_the_same_commands_with_errors_on_stderr() {
+        use crate::runtime::{ExecEvent, ExecSession, ExecSpec};
+        let (_clock, rt) = setup(SimConfig::default());
+        rt.start(start(&pod("u7", &["a"]), 0, 0)).await.unwrap();
+        let id = rt.containers()[0].id.clone();
+        let spec = |words: &[&str]| ExecSpec {
+            cmd: cmd(words),
+            timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        async fn events(mut s: ExecSession) -> Vec<ExecEvent> {
+            let mut v = Vec::new();
+            while let Some(e) = s.events.recv().await {
+                v.push(e.unwrap());
+            }
+            v
+        }
+        let s = rt.exec_session(&id, spec(&["nope"])).await.unwrap();
+        assert_eq!(
+            events(s).await,
+            [
+                ExecEvent::Stderr(b"sim: nope: command not found\n".to_vec()),
+                ExecEvent::Exit(127)
+            ]
+        );
+        let s = rt.exec_session(&id, spec(&["echo", "hi"])).await.unwrap();
+        assert_eq!(
+            events(s).await,
+            [ExecEvent::Stdout(b"hi\n".to_vec()), ExecEvent::Exit(0)]
+        );
+        assert_eq!(rt.exec_history("u7").len(), 2);
+        assert_eq!(rt.open_exec_sessions(), 0);
     }
 
     #[test]
