@@ -27,13 +27,14 @@ pub fn router(ctx: Arc<Ctx>, informer: Informer) -> Router {
         .route("/health", get(health))
         .route("/healthz", get(health))
         .route("/status", get(status))
-        .route(
-            "/metrics",
+        .route("/metrics", {
+            let informer = informer.clone();
             get(move |State(ctx): State<Arc<Ctx>>, headers: HeaderMap| {
                 metrics(ctx, informer.clone(), headers)
-            }),
-        )
+            })
+        })
         .fallback(crate::kapi::handle)
+        .layer(axum::Extension(informer))
         .with_state(ctx)
 }
 

@@ -605,13 +605,16 @@ async fn serve_grpc(
         .add_service(AgentServer::new(svc::agent::AgentSvc {
             ctx: ctx.clone(),
             objects: api::Objects::new(ctx.clone()),
-            cache,
+            cache: cache.clone(),
             hello_timeout: limits::HELLO_TIMEOUT,
         }))
         .add_service(
-            ObjectsServer::new(svc::objects::ObjectsSvc(api::Objects::new(ctx.clone())))
-                .max_decoding_message_size(MAX_REQUEST_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE),
+            ObjectsServer::new(svc::objects::ObjectsSvc(
+                api::Objects::new(ctx.clone()),
+                cache,
+            ))
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(PodsServer::new(svc::pods::PodsSvc {
             ctx: ctx.clone(),

@@ -105,6 +105,13 @@ pub(crate) struct Shared {
     /// Changed only under the write lock of `apply_lock`, together with the
     /// batch that drops that history.
     pub compacted: AtomicU64,
+    /// The highest revision that changed a key (at least: a snapshot, or
+    /// the store's opening, counts as a change at its index). Raised before
+    /// `applied` moves past it, so a reader that waited for `applied` reads
+    /// a value that covers every change it may see: what a cache that
+    /// follows the watch must have reached to be as new as the store
+    /// ([`crate::Store::consistent_revision`]).
+    pub last_change: AtomicU64,
     pub members: RwLock<BTreeMap<u64, Member>>,
     /// Set once the thread stopped, with the reason.
     pub stopped: watch::Sender<Option<Error>>,
@@ -718,6 +725,14 @@ impl Node {
         member_outcomes: Vec<(u64, u64, Result<()>)>,
     ) {
         let applied = self.storage.cache().applied_index;
+        if let Some(last) = events
+            .iter()
+            .filter(|e| !e.events.is_empty())
+            .map(|e| e.revision)
+            .max()
+        {
+            self.shared.last_change.fetch_max(last, Ordering::SeqCst);
+        }
         self.shared.applied.send_if_modified(|a| {
             if *a != applied {
                 *a = applied;
@@ -875,6 +890,7 @@ impl Node {
         let mut b = sled::Batch::default();
         self.storage.apply_snapshot(&mut b, snap)?;
         let index = snap.get_metadata().index;
+        self.shared.last_change.fetch_max(index, Ordering::SeqCst);
         self.commit_batch(b, Some(index))?;
         let data: SnapshotData = machine::decode_snapshot(snap.get_data())?;
         {

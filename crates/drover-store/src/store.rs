@@ -128,6 +128,7 @@ impl Store {
             // entry), and a watcher that falls behind rereads the history.
             events: broadcast::channel(64).0,
             compacted: compacted.into(),
+            last_change: applied.into(),
             members: std::sync::RwLock::new(members),
             stopped: watch::channel(None).0,
         });
@@ -247,6 +248,21 @@ impl Store {
     pub async fn list(&self, prefix: &str, c: Consistency) -> Result<(Vec<KeyValue>, u64)> {
         self.barrier(c).await?;
         list_at_one_revision(&self.inner.shared, prefix, |_| {})
+    }
+
+    /// A revision at or above every change acknowledged before the call
+    /// (raft ReadIndex, then this member's last change): a cache that
+    /// follows [`Store::watch`] over every key holds at least this state
+    /// once its watch has delivered this revision. Unlike the applied index
+    /// it does not move with entries that change nothing (an election's
+    /// empty entry, a membership change), which a watch never delivers.
+    pub async fn consistent_revision(&self) -> Result<u64> {
+        self.barrier(Consistency::Linearizable).await?;
+        Ok(self
+            .inner
+            .shared
+            .last_change
+            .load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Follows every change under `prefix` after `start_revision` (0: from

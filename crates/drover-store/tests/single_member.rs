@@ -372,3 +372,58 @@ async fn every_list_is_the_state_at_its_revision_while_rounds_apply() {
     assert!(in_between > 0, "no list was taken while rounds applied");
     s.shutdown().await;
 }
+
+/// `consistent_revision` is the last change, which a watch delivers; the
+/// applied index also counts entries that change nothing (a refused
+/// compare-and-swap, a new leader's empty entry), which no watch ever
+/// delivers, so a cache waiting for it would wait forever.
+#[tokio::test]
+async fn the_consistent_revision_is_the_last_change_a_watch_delivers() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path(), 10_000, 5_000);
+    ready(&s).await;
+    let mut w = s.watch("", 0).unwrap();
+    let a = s.write(create("/a", "1"), 0).await.unwrap();
+    assert_eq!(s.consistent_revision().await.unwrap(), a.revision);
+    let delivered = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .expect("the watch delivers the write")
+        .unwrap();
+    assert_eq!(delivered.revision, a.revision);
+    // A refused compare-and-swap is an entry of its own: applied moves,
+    // the last change does not.
+    let refused = s.write(update("/a", "2", a.revision - 1), 0).await;
+    assert!(
+        matches!(refused, Err(Error::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert!(s.applied() > a.revision, "the refused write took an entry");
+    assert_eq!(s.consistent_revision().await.unwrap(), a.revision);
+    // The next change moves it, and the watch delivers that revision.
+    let b = s.write(update("/a", "2", a.revision), 0).await.unwrap();
+    assert_eq!(s.consistent_revision().await.unwrap(), b.revision);
+    let delivered = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .expect("the watch delivers the update")
+        .unwrap();
+    assert_eq!(delivered.revision, b.revision);
+    // (A watch holds the store open.)
+    drop(w);
+    s.shutdown().await;
+    drop(s);
+    // Reopened, the store counts everything it applied as changed (it
+    // cannot tell), and the new term's empty entry does not move it.
+    let applied_before = {
+        let s = open(d.path(), 10_000, 5_000);
+        ready(&s).await;
+        let c = s.consistent_revision().await.unwrap();
+        assert!(
+            c >= b.revision && c <= s.applied(),
+            "{c} vs {}",
+            s.applied()
+        );
+        s.shutdown().await;
+        c
+    };
+    assert!(applied_before >= b.revision);
+}

@@ -95,6 +95,45 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
 }
 
 impl Snapshot {
+    /// The objects of `kind` (one of those the view holds) in `namespace`
+    /// or all, that `keep` keeps, in store key order; `None` for a kind
+    /// the view does not hold.
+    pub fn objects(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        keep: impl Fn(&drover_api::ObjectMeta) -> bool,
+    ) -> Option<Vec<Manifest>> {
+        fn of<T>(
+            map: &BTreeMap<String, Arc<T>>,
+            prefix: &str,
+            keep: impl Fn(&drover_api::ObjectMeta) -> bool,
+        ) -> Vec<Manifest>
+        where
+            T: drover_api::Resource + Clone,
+            Manifest: From<T>,
+        {
+            map.range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(_, o)| keep(o.metadata()))
+            .map(|(_, o)| Manifest::from(T::clone(o)))
+            .collect()
+        }
+        let p = codec::prefix(kind, namespace);
+        Some(match kind {
+            Kind::Pod => of(&self.pods, &p, keep),
+            Kind::Node => of(&self.nodes, &p, keep),
+            Kind::DaemonSet => of(&self.daemon_sets, &p, keep),
+            Kind::PriorityClass => of(&self.priority_classes, &p, keep),
+            Kind::ConfigMap => of(&self.config_maps, &p, keep),
+            Kind::Secret => of(&self.secrets, &p, keep),
+            _ => return None,
+        })
+    }
+
     /// Applies one decoded change.
     fn apply(&mut self, d: &Decoded) {
         match d {
@@ -280,6 +319,11 @@ const KINDS: [Kind; 6] = [
     Kind::Secret,
 ];
 
+/// How long a consistent read waits for the view to reach the store's
+/// last change before its reader goes to the store
+/// ([`Informer::consistent_view`]).
+const CATCH_UP: Duration = Duration::from_secs(1);
+
 /// Changes applied at once at most, when the informer catches up.
 const MAX_COALESCED: usize = 4096;
 
@@ -311,6 +355,44 @@ impl Informer {
         })
         .await
         .unwrap_or(false)
+    }
+
+    /// The view, at least as new as every write acknowledged before the
+    /// call, for a reader that would otherwise list `kind` from the store
+    /// (a linearizable read served from memory, as the Kubernetes API
+    /// server's consistent reads from its watch cache): a raft ReadIndex
+    /// round gives the store's last change, and the view must reach it
+    /// within [`CATCH_UP`]. `None` when the view does not hold `kind`, has
+    /// not loaded, or is later than that: the caller reads the store.
+    pub async fn consistent_view(
+        &self,
+        ctx: &crate::ctx::Ctx,
+        kind: Kind,
+    ) -> Result<Option<Arc<Snapshot>>, crate::error::ApiError> {
+        if !KINDS.contains(&kind) || !self.is_loaded() {
+            return Ok(None);
+        }
+        let store = &ctx.store;
+        let revision = ctx.read(|| store.consistent_revision()).await?;
+        let view = self.view_at(revision, CATCH_UP).await;
+        if view.is_none() {
+            tracing::info!(
+                "a list of {} reads the store: the informer holds revision {}, the store is at {revision}",
+                kind.resource(),
+                self.revision()
+            );
+        }
+        Ok(view)
+    }
+
+    /// The view once it reflects `revision`; `None` if it does not within
+    /// `wait`.
+    async fn view_at(&self, revision: u64, wait: Duration) -> Option<Arc<Snapshot>> {
+        if !self.wait_for(revision, wait).await {
+            return None;
+        }
+        let view = self.snapshot();
+        (view.revision >= revision).then_some(view)
     }
 
     /// Waits until the view holds `revision`, however long that takes,
@@ -388,8 +470,12 @@ impl Informer {
     /// Follows the store until `stop`.
     pub async fn run(self, store: Store, mut stop: watch::Receiver<bool>) {
         loop {
-            // One list per kind, then one watch over /registry/ from the
+            // One list per kind, then one watch over every key from the
             // lowest revision listed (events already seen are idempotent).
+            // Every key, not only objects: the view's revision then reaches
+            // the store's last change whatever it changed, which is what a
+            // consistent read from the view waits for
+            // (`Store::consistent_revision`).
             let mut fresh = Snapshot::default();
             let mut from = u64::MAX;
             let mut failed = false;
@@ -420,7 +506,7 @@ impl Informer {
             }
             fresh.revision = from;
             self.replace(fresh);
-            let mut w = match store.watch("/registry/", from) {
+            let mut w = match store.watch("", from) {
                 Ok(w) => w,
                 Err(e) => {
                     tracing::warn!("informer: cannot watch: {e}");
@@ -544,6 +630,31 @@ impl Informer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A consistent read never gets a view older than the revision it
+    /// must reflect: it waits for the informer, and gives up (the reader
+    /// goes to the store) rather than answer from an older view.
+    #[tokio::test]
+    async fn a_view_is_given_only_once_it_reflects_the_revision() {
+        let i = Informer::default();
+        let mut fresh = Snapshot::default();
+        fresh.apply(&decode(&pod_kv("p1", "n1", 5, "img", true), false));
+        fresh.revision = 5;
+        i.replace(fresh);
+        assert!(i.view_at(5, Duration::ZERO).await.is_some());
+        assert!(
+            i.view_at(7, Duration::from_millis(20)).await.is_none(),
+            "a view at 5 was given for revision 7"
+        );
+        let waiting = {
+            let i = i.clone();
+            tokio::spawn(async move { i.view_at(7, Duration::from_secs(10)).await })
+        };
+        i.apply(&[decode(&pod_kv("p2", "n1", 7, "img", true), false)], 7);
+        let view = waiting.await.unwrap().expect("the view reached revision 7");
+        assert_eq!(view.revision, 7);
+        assert!(view.pods.contains_key("/registry/pods/default/p2"));
+    }
 
     fn pod_kv(name: &str, node: &str, rev: u64, image: &str, running: bool) -> KeyValue {
         let mut p = Pod::default();

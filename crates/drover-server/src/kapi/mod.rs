@@ -17,6 +17,7 @@
 //! | `POST`, `PUT`, `PATCH`, `DELETE`; `pods/exec` (any method) | admin, member |
 //! | anything | nobody else: no credential or a wrong token is 401, a node certificate (or a viewer writing) 403 |
 
+pub mod cached;
 pub mod discovery;
 pub mod exec;
 pub mod kubeconfig;
@@ -33,6 +34,7 @@ pub mod write;
 
 use crate::api::Objects;
 use crate::auth::{same_token, Caller};
+use crate::cache::Informer;
 use crate::ctx::Ctx;
 use crate::limits::MAX_KAPI_BODY_BYTES;
 use axum::body::Body;
@@ -41,6 +43,7 @@ use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use drover_api::Kind;
 use drover_pki::net::PeerInfo;
 use drover_pki::Role;
@@ -243,7 +246,11 @@ pub fn route(path: &str) -> Result<Route, Refusal> {
 }
 
 /// Serves every request of the Kubernetes API (the HTTP router's fallback).
-pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+pub async fn handle(
+    State(ctx): State<Arc<Ctx>>,
+    Extension(informer): Extension<Informer>,
+    req: Request,
+) -> Response {
     let (mut parts, body) = req.into_parts();
     let peer = parts
         .extensions
@@ -253,7 +260,7 @@ pub async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
         .await
         .ok();
-    match serve(ctx, peer, parts, body, upgrade).await {
+    match serve(ctx, informer, peer, parts, body, upgrade).await {
         Ok(r) => r,
         Err(refusal) => refusal.into_response(),
     }
@@ -265,6 +272,7 @@ fn is_exec(path: &str) -> bool {
 
 async fn serve(
     ctx: Arc<Ctx>,
+    informer: Informer,
     peer: Peer,
     parts: Parts,
     body: Body,
@@ -309,7 +317,7 @@ async fn serve(
                 let Route::Resource(t) = Route::namespace_resource(name) else {
                     unreachable!("a namespace resource")
                 };
-                watch::watch(objects, t, query, as_table).await
+                watch::watch(objects, informer, t, query, as_table).await
             }
             Route::Namespaces(name) => read::namespaces(&objects, name, &query, as_table).await,
             Route::Resource(t) if t.kind == Kind::Pod && t.sub.as_deref() == Some("log") => {
@@ -317,9 +325,9 @@ async fn serve(
             }
             Route::Resource(t) => {
                 if query.watch {
-                    watch::watch(objects, t, query, as_table).await
+                    watch::watch(objects, informer, t, query, as_table).await
                 } else {
-                    read::read(&objects, &t, &query, as_table).await
+                    read::read(&objects, &informer, &t, &query, as_table).await
                 }
             }
         };
@@ -384,6 +392,7 @@ async fn serve(
         content_type,
         body: bytes,
         as_table,
+        informer,
     };
     match method {
         Method::POST => write::create(&objects, req).await,

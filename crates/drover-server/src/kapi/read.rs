@@ -11,7 +11,9 @@ use super::status::{ok, Refusal};
 use super::table;
 use super::Target;
 use crate::api::Objects;
+use crate::cache::Informer;
 use crate::error::ApiError;
+use axum::response::IntoResponse;
 use axum::response::Response;
 use base64::Engine;
 use drover_api::{Kind, Manifest};
@@ -23,11 +25,11 @@ const MAX_CONTINUE_BYTES: usize = 2048;
 
 /// A continue token: base64 of the key (`namespace/name`) of the last
 /// object of the page before.
-fn continue_token(after: &str) -> String {
+pub(super) fn continue_token(after: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(after)
 }
 
-fn read_continue(token: &str) -> Result<String, Refusal> {
+pub(super) fn read_continue(token: &str) -> Result<String, Refusal> {
     let bad = || {
         Refusal::bad_request(format!(
             "continue {token:?}: not a continue token this server gave out; list again from the start"
@@ -42,7 +44,7 @@ fn read_continue(token: &str) -> Result<String, Refusal> {
     String::from_utf8(bytes).map_err(|_| bad())
 }
 
-fn sort_key(m: &Manifest) -> String {
+pub(super) fn sort_key(m: &Manifest) -> String {
     format!("{}/{}", m.namespace(), m.name())
 }
 
@@ -60,24 +62,40 @@ fn key_sort(kind: Kind, key: &str) -> String {
     }
 }
 
-/// The list's items that pass the selectors, and the list's metadata. A
-/// page (`limit`, `continue`) decodes only the objects after the continue
-/// key and up to the page's end: a list of 10,000 pods in pages of 500
-/// (kubectl's default) decodes each pod once, not once a page.
+/// The list's items that pass the selectors, and the list's metadata:
+/// from the informer's memory for the kinds it holds
+/// ([`super::cached`]), else from the store. A page (`limit`, `continue`)
+/// of the store decodes only the objects after the continue key and up to
+/// the page's end: a list of 10,000 pods in pages of 500 (kubectl's
+/// default) decodes each pod once, not once a page.
 pub async fn list_page(
     objects: &Objects,
+    informer: &Informer,
     kind: Kind,
     namespace: Option<&str>,
     q: &Query,
 ) -> Result<(Vec<Manifest>, Value), Refusal> {
-    let (kvs, rev) = objects
-        .list_raw(kind, namespace)
-        .await
-        .map_err(Refusal::from)?;
     let after = match &q.continue_token {
         Some(t) => Some(read_continue(t)?),
         None => None,
     };
+    if let Some(view) = informer
+        .consistent_view(objects.ctx(), kind)
+        .await
+        .map_err(Refusal::from)?
+    {
+        return Ok(super::cached::page(
+            &view,
+            kind,
+            namespace,
+            after.as_deref(),
+            q,
+        ));
+    }
+    let (kvs, rev) = objects
+        .list_raw(kind, namespace)
+        .await
+        .map_err(Refusal::from)?;
     let start = match &after {
         Some(a) => kvs.partition_point(|kv| key_sort(kind, &kv.key).as_str() <= a.as_str()),
         None => 0,
@@ -108,6 +126,7 @@ pub async fn list_page(
 /// `GET` of a resource path: get or list.
 pub async fn read(
     objects: &Objects,
+    informer: &Informer,
     t: &Target,
     q: &Query,
     as_table: bool,
@@ -137,7 +156,7 @@ pub async fn read(
             t.kind.resource()
         ))),
         (None, _) => {
-            let (items, meta) = list_page(objects, t.kind, ns, q).await?;
+            let (items, meta) = list_page(objects, informer, t.kind, ns, q).await?;
             if as_table {
                 return Ok(ok(&table::table(
                     t.kind,
@@ -147,8 +166,35 @@ pub async fn read(
                     now,
                 )));
             }
-            Ok(ok(&list_value(t.kind, &items, meta)))
+            Ok(list_response(t.kind, &items, meta))
         }
+    }
+}
+
+/// A `<Kind>List`, serialised straight from the objects (no JSON tree in
+/// between: a list of 10,000 pods is tens of megabytes).
+pub fn list_response(kind: Kind, items: &[Manifest], meta: Value) -> Response {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct List<'a> {
+        kind: String,
+        api_version: &'a str,
+        metadata: Value,
+        items: &'a [Manifest],
+    }
+    let list = List {
+        kind: format!("{}List", kind.name()),
+        api_version: kind.api_version(),
+        metadata: meta,
+        items,
+    };
+    match serde_json::to_vec(&list) {
+        Ok(body) => super::status::json_body(axum::http::StatusCode::OK, body),
+        Err(e) => Refusal::from(ApiError::Internal(format!(
+            "cannot encode the list of {}: {e}",
+            kind.resource()
+        )))
+        .into_response(),
     }
 }
 

@@ -174,7 +174,11 @@ impl IntoResponse for Refusal {
 
 /// A JSON answer.
 pub fn json_response(code: StatusCode, v: &Value) -> Response {
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    json_body(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// An answer of JSON already encoded.
+pub fn json_body(code: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (code, body).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

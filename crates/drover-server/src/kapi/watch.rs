@@ -18,6 +18,7 @@ use super::status::Refusal;
 use super::table;
 use super::Target;
 use crate::api::{decode, prefix, Objects};
+use crate::cache::Informer;
 use crate::error::ApiError;
 use crate::limits::MAX_KAPI_WATCHES;
 use axum::body::Body;
@@ -88,6 +89,7 @@ fn parse_revision(rv: &str) -> Result<u64, Refusal> {
 /// Starts a watch.
 pub async fn watch(
     objects: Objects,
+    informer: Informer,
     t: Target,
     q: Query,
     as_table: bool,
@@ -125,7 +127,7 @@ pub async fn watch(
             let mut all = q.clone();
             all.limit = None;
             all.continue_token = None;
-            let (items, meta) = list_page(&objects, t.kind, ns.as_deref(), &all).await?;
+            let (items, meta) = list_page(&objects, &informer, t.kind, ns.as_deref(), &all).await?;
             initial = items;
             meta["resourceVersion"]
                 .as_str()
@@ -151,7 +153,7 @@ pub async fn watch(
             let mut all = q.clone();
             all.limit = None;
             all.continue_token = None;
-            let (items, meta) = list_page(&objects, t.kind, ns.as_deref(), &all).await?;
+            let (items, meta) = list_page(&objects, &informer, t.kind, ns.as_deref(), &all).await?;
             matching.extend(items.iter().map(object_key));
             catch_up = meta["resourceVersion"]
                 .as_str()

@@ -34,6 +34,8 @@ pub struct WriteRequest {
     pub content_type: String,
     pub body: Bytes,
     pub as_table: bool,
+    /// For a deletecollection's list.
+    pub informer: crate::cache::Informer,
 }
 
 fn body_json(body: &[u8]) -> Result<Value, Refusal> {
@@ -326,6 +328,7 @@ pub async fn patch(objects: &Objects, req: WriteRequest) -> Result<Response, Ref
                     content_type: "application/json".into(),
                     body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
                     as_table: req.as_table,
+                    informer: req.informer.clone(),
                 };
                 return create(objects, create_req).await;
             }
@@ -400,7 +403,8 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
             .is_some_and(|d| d.iter().any(|x| x == "All"));
     let ns = t.namespace.as_deref();
     let Some(name) = &t.name else {
-        let (items, _) = super::read::list_page(objects, t.kind, ns, &req.query).await?;
+        let (items, _) =
+            super::read::list_page(objects, &req.informer, t.kind, ns, &req.query).await?;
         let mut deleted = Vec::new();
         for m in &items {
             if !dry_run {

@@ -3,6 +3,7 @@
 
 use super::{admin, reader, status};
 use crate::api::{decode, prefix, to_json, Objects};
+use crate::cache::Informer;
 use crate::error::ApiError;
 use drover_api::selector::Selector;
 use drover_api::{Kind, Manifest};
@@ -17,7 +18,9 @@ fn parse_kind(s: &str) -> Result<Kind, ApiError> {
     Kind::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
-pub struct ObjectsSvc(pub Objects);
+/// The object API, and the informer its lists are served from (for the
+/// kinds it holds: [`crate::cache::Informer::consistent_view`]).
+pub struct ObjectsSvc(pub Objects, pub Informer);
 
 #[tonic::async_trait]
 impl objects_server::Objects for ObjectsSvc {
@@ -78,7 +81,18 @@ impl objects_server::Objects for ObjectsSvc {
             })?)
         };
         let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
-        let (items, rev) = self.0.list(kind, ns, selector.as_ref()).await?;
+        let keep =
+            |m: &drover_api::ObjectMeta| selector.as_ref().is_none_or(|s| s.matches(&m.labels));
+        let cached = match self.1.consistent_view(self.0.ctx(), kind).await? {
+            Some(view) => view
+                .objects(kind, ns, keep)
+                .map(|items| (items, view.revision)),
+            None => None,
+        };
+        let (items, rev) = match cached {
+            Some(listed) => listed,
+            None => self.0.list(kind, ns, selector.as_ref()).await?,
+        };
         Ok(Response::new(pb::ListObjectsResponse {
             items: items.iter().map(to_json).collect::<Result<_, _>>()?,
             resource_version: rev.to_string(),
