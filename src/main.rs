@@ -268,15 +268,40 @@ struct ExecArgs {
     /// The command is killed after this long.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     timeout: Duration,
-    /// Pass stdin to the command: not supported yet.
+    /// Pass stdin to the command (its end closes the command's stdin).
     #[arg(short = 'i', long)]
     stdin: bool,
-    /// Allocate a terminal: not supported yet.
+    /// Allocate a terminal: not supported (kubectl exec -it is).
     #[arg(short = 't', long)]
     tty: bool,
     /// The command and its arguments, after --.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// The process's stdin as an async reader: a thread copies it (blocking
+/// reads) into a pipe, and ends it at stdin's end. A thread still blocked
+/// reading when the command ends does not keep the process alive.
+fn stdin_reader() -> tokio::io::DuplexStream {
+    use std::io::Read;
+    use tokio::io::AsyncWriteExt;
+    let (mut w, r) = tokio::io::duplex(64 * 1024);
+    let rt = tokio::runtime::Handle::current();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 32 * 1024];
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let n = match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if rt.block_on(w.write_all(&buf[..n])).is_err() {
+                break;
+            }
+        }
+        let _ = rt.block_on(w.shutdown());
+    });
+    r
 }
 
 /// `-n NS` or `-A`.
@@ -875,8 +900,8 @@ async fn run(cli: Cli) -> Result<()> {
             drover_cli::logs::logs(&c, &o, &mut out, &mut err, shutdown_signal()).await?
         }
         Cmd::Exec(a) => {
-            if a.stdin || a.tty {
-                anyhow::bail!("drover exec: -i/-t (interactive) are not supported yet; run a non-interactive command: drover exec POD -- CMD [ARGS…]");
+            if a.tty {
+                anyhow::bail!("drover exec: -t (a terminal) is not supported; use -i for stdin, or kubectl exec -it (DATA_DIR/kubeconfig)");
             }
             let c = client(&cli.conn)?;
             let o = drover_cli::logs::ExecOptions {
@@ -886,7 +911,12 @@ async fn run(cli: Cli) -> Result<()> {
                 command: a.command,
                 timeout: Some(a.timeout),
             };
-            let code = drover_cli::logs::exec(&c, &o, &mut out, &mut err).await?;
+            let code = if a.stdin {
+                drover_cli::logs::exec_with_stdin(&c, &o, stdin_reader(), &mut out, &mut err)
+                    .await?
+            } else {
+                drover_cli::logs::exec(&c, &o, &mut out, &mut err).await?
+            };
             out.flush()?;
             if code != 0 {
                 std::process::exit(code);

@@ -36,6 +36,30 @@ impl Cli {
             .output()
             .expect("run drover")
     }
+
+    /// `drover ARGS` with `input` on its stdin (written by a thread while
+    /// the output is read, then closed).
+    fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env_remove("DROVER_SERVER")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run drover");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let input = input.to_vec();
+        let feed = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().expect("drover runs");
+        let _ = feed.join();
+        out
+    }
 }
 
 fn text(b: &[u8]) -> String {
@@ -114,10 +138,19 @@ fn logs_and_exec_with_the_real_binary() {
         Some(3),
         "exec exits with the command's code"
     );
+    // -i: stdin streams to the command; its end is the command's.
+    let input: Vec<u8> = (0..200_000).map(|i| b'a' + (i % 26) as u8).collect();
+    let o = cli.run_stdin(&["exec", "-i", "web", "--", "cat"], &input);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        o.stdout == input,
+        "cat echoes stdin ({} bytes back)",
+        o.stdout.len()
+    );
     let o = cli.run(&["exec", "-it", "web", "--", "sh"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o.stderr).contains("-i/-t (interactive) are not supported yet"),
+        text(&o.stderr).contains("-t (a terminal) is not supported"),
         "{}",
         text(&o.stderr)
     );

@@ -105,7 +105,7 @@ chmod 1777 "$root/tmp"
 cp "$busybox" "$root/bin/busybox"
 for applet in sh ash cat cp date df du echo env false free grep head hostname httpd id ip kill \
               ln ls mkdir mount mv nc nohup nslookup ping printf ps rm sed seq sleep stat tail \
-              tee test timeout top touch true umount uname vi wc wget which chmod chown '['; do
+              tee test timeout top touch true umount uname vi wc wget which chmod chown tar stty tty '['; do
   ln -s busybox "$root/bin/$applet"
 done
 ln -s bin "$root/sbin"

@@ -86,6 +86,7 @@ pub mod probe;
 mod remote;
 pub mod runtime;
 mod sim;
+mod sim_exec;
 mod sim_logs;
 pub mod sim_runtime;
 pub mod static_pods;
@@ -95,8 +96,8 @@ pub use agent::Stats;
 pub use clock::{Clock, ManualClock, TokioClock};
 pub use docker::{DockerOptions, DockerRuntime};
 pub use runtime::{
-    ContainerInfo, ExecOutput, LogOptions, LogStream, RunState, Runtime, RuntimeError,
-    StartContainer,
+    ContainerInfo, ExecEvent, ExecInput, ExecOutput, ExecSession, ExecSpec, LogOptions, LogStream,
+    RunState, Runtime, RuntimeError, StartContainer,
 };
 pub use sim::{run_sim, Sim, SimOptions};
 pub use sim_runtime::{SimConfig, SimRuntime};

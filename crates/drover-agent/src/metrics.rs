@@ -169,6 +169,18 @@ impl<R: Runtime> Runtime for Timed<R> {
         r
     }
 
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: crate::runtime::ExecSpec,
+    ) -> Result<crate::runtime::ExecSession, RuntimeError> {
+        // Times the start only: the session runs as long as its client.
+        let t = Instant::now();
+        let r = self.inner.exec_session(id, spec).await;
+        self.metrics.observe("exec_session", t);
+        r
+    }
+
     async fn logs(&self, id: &str, opts: LogOptions) -> Result<LogStream, RuntimeError> {
         let t = Instant::now();
         let r = self.inner.logs(id, opts).await;

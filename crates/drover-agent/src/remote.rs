@@ -17,10 +17,19 @@
 //! - `StreamCancel` (the client went away) aborts the task, which drops the
 //!   runtime's log stream: the runtime stops reading. A task also ends when
 //!   its session does.
+//! - An exec runs through [`Runtime::exec_session`]: its stdout and stderr
+//!   go up as they come (chunks marked with the stream), its exit code in
+//!   the end. With `stdin` or `tty`, the server's `ExecInput` messages
+//!   (stdin bytes, resizes, the close of stdin) go to the command, at most
+//!   [`INPUT_WINDOW`] queued per exec: the agent gives `input_credit` back
+//!   as the runtime takes them. At most [`MAX_EXECS_PER_NODE`] execs run at
+//!   once; more are refused (`TooManyExecs`).
 
 use crate::clock::Clock;
-use crate::runtime::{ContainerInfo, LogOptions, Runtime, RuntimeError};
-use drover_proto::stream::{CHUNK_MAX, STREAM_WINDOW};
+use crate::runtime::{
+    ContainerInfo, ExecEvent, ExecInput, ExecSession, ExecSpec, LogOptions, Runtime, RuntimeError,
+};
+use drover_proto::stream::{CHUNK_MAX, INPUT_WINDOW, MAX_EXECS_PER_NODE, STREAM_WINDOW};
 use drover_proto::v1::{self as pb, agent_message, server_message};
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -75,6 +84,10 @@ impl Stream for Outbound {
 struct Running {
     abort: AbortHandle,
     credit: Arc<Semaphore>,
+    /// An exec (counted against [`MAX_EXECS_PER_NODE`]).
+    exec: bool,
+    /// An exec's input queue, with `stdin` or `tty`.
+    input: Option<mpsc::Sender<pb::ExecInput>>,
 }
 
 /// The log and exec requests of one node; see the module documentation.
@@ -134,10 +147,60 @@ impl<R: Runtime> Remote<R> {
                 });
             }
             server_message::Msg::Exec(r) => {
-                let rt = self.runtime.clone();
+                let execs = self.running.values().filter(|r| r.exec).count();
+                if execs >= MAX_EXECS_PER_NODE {
+                    let f = Fail::new(
+                        "TooManyExecs",
+                        format!("the node runs {execs} execs already, its most; retry later"),
+                    );
+                    self.spawn(r.id, output, move |_, _| async move { Err(f) });
+                    return;
+                }
+                let (tx, rx) = if r.stdin || r.tty {
+                    let (tx, rx) = mpsc::channel(INPUT_WINDOW as usize);
+                    (Some(tx), Some(rx))
+                } else {
+                    (None, None)
+                };
+                let (rt, id) = (self.runtime.clone(), r.id);
                 self.spawn(r.id, output, move |credit, out| async move {
-                    exec(&*rt, r, &credit, &out).await
+                    exec(&*rt, r, &credit, &out, rx).await
                 });
+                if let Some(running) = self.running.get_mut(&id) {
+                    running.exec = true;
+                    running.input = tx;
+                }
+            }
+            server_message::Msg::Input(i) => {
+                let Some(r) = self.running.get(&i.id) else {
+                    // Ended meanwhile: what was in flight is dropped.
+                    return;
+                };
+                let id = i.id;
+                let fits = match &r.input {
+                    Some(tx) if i.stdin.len() <= CHUNK_MAX => match tx.try_send(i) {
+                        Ok(()) => true,
+                        // The command ended meanwhile: its input goes nowhere.
+                        Err(mpsc::error::TrySendError::Closed(_)) => true,
+                        Err(mpsc::error::TrySendError::Full(_)) => false,
+                    },
+                    _ => false,
+                };
+                if !fits {
+                    tracing::warn!(id, "the server sent input beyond the exec's window or size, or for an exec without input; ending it");
+                    if let Some(r) = self.running.remove(&id) {
+                        r.abort.abort();
+                    }
+                    let end = pb::StreamEnd {
+                        id,
+                        error: "the exec's input went beyond its window or size".into(),
+                        reason: "ExecError".into(),
+                        exit_code: None,
+                    };
+                    let _ = output.try_send(pb::AgentMessage {
+                        msg: Some(agent_message::Msg::End(end)),
+                    });
+                }
             }
             server_message::Msg::Cancel(c) => {
                 if let Some(r) = self.running.remove(&c.id) {
@@ -192,6 +255,8 @@ impl<R: Runtime> Remote<R> {
             Running {
                 abort: task.abort_handle(),
                 credit,
+                exec: false,
+                input: None,
             },
         );
     }
@@ -235,9 +300,11 @@ async fn instance<R: Runtime>(
     })
 }
 
-/// Sends `data` as chunks, each when credit allows.
+/// Sends `data` as chunks of `stream` (0 for a log, 1 stdout, 2 stderr),
+/// each when credit allows.
 async fn send_output(
     data: &[u8],
+    stream: u32,
     id: u64,
     credit: &Semaphore,
     out: &mpsc::Sender<pb::AgentMessage>,
@@ -251,6 +318,7 @@ async fn send_output(
             msg: Some(agent_message::Msg::Chunk(pb::StreamChunk {
                 id,
                 data: piece.to_vec(),
+                stream,
             })),
         };
         if out.send(msg).await.is_err() {
@@ -279,7 +347,7 @@ async fn logs<R: Runtime>(
     tracing::debug!(pod = %r.pod, container = %r.container, id = %c.id, follow = r.follow, "streaming a log");
     let mut stream = rt.logs(&c.id, opts).await?;
     while let Some(chunk) = stream.next().await {
-        send_output(&chunk?, r.id, credit, out).await?;
+        send_output(&chunk?, 0, r.id, credit, out).await?;
     }
     Ok(None)
 }
@@ -289,6 +357,7 @@ async fn exec<R: Runtime>(
     r: pb::ExecRequest,
     credit: &Semaphore,
     out: &mpsc::Sender<pb::AgentMessage>,
+    input: Option<mpsc::Receiver<pb::ExecInput>>,
 ) -> Result<Option<i32>, Fail> {
     let c = instance(rt, &r.pod_uid, &r.pod, &r.container, false).await?;
     if !c.state.is_running() {
@@ -305,10 +374,90 @@ async fn exec<R: Runtime>(
         0 => EXEC_TIMEOUT,
         ms => Duration::from_millis(ms),
     };
-    tracing::debug!(pod = %r.pod, container = %r.container, command = ?r.command, "exec");
-    let o = rt.exec(&c.id, r.command, timeout).await?;
-    send_output(&o.output, r.id, credit, out).await?;
-    Ok(Some(o.exit_code))
+    tracing::debug!(pod = %r.pod, container = %r.container, command = ?r.command, stdin = r.stdin, tty = r.tty, "exec");
+    let spec = ExecSpec {
+        cmd: r.command,
+        stdin: r.stdin,
+        tty: r.tty,
+        timeout,
+    };
+    let ExecSession {
+        input: to_command,
+        mut events,
+    } = rt.exec_session(&c.id, spec).await?;
+    let id = r.id;
+    let pump = pump_input(id, input, to_command, out.clone());
+    let output = async {
+        while let Some(e) = events.recv().await {
+            match e? {
+                ExecEvent::Stdout(d) => send_output(&d, 1, id, credit, out).await?,
+                ExecEvent::Stderr(d) => send_output(&d, 2, id, credit, out).await?,
+                ExecEvent::Exit(code) => return Ok(Some(code)),
+            }
+        }
+        Err(Fail::new(
+            "ExecError",
+            "the runtime ended the exec without its exit code".into(),
+        ))
+    };
+    tokio::select! {
+        r = output => r,
+        never = pump => match never {},
+    }
+}
+
+/// Passes the server's input on to the command, and credit back as the
+/// runtime takes it; when the input ends (or there is none), the command's
+/// stdin is closed. Never returns: the output decides the end.
+async fn pump_input(
+    id: u64,
+    input: Option<mpsc::Receiver<pb::ExecInput>>,
+    to_command: mpsc::Sender<ExecInput>,
+    out: mpsc::Sender<pb::AgentMessage>,
+) -> std::convert::Infallible {
+    if let Some(mut rx) = input {
+        let mut taken = 0;
+        'messages: while let Some(m) = rx.recv().await {
+            for i in inputs_of(m) {
+                if to_command.send(i).await.is_err() {
+                    break 'messages;
+                }
+            }
+            taken += 1;
+            if taken >= INPUT_WINDOW / 2 {
+                let credit = pb::AgentMessage {
+                    msg: Some(agent_message::Msg::InputCredit(pb::StreamCredit {
+                        id,
+                        chunks: taken,
+                    })),
+                };
+                taken = 0;
+                if out.send(credit).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    drop(to_command);
+    std::future::pending().await
+}
+
+/// The runtime's inputs of one `ExecInput`, in its order: stdin, resize, close.
+fn inputs_of(m: pb::ExecInput) -> Vec<ExecInput> {
+    let mut v = Vec::new();
+    if !m.stdin.is_empty() {
+        v.push(ExecInput::Stdin(m.stdin));
+    }
+    if let Some(size) = m.resize {
+        v.push(ExecInput::Resize {
+            width: u16::try_from(size.width).unwrap_or(u16::MAX),
+            height: u16::try_from(size.height).unwrap_or(u16::MAX),
+        });
+    }
+    if m.close_stdin {
+        v.push(ExecInput::CloseStdin);
+    }
+    v
 }
 
 #[cfg(test)]
@@ -320,6 +469,7 @@ mod tests {
             msg: Some(agent_message::Msg::Chunk(pb::StreamChunk {
                 id: u64::from(n),
                 data: vec![],
+                stream: 0,
             })),
         }
     }

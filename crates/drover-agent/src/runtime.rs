@@ -269,6 +269,32 @@ pub trait Runtime: Send + Sync + 'static {
         }
     }
 
+    /// Starts `spec.cmd` inside a running container instance with its
+    /// output streamed (`drover exec`, `kubectl exec [-i] [-t]`): the
+    /// session's events are stdout and stderr as they come, then the exit
+    /// code; its input carries stdin (when `spec.stdin`), terminal resizes
+    /// (when `spec.tty`) and the close of stdin (also when the input is
+    /// dropped). Dropping the session ends the command's streams (Docker
+    /// cannot kill an exec: the command loses its stdin and output, and a
+    /// TTY's process gets SIGHUP). The default runs [`Runtime::exec`] and
+    /// refuses stdin and TTY (`ExecNotSupported`).
+    fn exec_session(
+        &self,
+        id: &str,
+        spec: ExecSpec,
+    ) -> impl Future<Output = Result<ExecSession, RuntimeError>> + Send {
+        async move {
+            if spec.stdin || spec.tty {
+                return Err(RuntimeError::new(
+                    "ExecNotSupported",
+                    "this runtime cannot attach stdin or a terminal to a command",
+                ));
+            }
+            let o = self.exec(id, spec.cmd, spec.timeout).await?;
+            Ok(ExecSession::finished(o))
+        }
+    }
+
     /// The output (stdout and stderr, interleaved as written) of one
     /// container instance, as a stream of chunks: `drover logs`. With
     /// `follow` the stream stays open while the container runs.
@@ -294,6 +320,73 @@ pub struct ExecOutput {
     pub exit_code: i32,
     /// Its stdout and stderr, interleaved, truncated to a few KiB.
     pub output: Vec<u8>,
+}
+
+/// A command to start with [`Runtime::exec_session`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecSpec {
+    /// The command and its arguments.
+    pub cmd: Vec<String>,
+    /// Attach its stdin to the session's input.
+    pub stdin: bool,
+    /// Allocate a terminal (stdout and stderr are then one stream).
+    pub tty: bool,
+    /// The session ends (exit code -1) after this long.
+    pub timeout: Duration,
+}
+
+/// Input for a running [`ExecSession`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecInput {
+    /// Bytes for the command's stdin.
+    Stdin(Vec<u8>),
+    /// The client's terminal has this size now.
+    Resize {
+        /// Columns.
+        width: u16,
+        /// Rows.
+        height: u16,
+    },
+    /// No more stdin.
+    CloseStdin,
+}
+
+/// What a running [`ExecSession`] gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecEvent {
+    /// Output on stdout (or the terminal).
+    Stdout(Vec<u8>),
+    /// Output on stderr (never with a terminal).
+    Stderr(Vec<u8>),
+    /// The command ended with this code (-1: at the timeout); the last event.
+    Exit(i32),
+}
+
+/// How many [`ExecEvent`]s and [`ExecInput`]s a session queues: a runtime
+/// stops reading the command's output while its consumer is behind.
+pub const EXEC_QUEUE: usize = 4;
+
+/// A command running in a container ([`Runtime::exec_session`]).
+#[derive(Debug)]
+pub struct ExecSession {
+    /// The command's input (bounded: [`EXEC_QUEUE`]); dropping it closes stdin.
+    pub input: tokio::sync::mpsc::Sender<ExecInput>,
+    /// Its output, then its exit code; an error ends it.
+    pub events: tokio::sync::mpsc::Receiver<Result<ExecEvent, RuntimeError>>,
+}
+
+impl ExecSession {
+    /// The session of a command that already ran: its output (on stdout),
+    /// then its exit code; input goes nowhere.
+    pub fn finished(o: ExecOutput) -> ExecSession {
+        let (input, _) = tokio::sync::mpsc::channel(1);
+        let (tx, events) = tokio::sync::mpsc::channel(2);
+        if !o.output.is_empty() {
+            let _ = tx.try_send(Ok(ExecEvent::Stdout(o.output)));
+        }
+        let _ = tx.try_send(Ok(ExecEvent::Exit(o.exit_code)));
+        ExecSession { input, events }
+    }
 }
 
 /// Which part of a container's log to read ([`Runtime::logs`]), as

@@ -49,7 +49,15 @@
 //! | `touch PATH` / `rm [-f] PATH` | 0: creates / removes the pod's file |
 //! | `sleep N` | 0 after N seconds (tokio time), or -1 at the timeout |
 //! | `sh -c "CMD ARGS…"` | CMD ARGS as above (no pipes, no `&&`) |
-//! | anything else | 127, `command not found` |
+//! | anything else | 127, `command not found` (on stderr) |
+//!
+//! [`Runtime::exec_session`] (`kubectl exec [-i] [-t]`) runs the same
+//! commands, their errors on stderr, and two more that use the session
+//! ([`crate::sim_exec`]): `cat` without a path copies stdin to stdout until
+//! stdin is closed (exit 0), and `tty` prints `/dev/pts/0` with a terminal
+//! (exit 0) or `not a tty` (exit 1) without one. With a terminal, output
+//! has `\r\n` line ends (a terminal's `onlcr`) and stderr is stdout; input
+//! is not echoed.
 //!
 //! A readiness probe `exec: {command: [cat, /tmp/ready]}` therefore fails
 //! until a test calls [`SimRuntime::write_file`]`(uid, "/tmp/ready", …)`
@@ -250,7 +258,9 @@ pub const ANY_POD: &str = "*";
 /// How many exec'd commands [`SimRuntime::exec_history`] remembers.
 pub const EXEC_HISTORY: usize = 1024;
 
-/// The simulated runtime of one node; see the module documentation.
+/// The simulated runtime of one node; see the module documentation. A
+/// clone shares the original's containers.
+#[derive(Clone)]
 pub struct SimRuntime {
     clock: Arc<dyn Clock>,
     cfg: Arc<SimConfig>,
@@ -259,6 +269,8 @@ pub struct SimRuntime {
     id_base: u64,
     /// Log streams open now ([`SimRuntime::open_log_streams`]).
     open_logs: Arc<std::sync::atomic::AtomicUsize>,
+    /// Exec sessions running now ([`SimRuntime::open_exec_sessions`]).
+    open_execs: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl SimRuntime {
@@ -276,6 +288,7 @@ impl SimRuntime {
             state: Arc::default(),
             id_base: id_base << 32,
             open_logs: Arc::default(),
+            open_execs: Arc::default(),
         }
     }
 
@@ -287,6 +300,12 @@ impl SimRuntime {
     /// counts until whoever reads it drops it.
     pub fn open_log_streams(&self) -> usize {
         self.open_logs.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many exec sessions ([`Runtime::exec_session`]) run now: one
+    /// ends with its command, at its timeout, or when it is dropped.
+    pub fn open_exec_sessions(&self) -> usize {
+        self.open_execs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every container instance, now (what [`Runtime::list`] answers).
@@ -336,6 +355,37 @@ impl SimRuntime {
             .cloned()
     }
 
+    /// The pod uid of running container `id` (hex), for exec; records
+    /// the command in the history.
+    fn exec_target(&self, id: &str, cmd: &[String]) -> Result<String, RuntimeError> {
+        let now = self.clock.wall();
+        let found = u64::from_str_radix(id, 16).ok().and_then(|n| {
+            self.lock()
+                .containers
+                .iter()
+                .find(|c| c.id == n)
+                .map(|c| (c.pod_uid.clone(), c.state(&self.cfg, now).is_running()))
+        });
+        match found {
+            None => Err(RuntimeError::new(
+                "ContainerNotFound",
+                format!("no container {id} on this node"),
+            )),
+            Some((_, false)) => Err(RuntimeError::new(
+                "ContainerNotRunning",
+                format!("container {id} is not running"),
+            )),
+            Some((uid, true)) => {
+                let mut s = self.lock();
+                if s.execs.len() >= EXEC_HISTORY {
+                    s.execs.pop_front();
+                }
+                s.execs.push_back((uid.clone(), cmd.to_vec()));
+                Ok(uid)
+            }
+        }
+    }
+
     /// The commands exec'd in the pod's running containers (probes,
     /// preStop hooks, `drover exec`), oldest first (the last
     /// [`EXEC_HISTORY`] of the node).
@@ -368,11 +418,19 @@ impl SimRuntime {
     }
 }
 
+use crate::sim_exec::Ran;
+
 /// Runs one of the commands of the module documentation for pod `uid`.
-async fn run_command(rt: &SimRuntime, uid: &str, cmd: &[String], timeout: Duration) -> ExecOutput {
-    let out = |code: i32, text: String| ExecOutput {
-        exit_code: code,
-        output: text.into_bytes(),
+async fn run_command(rt: &SimRuntime, uid: &str, cmd: &[String], timeout: Duration) -> Ran {
+    let out = |code: i32, stdout: String| Ran {
+        code,
+        stdout,
+        stderr: String::new(),
+    };
+    let err = |code: i32, stderr: String| Ran {
+        code,
+        stdout: String::new(),
+        stderr,
     };
     let arg = |i: usize| cmd.get(i).map(String::as_str).unwrap_or_default();
     let program = arg(0).rsplit('/').next().unwrap_or_default();
@@ -387,7 +445,7 @@ async fn run_command(rt: &SimRuntime, uid: &str, cmd: &[String], timeout: Durati
         "echo" => out(0, format!("{}\n", cmd[1..].join(" "))),
         "cat" => match rt.file(uid, arg(1)) {
             Some(text) => out(0, text),
-            None => out(1, format!("cat: {}: No such file or directory\n", arg(1))),
+            None => err(1, format!("cat: {}: No such file or directory\n", arg(1))),
         },
         "test" | "[" => {
             let path = if arg(1).starts_with('-') {
@@ -419,7 +477,7 @@ async fn run_command(rt: &SimRuntime, uid: &str, cmd: &[String], timeout: Durati
                 out(0, String::new())
             }
         }
-        _ => out(127, format!("sim: {}: command not found\n", arg(0))),
+        _ => err(127, format!("sim: {}: command not found\n", arg(0))),
     }
 }
 
@@ -552,34 +610,28 @@ impl Runtime for SimRuntime {
         cmd: Vec<String>,
         timeout: Duration,
     ) -> Result<ExecOutput, RuntimeError> {
-        let now = self.clock.wall();
-        let found = u64::from_str_radix(id, 16).ok().and_then(|n| {
-            self.lock()
-                .containers
-                .iter()
-                .find(|c| c.id == n)
-                .map(|c| (c.pod_uid.clone(), c.state(&self.cfg, now).is_running()))
-        });
-        match found {
-            None => Err(RuntimeError::new(
-                "ContainerNotFound",
-                format!("no container {id} on this node"),
-            )),
-            Some((_, false)) => Err(RuntimeError::new(
-                "ContainerNotRunning",
-                format!("container {id} is not running"),
-            )),
-            Some((uid, true)) => {
-                {
-                    let mut s = self.lock();
-                    if s.execs.len() >= EXEC_HISTORY {
-                        s.execs.pop_front();
-                    }
-                    s.execs.push_back((uid.clone(), cmd.clone()));
-                }
-                Ok(run_command(self, &uid, &cmd, timeout).await)
-            }
-        }
+        let uid = self.exec_target(id, &cmd)?;
+        let r = run_command(self, &uid, &cmd, timeout).await;
+        Ok(ExecOutput {
+            exit_code: r.code,
+            output: (r.stdout + &r.stderr).into_bytes(),
+        })
+    }
+
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: crate::runtime::ExecSpec,
+    ) -> Result<crate::runtime::ExecSession, RuntimeError> {
+        let uid = self.exec_target(id, &spec.cmd)?;
+        let (rt, cmd, timeout) = (self.clone(), spec.cmd.clone(), spec.timeout);
+        let runner: crate::sim_exec::Runner =
+            Box::new(move || Box::pin(async move { run_command(&rt, &uid, &cmd, timeout).await }));
+        Ok(crate::sim_exec::start(
+            runner,
+            self.open_execs.clone(),
+            spec,
+        ))
     }
 
     async fn logs(&self, id: &str, opts: LogOptions) -> Result<LogStream, RuntimeError> {
@@ -772,6 +824,41 @@ mod tests {
 
     fn cmd(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn exec_sessions_run_the_same_commands_with_errors_on_stderr() {
+        use crate::runtime::{ExecEvent, ExecSession, ExecSpec};
+        let (_clock, rt) = setup(SimConfig::default());
+        rt.start(start(&pod("u7", &["a"]), 0, 0)).await.unwrap();
+        let id = rt.containers()[0].id.clone();
+        let spec = |words: &[&str]| ExecSpec {
+            cmd: cmd(words),
+            timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        async fn events(mut s: ExecSession) -> Vec<ExecEvent> {
+            let mut v = Vec::new();
+            while let Some(e) = s.events.recv().await {
+                v.push(e.unwrap());
+            }
+            v
+        }
+        let s = rt.exec_session(&id, spec(&["nope"])).await.unwrap();
+        assert_eq!(
+            events(s).await,
+            [
+                ExecEvent::Stderr(b"sim: nope: command not found\n".to_vec()),
+                ExecEvent::Exit(127)
+            ]
+        );
+        let s = rt.exec_session(&id, spec(&["echo", "hi"])).await.unwrap();
+        assert_eq!(
+            events(s).await,
+            [ExecEvent::Stdout(b"hi\n".to_vec()), ExecEvent::Exit(0)]
+        );
+        assert_eq!(rt.exec_history("u7").len(), 2);
+        assert_eq!(rt.open_exec_sessions(), 0);
     }
 
     #[test]

@@ -698,6 +698,32 @@ impl Client {
             .into_inner())
     }
 
+    /// Runs a command in a container with stdin (`drover exec -i`): `req`
+    /// first, then the messages of `input` (stdin, its close). A call
+    /// tried on another server goes on from where `input` is.
+    pub async fn pod_exec_stream(
+        &self,
+        req: pb::PodExecRequest,
+        input: tokio::sync::mpsc::Receiver<pb::PodExecInput>,
+    ) -> Result<tonic::Streaming<pb::PodOutput>, ClientError> {
+        use tokio_stream::StreamExt;
+        let input = std::sync::Arc::new(tokio::sync::Mutex::new(input));
+        Ok(self
+            .call(|ch| {
+                let first = pb::PodExecInput {
+                    start: Some(req.clone()),
+                    ..Default::default()
+                };
+                let rest = shared_input(input.clone());
+                let stream = tokio_stream::once(first).chain(rest);
+                let mut r = Request::new(stream);
+                r.metadata_mut().insert("authorization", self.auth.clone());
+                async move { PodsClient::new(ch).exec_stream(r).await }
+            })
+            .await?
+            .into_inner())
+    }
+
     /// The same client, pointed at one of its servers' peers by address.
     pub fn with_server(&self, addr: &str) -> Result<Client, ClientError> {
         let mut cfg = (*self.cfg).clone();
@@ -711,6 +737,31 @@ impl Client {
     pub fn config(&self) -> &ClientConfig {
         &self.cfg
     }
+}
+
+/// The messages of a shared receiver as a stream, until the stream is
+/// dropped (the call ended or failed) or the receiver ends.
+fn shared_input(
+    rx: std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<pb::PodExecInput>>>,
+) -> impl tokio_stream::Stream<Item = pb::PodExecInput> + Send + 'static {
+    let (tx, out) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                m = async { rx.lock().await.recv().await } => m,
+                _ = tx.closed() => return,
+            };
+            match next {
+                Some(m) => {
+                    if tx.send(m).await.is_err() {
+                        return;
+                    }
+                }
+                None => return,
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(out)
 }
 
 /// How long every server may refuse connections before a call gives up

@@ -9,9 +9,11 @@
 //! - `logs` writes the output as it comes; with `-f` it follows until the
 //!   container exits or `stop` resolves (Ctrl-C), which ends the call: the
 //!   server tells the agent, which stops reading.
-//! - `exec` is non-interactive (no `-i`/`-t` yet): stdout and stderr come
-//!   back interleaved on stdout, and the command's exit code is returned for
-//!   `drover` to exit with. With several containers and no `-c` it runs in
+//! - `exec`: the command's stdout and stderr come back on ours as they
+//!   come, and its exit code is returned for `drover` to exit with. With
+//!   `-i` ([`exec_with_stdin`]) our stdin streams to the command, and its
+//!   end closes the command's. No `-t` (no terminal handling here:
+//!   `kubectl exec -it` has it). With several containers and no `-c` it runs in
 //!   the first, as kubectl does.
 
 use crate::client::{Client, ClientError};
@@ -59,6 +61,9 @@ pub struct ExecOptions {
     /// server's default, 5 minutes).
     pub timeout: Option<Duration>,
 }
+
+/// Stdin is sent in pieces of at most this many bytes.
+const STDIN_PIECE: usize = 32 * 1024;
 
 fn namespace(ns: &Option<String>) -> &str {
     ns.as_deref()
@@ -176,6 +181,55 @@ pub async fn exec(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
+    run_exec(c, o, None, out, err).await
+}
+
+/// `drover exec -i`: [`exec`] with `stdin` streamed to the command; its
+/// end closes the command's stdin.
+pub async fn exec_with_stdin(
+    c: &Client,
+    o: &ExecOptions,
+    stdin: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
+    run_exec(c, o, Some(Box::new(stdin)), out, err).await
+}
+
+type Stdin = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+
+/// Reads `stdin` into exec input messages; the end (or an error) closes
+/// the command's stdin.
+async fn feed(mut stdin: Stdin, tx: tokio::sync::mpsc::Sender<pb::PodExecInput>) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; STDIN_PIECE];
+    loop {
+        let n = match stdin.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let m = pb::PodExecInput {
+            stdin: buf[..n].to_vec(),
+            ..Default::default()
+        };
+        if tx.send(m).await.is_err() {
+            return;
+        }
+    }
+    let close = pb::PodExecInput {
+        close_stdin: true,
+        ..Default::default()
+    };
+    let _ = tx.send(close).await;
+}
+
+async fn run_exec(
+    c: &Client,
+    o: &ExecOptions,
+    stdin: Option<Stdin>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
     if o.command.is_empty() {
         bail!("you must specify at least one command for the container: drover exec POD -- CMD [ARGS…]");
     }
@@ -197,22 +251,48 @@ pub async fn exec(
             u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
         }),
         relayed: false,
+        stdin: stdin.is_some(),
+        tty: false,
     };
-    let mut stream = c.pod_exec(req).await.map_err(kube)?;
+    let (mut stream, feeder) = match stdin {
+        None => (c.pod_exec(req).await.map_err(kube)?, None),
+        Some(stdin) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(2);
+            let feeder = tokio::spawn(feed(stdin, tx));
+            // Ends with the call (the output): the feeder may wait on a
+            // stdin that never ends.
+            let stream = c.pod_exec_stream(req, rx).await;
+            (stream.map_err(kube)?, Some(AbortOnDrop(feeder)))
+        }
+    };
     let mut code = None;
     while let Some(o) = stream
         .message()
         .await
         .map_err(|s| kube(ClientError::from(s)))?
     {
-        write_now(out, &o.data)?;
+        if o.stream == 2 {
+            write_now(err, &o.data)?;
+        } else {
+            write_now(out, &o.data)?;
+        }
         if o.exit_code.is_some() {
             code = o.exit_code;
         }
     }
+    drop(feeder);
     match code {
         Some(code) => Ok(code),
         None => bail!("the command's output ended without an exit code (its agent went away?)"),
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -8,9 +8,9 @@
 //!   `-c`, a node with no session;
 //! - `-f` receives new lines, and ending it (Ctrl-C) cancels the stream on
 //!   the server and on the agent (the runtime's open-stream count drops);
-//! - exec's output and exit code;
+//! - exec's output and exit code, and stdin (`-i`);
 //! - a three-member cluster: the agent's session on the leader, the client
-//!   on a follower (the call is relayed);
+//!   on a follower (the call is relayed, stdin too);
 //! - flow control: a runtime that writes its log as fast as it can, read by
 //!   nobody, produces a bounded amount and the node keeps heartbeating.
 //!
@@ -148,6 +148,25 @@ async fn follow(
     logs::logs(c, &o, &mut out, &mut err, stop).await
 }
 
+/// `drover exec -i TARGET -- CMD` with `input` on stdin.
+async fn run_exec_stdin(
+    c: &Client,
+    target: &str,
+    cmd: &[&str],
+    input: &[u8],
+) -> (Ran, Option<i32>) {
+    let o = ExecOptions {
+        target: target.into(),
+        command: cmd.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let stdin = std::io::Cursor::new(input.to_vec());
+    let r = logs::exec_with_stdin(c, &o, stdin, &mut out, &mut err).await;
+    let code = r.as_ref().ok().copied();
+    (Ran::new(out, err, r), code)
+}
+
 async fn run_exec(
     c: &Client,
     target: &str,
@@ -279,7 +298,12 @@ async fn logs_and_exec_on_one_server() {
     assert_eq!(code, Some(3));
     let (ran, code) = run_exec(&c, "web", None, &["nonsense"]).await;
     assert_eq!(code, Some(127));
-    assert!(ran.out.contains("command not found"), "{ran:?}");
+    assert!(ran.err.contains("command not found"), "stderr: {ran:?}");
+    // -i: stdin streams to the command; its end closes the command's.
+    let input: Vec<u8> = (0..100_000).map(|i| b'0' + (i % 10) as u8).collect();
+    let (ran, code) = run_exec_stdin(&c, "web", &["cat"], &input).await;
+    assert_eq!(code, Some(0), "{ran:?}");
+    assert!(ran.out.as_bytes() == input.as_slice(), "cat echoes stdin");
     let (ran, code) = run_exec(&c, "two", None, &["true"]).await;
     assert_eq!(code, Some(0));
     assert_eq!(ran.err, "Defaulted container \"a\" out of: a, b\n");
@@ -442,6 +466,15 @@ async fn a_follower_relays_to_the_member_that_holds_the_session() {
     assert_eq!((ran.ok().out.as_str(), code), ("relayed\n", Some(0)));
     let (_, code) = run_exec(&c, "web", None, &["exit", "5"]).await;
     assert_eq!(code, Some(5));
+    // stdin through the follower to the leader's session.
+    let (ran, code) = run_exec_stdin(&c, "web", &["cat"], b"relayed stdin\n").await;
+    assert_eq!((ran.ok().out.as_str(), code), ("relayed stdin\n", Some(0)));
+    wait_until("no exec left", WAIT, || async {
+        agent.runtime.open_exec_sessions() == 0
+            && servers[leader].ctx.sessions.open_streams() == 0
+            && servers[follower].ctx.sessions.open_streams() == 0
+    })
+    .await;
 
     // Ctrl-C on a relayed -f reaches the agent through both members.
     let buf = SharedBuf::default();

@@ -234,4 +234,12 @@ pub mod stream {
     /// Chunks an agent may send on one stream before it waits for credit
     /// (the server buffers exactly this many per stream).
     pub const STREAM_WINDOW: u32 = 8;
+
+    /// `ExecInput` messages a server sends on one exec before it waits for
+    /// the agent's `input_credit` (the agent buffers at most this many).
+    pub const INPUT_WINDOW: u32 = 8;
+
+    /// The most execs an agent runs at once, and a server opens on one
+    /// node's session.
+    pub const MAX_EXECS_PER_NODE: usize = 16;
 }

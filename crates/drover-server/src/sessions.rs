@@ -12,6 +12,10 @@
 //!   member buffers exactly that much per stream, so the session's reader
 //!   never waits for a slow client (a heartbeat behind a log chunk is read at
 //!   once). Credit goes back as the client takes the output.
+//! - An exec with stdin or a TTY carries the client's input the other way
+//!   ([`RemoteInput`]): at most [`INPUT_WINDOW`] `ExecInput` messages
+//!   unacknowledged, the agent's `input_credit` letting more go. A node's
+//!   session carries at most [`MAX_EXECS_PER_NODE`] execs at once.
 
 use drover_proto::reason::Reason;
 use drover_proto::v1::{self as pb, agent_message};
@@ -19,10 +23,10 @@ use rand::Rng;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tonic::Status;
 
-pub use drover_proto::stream::{CHUNK_MAX, STREAM_WINDOW};
+pub use drover_proto::stream::{CHUNK_MAX, INPUT_WINDOW, MAX_EXECS_PER_NODE, STREAM_WINDOW};
 
 /// Credit is given back in batches of this many chunks.
 const CREDIT_BATCH: u32 = STREAM_WINDOW / 2;
@@ -34,7 +38,8 @@ pub type SessionTx = mpsc::Sender<Result<pb::ServerMessage, Status>>;
 
 /// What arrives for an open stream.
 pub(crate) enum Piece {
-    Data(Vec<u8>),
+    /// Output, and which (0 a log, 1 stdout, 2 stderr).
+    Data(Vec<u8>, u32),
     End(pb::StreamEnd),
 }
 
@@ -42,6 +47,11 @@ struct Open {
     /// The session it runs on.
     session: u64,
     tx: mpsc::Sender<Piece>,
+    /// The node (execs are counted per node).
+    node: String,
+    exec: bool,
+    /// Input messages the agent takes now (execs).
+    input_credit: Arc<Semaphore>,
 }
 
 #[derive(Default)]
@@ -128,17 +138,32 @@ impl Sessions {
     }
 
     /// Sends a request (built with its id) down the session of `node`.
-    /// `None` when this member holds no session of the node.
+    /// `None` when this member holds no session of the node. An `exec`
+    /// beyond [`MAX_EXECS_PER_NODE`] on the node is refused
+    /// (TooManyRequests).
     pub(crate) async fn open(
         &self,
         node: &str,
+        exec: bool,
         build: impl FnOnce(u64) -> pb::server_message::Msg,
     ) -> Result<Option<RemoteStream>, Status> {
-        let (id, session_tx, rx) = {
+        let (id, session_tx, rx, input_credit) = {
             let mut s = self.lock();
             let Some((session, tx)) = s.nodes.get(node).cloned() else {
                 return Ok(None);
             };
+            if exec {
+                let execs = s
+                    .streams
+                    .values()
+                    .filter(|o| o.exec && o.node == node)
+                    .count();
+                if execs >= MAX_EXECS_PER_NODE {
+                    return Err(Reason::TooManyRequests.status(format!(
+                        "node {node:?} runs {execs} execs already, its most; retry later"
+                    )));
+                }
+            }
             let id = loop {
                 let id: u64 = rand::rng().random();
                 if id != 0 && !s.streams.contains_key(&id) {
@@ -147,18 +172,23 @@ impl Sessions {
             };
             // Room for a whole window and the end: delivery never waits.
             let (tx_piece, rx) = mpsc::channel(STREAM_WINDOW as usize + 1);
+            let input_credit = Arc::new(Semaphore::new(INPUT_WINDOW as usize));
             s.streams.insert(
                 id,
                 Open {
                     session,
                     tx: tx_piece,
+                    node: node.to_string(),
+                    exec,
+                    input_credit: input_credit.clone(),
                 },
             );
-            (id, tx, rx)
+            (id, tx, rx, input_credit)
         };
         let mut stream = RemoteStream {
             id,
             rx,
+            input_credit,
             tx: session_tx.clone(),
             sessions: self.clone(),
             node: node.to_string(),
@@ -187,8 +217,18 @@ impl Attached {
     /// for (chunks and ends; anything else is ignored). Never waits.
     pub fn deliver(&self, msg: agent_message::Msg) {
         let (id, piece) = match msg {
-            agent_message::Msg::Chunk(c) => (c.id, Piece::Data(c.data)),
+            agent_message::Msg::Chunk(c) => (c.id, Piece::Data(c.data, c.stream)),
             agent_message::Msg::End(e) => (e.id, Piece::End(e)),
+            agent_message::Msg::InputCredit(c) => {
+                let s = self.sessions.lock();
+                if let Some(open) = s.streams.get(&c.id).filter(|o| o.session == self.session) {
+                    // Never more than a window outstanding, whatever the agent says.
+                    let room = (INPUT_WINDOW as usize)
+                        .saturating_sub(open.input_credit.available_permits());
+                    open.input_credit.add_permits((c.chunks as usize).min(room));
+                }
+                return;
+            }
             _ => return,
         };
         let mut s = self.sessions.lock();
@@ -225,6 +265,7 @@ impl Drop for Attached {
 pub(crate) struct RemoteStream {
     id: u64,
     rx: mpsc::Receiver<Piece>,
+    input_credit: Arc<Semaphore>,
     tx: SessionTx,
     sessions: Sessions,
     node: String,
@@ -245,7 +286,7 @@ impl RemoteStream {
         };
         match &piece {
             Piece::End(_) => self.done = true,
-            Piece::Data(_) => {
+            Piece::Data(..) => {
                 self.taken += 1;
                 if self.taken >= CREDIT_BATCH {
                     let credit = pb::ServerMessage {
@@ -261,6 +302,60 @@ impl RemoteStream {
             }
         }
         Ok(piece)
+    }
+
+    /// The sender of this exec's input.
+    pub(crate) fn input(&self) -> RemoteInput {
+        RemoteInput {
+            id: self.id,
+            tx: self.tx.clone(),
+            credit: self.input_credit.clone(),
+        }
+    }
+}
+
+/// Sends a client's input for an exec down its agent's session, within the
+/// agent's credit ([`INPUT_WINDOW`] messages): stdin in pieces of at most
+/// [`CHUNK_MAX`] bytes, then a resize, then the close of stdin.
+pub(crate) struct RemoteInput {
+    id: u64,
+    tx: SessionTx,
+    credit: Arc<Semaphore>,
+}
+
+impl RemoteInput {
+    /// Sends one client message; `Err` when the session is gone.
+    pub(crate) async fn send(&self, m: pb::PodExecInput) -> Result<(), ()> {
+        let mut pieces: Vec<pb::ExecInput> = m
+            .stdin
+            .chunks(CHUNK_MAX)
+            .map(|c| pb::ExecInput {
+                id: self.id,
+                stdin: c.to_vec(),
+                ..Default::default()
+            })
+            .collect();
+        if pieces.is_empty() {
+            pieces.push(pb::ExecInput {
+                id: self.id,
+                ..Default::default()
+            });
+        }
+        if let Some(last) = pieces.last_mut() {
+            last.resize = m.resize;
+            last.close_stdin = m.close_stdin;
+        }
+        for p in pieces {
+            if p.stdin.is_empty() && p.resize.is_none() && !p.close_stdin {
+                continue;
+            }
+            self.credit.acquire().await.map_err(|_| ())?.forget();
+            let msg = pb::ServerMessage {
+                msg: Some(pb::server_message::Msg::Input(p)),
+            };
+            self.tx.send(Ok(msg)).await.map_err(|_| ())?;
+        }
+        Ok(())
     }
 }
 
@@ -290,6 +385,7 @@ impl Drop for RemoteStream {
 pub(crate) fn end_status(node: &str, e: &pb::StreamEnd) -> Status {
     match e.reason.as_str() {
         "NotFound" | "NotRunning" => Reason::BadRequest.status(e.error.clone()),
+        "TooManyExecs" => Reason::TooManyRequests.status(format!("node {node:?}: {}", e.error)),
         "ExecNotSupported" | "LogsNotSupported" => {
             Reason::NotImplemented.status(format!("node {node:?}: {}", e.error))
         }
@@ -303,7 +399,11 @@ mod tests {
     use super::*;
 
     fn chunk(id: u64, n: u8) -> agent_message::Msg {
-        agent_message::Msg::Chunk(pb::StreamChunk { id, data: vec![n] })
+        agent_message::Msg::Chunk(pb::StreamChunk {
+            id,
+            data: vec![n],
+            stream: 0,
+        })
     }
 
     #[tokio::test]
@@ -334,7 +434,7 @@ mod tests {
         let attached = sessions.attach("n1", tx);
         assert!(sessions.holds("n1"));
         let mut stream = sessions
-            .open("n1", |id| {
+            .open("n1", false, |id| {
                 pb::server_message::Msg::Cancel(pb::StreamCancel { id })
             })
             .await
@@ -351,7 +451,7 @@ mod tests {
             attached.deliver(chunk(id, n));
         }
         for n in 0..CREDIT_BATCH as u8 {
-            assert!(matches!(stream.next().await, Ok(Piece::Data(d)) if d == vec![n]));
+            assert!(matches!(stream.next().await, Ok(Piece::Data(d, 0)) if d == vec![n]));
         }
         match agent_rx.recv().await {
             Some(Ok(pb::ServerMessage {
@@ -377,12 +477,77 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn input_waits_for_the_agents_credit_and_execs_are_bounded() {
+        let sessions = Sessions::default();
+        let (tx, mut agent_rx) = mpsc::channel(128);
+        let attached = sessions.attach("n1", tx);
+        let open = |exec| {
+            sessions.open("n1", exec, |id| {
+                pb::server_message::Msg::Cancel(pb::StreamCancel { id })
+            })
+        };
+        let stream = open(true).await.unwrap().expect("held here");
+        let _request = agent_rx.recv().await;
+        let input = stream.input();
+        // 40 KiB of stdin and a close: two pieces, the close on the last.
+        let m = pb::PodExecInput {
+            stdin: vec![7; CHUNK_MAX + 8 * 1024],
+            close_stdin: true,
+            ..Default::default()
+        };
+        input.send(m).await.unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            match agent_rx.recv().await {
+                Some(Ok(pb::ServerMessage {
+                    msg: Some(pb::server_message::Msg::Input(i)),
+                })) => got.push((i.stdin.len(), i.close_stdin)),
+                other => panic!("expected input, got {other:?}"),
+            }
+        }
+        assert_eq!(got, [(CHUNK_MAX, false), (8 * 1024, true)]);
+        // The rest of the window, then the sender waits for credit.
+        let resize = || pb::PodExecInput {
+            resize: Some(pb::TerminalSize {
+                width: 80,
+                height: 24,
+            }),
+            ..Default::default()
+        };
+        for _ in 2..INPUT_WINDOW {
+            input.send(resize()).await.unwrap();
+        }
+        let blocked = tokio::time::timeout(Duration::from_millis(50), input.send(resize())).await;
+        assert!(blocked.is_err(), "no credit left");
+        // More credit than the window is capped at the window.
+        attached.deliver(agent_message::Msg::InputCredit(pb::StreamCredit {
+            id: stream.id,
+            chunks: 1000,
+        }));
+        for _ in 0..INPUT_WINDOW {
+            input.send(resize()).await.unwrap();
+        }
+        let blocked = tokio::time::timeout(Duration::from_millis(50), input.send(resize())).await;
+        assert!(blocked.is_err(), "the credit was capped at the window");
+        // Execs per node are bounded; logs are not counted.
+        let mut more = Vec::new();
+        for _ in 1..MAX_EXECS_PER_NODE {
+            more.push(open(true).await.unwrap().expect("held"));
+        }
+        let e = open(true).await.err().expect("one too many");
+        assert_eq!(Reason::of(&e), Some(Reason::TooManyRequests));
+        assert!(open(false).await.unwrap().is_some());
+        drop(more);
+        assert!(open(true).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
     async fn a_session_that_ends_ends_its_streams() {
         let sessions = Sessions::default();
         let (tx, _agent_rx) = mpsc::channel(16);
         let attached = sessions.attach("n1", tx);
         let mut stream = sessions
-            .open("n1", |id| {
+            .open("n1", false, |id| {
                 pb::server_message::Msg::Cancel(pb::StreamCancel { id })
             })
             .await
@@ -399,7 +564,7 @@ mod tests {
         drop(newer);
         assert!(!sessions.holds("n1"));
         assert!(sessions
-            .open("n1", |id| pb::server_message::Msg::Cancel(
+            .open("n1", false, |id| pb::server_message::Msg::Cancel(
                 pb::StreamCancel { id }
             ))
             .await

@@ -465,8 +465,72 @@ async fn kubectl_exec_over_websocket() {
     );
     let e = k.fails(&["exec", &pod, "-c", "nope", "--", "true"]).await;
     assert!(e.contains("container nope is not valid"), "{e}");
-    let e = k.fails(&["exec", "-i", &pod, "--", "true"]).await;
-    assert!(e.contains("no stdin and no TTY"), "{e}");
+    // Without a terminal, stderr is its own stream.
+    let o = k.run(&["exec", &pod, "--", "nope"]).await;
+    assert_eq!(o.status.code(), Some(127));
+    assert!(o.stdout.is_empty(), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("sim: nope: command not found"), "{e}");
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_exec_with_stdin_and_a_terminal() {
+    let k = Kube::start(1).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(1).await;
+    let pod = k.first_pod("app=web").await;
+    // -i: stdin streams in (more than one agent chunk and input window:
+    // 600 KiB), the end of kubectl's stdin closes the command's, and the
+    // output comes back whole.
+    let input: Vec<u8> = (0..600 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let o = k
+        .run_stdin(&["exec", "-i", &pod, "--", "cat"], &input)
+        .await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.stdout.len(), input.len());
+    assert!(o.stdout == input, "cat gave back what it was sent");
+    let o = k
+        .run_stdin(&["exec", "-i", &pod, "--", "cat"], b"hello\nworld\n")
+        .await;
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello\nworld\n");
+    // The exit code still propagates with stdin.
+    let o = k
+        .run_stdin(&["exec", "-i", &pod, "--", "exit", "5"], b"x")
+        .await;
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    // Without -i the command's stdin is empty: cat ends at once.
+    assert_eq!(k.ok(&["exec", &pod, "--", "cat"]).await, "");
+    // -t: a terminal, so CRLF line ends; kubectl's terminal size is sent.
+    let out = k
+        .run_tty(&["exec", "-it", &pod, "--", "tty"], 100, 40)
+        .await;
+    assert!(out.contains("/dev/pts/0\r\n"), "{out:?}");
+    let o = k.run_stdin(&["exec", "-i", &pod, "--", "tty"], b"").await;
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "not a tty\n");
+    // Every exec ended: nothing is left open on the agent session.
+    let rt = k
+        .sim
+        .as_ref()
+        .and_then(|s| s.runtime(0))
+        .expect("the sim node")
+        .clone();
+    k.wait_for("no exec left", || async {
+        k.server.server.ctx.sessions.open_streams() == 0 && rt.open_exec_sessions() == 0
+    })
+    .await;
+    // kubectl going away mid-exec ends the command on the node.
+    let running = k.spawn_open_stdin(&["exec", "-i", &pod, "--", "cat"]);
+    k.wait_for("the exec running", || async {
+        rt.open_exec_sessions() == 1
+    })
+    .await;
+    running.stop().await;
+    k.wait_for("the exec ended with its client", || async {
+        k.server.server.ctx.sessions.open_streams() == 0 && rt.open_exec_sessions() == 0
+    })
+    .await;
     k.stop().await;
 }
 

@@ -199,6 +199,20 @@ async fn a_node_certificate_may_call_nothing_but_its_own_session() {
         })
         .await,
     );
+    // The exec with stdin is refused before its first message is read.
+    refused(
+        "exec with stdin",
+        pods.exec_stream(tokio_stream::iter([pb::PodExecInput {
+            start: Some(pb::PodExecRequest {
+                pod: "victim".into(),
+                command: vec!["sh".into()],
+                stdin: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]))
+        .await,
+    );
     refused(
         "logs",
         pods.logs(pb::PodLogsRequest {

@@ -781,6 +781,14 @@ impl Runtime for DockerRuntime {
         self.exec_in(id, cmd, timeout).await
     }
 
+    async fn exec_session(
+        &self,
+        id: &str,
+        spec: crate::runtime::ExecSpec,
+    ) -> Result<crate::runtime::ExecSession, RuntimeError> {
+        self.exec_session_in(id, spec).await
+    }
+
     async fn logs(&self, id: &str, opts: LogOptions) -> Result<LogStream, RuntimeError> {
         self.log_stream(id, opts).await
     }

@@ -11,8 +11,15 @@
 //! leader's heartbeat relay does not say which follower heard a node, and a
 //! follower would still need a second hop through the leader.)
 //!
-//! Who may call: `Logs` and `Exec` need the admin token; `Locate` is
-//! between members (join token).
+//! **Input.** `ExecStream` (and `kubectl exec -i/-t` through
+//! [`crate::kapi::exec`]) carries the client's stdin, terminal resizes and
+//! the close of stdin to the agent ([`crate::sessions::RemoteInput`]), or to
+//! the member that holds the session (relayed as an `ExecStream` of its
+//! own). The end of the client's input closes stdin; the command's end or
+//! the client's going away ends the whole exec (the agent is told to stop).
+//!
+//! Who may call: `Logs`, `Exec` and `ExecStream` need the admin token;
+//! `Locate` is between members (join token).
 
 use crate::api::Objects;
 use crate::auth;
@@ -22,11 +29,17 @@ use crate::svc::{admin, authorize, reader, Access};
 use drover_api::{Kind, Manifest, Pod};
 use drover_proto::reason::Reason;
 use drover_proto::v1::{self as pb, pods_client::PodsClient, pods_server};
+use futures_util::{Stream, StreamExt};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+
+/// A client's input for an exec: stdin, resizes, the close of stdin (the
+/// `start` of a message is ignored).
+pub(crate) type Input = Pin<Box<dyn Stream<Item = pb::PodExecInput> + Send>>;
 
 /// How long asking the other members where a session is may take.
 const LOCATE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -110,15 +123,19 @@ impl Call {
                     0 => EXEC_TIMEOUT.as_millis() as u64,
                     ms => ms,
                 },
+                stdin: r.stdin,
+                tty: r.tty,
             }),
         }
     }
 
-    /// Calls the same RPC on another member, marked as relayed.
+    /// Calls the same RPC on another member, marked as relayed (an exec
+    /// with input as an `ExecStream`, its input pulled from `input`).
     async fn relay(
         &self,
         ch: tonic::transport::Channel,
         token: Option<&str>,
+        input: Option<&SharedInput>,
     ) -> Result<Streaming<pb::PodOutput>, Status> {
         let mut c = PodsClient::new(ch);
         let auth = token.map(auth::bearer);
@@ -139,7 +156,18 @@ impl Call {
             }
             Call::Exec(mut r) => {
                 r.relayed = true;
-                c.exec(req(r, auth)).await?
+                match input {
+                    None => c.exec(req(r, auth)).await?,
+                    Some(input) => {
+                        let first = pb::PodExecInput {
+                            start: Some(r),
+                            ..Default::default()
+                        };
+                        let rest = pull(input.clone());
+                        let stream = futures_util::stream::once(async move { first }).chain(rest);
+                        c.exec_stream(req(stream, auth)).await?
+                    }
+                }
             }
         };
         Ok(r.into_inner())
@@ -153,6 +181,31 @@ pub struct PodsSvc {
 }
 
 type Output = ReceiverStream<Result<pb::PodOutput, Status>>;
+
+/// An exec's input while the call looks for the member to relay to: each
+/// attempt pulls from it.
+type SharedInput = Arc<tokio::sync::Mutex<Input>>;
+
+/// The messages of a shared input as a stream, until the stream is dropped
+/// (the relayed call ended or failed) or the input ends.
+fn pull(input: SharedInput) -> ReceiverStream<pb::PodExecInput> {
+    let (tx, rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                m = async { input.lock().await.next().await } => m,
+                _ = tx.closed() => return,
+            };
+            let Some(m) = next else {
+                return;
+            };
+            if tx.send(m).await.is_err() {
+                return;
+            }
+        }
+    });
+    ReceiverStream::new(rx)
+}
 
 impl PodsSvc {
     async fn target(&self, namespace: &str, name: &str, container: &str) -> Result<Target, Status> {
@@ -182,18 +235,24 @@ impl PodsSvc {
         t: Target,
         call: Call,
         token: Option<String>,
+        input: Option<Input>,
     ) -> Result<Response<Output>, Status> {
         let sessions = &self.ctx.sessions;
-        if let Some(stream) = sessions.open(&t.node, |id| call.agent_msg(&t, id)).await? {
+        let exec = matches!(call, Call::Exec(_));
+        if let Some(stream) = sessions
+            .open(&t.node, exec, |id| call.agent_msg(&t, id))
+            .await?
+        {
             tracing::debug!(node = %t.node, pod = %t.pod, container = %t.container, "log/exec stream opened");
-            return Ok(Response::new(pipe_local(stream, t.node)));
+            return Ok(Response::new(pipe_local(stream, t.node, input)));
         }
         if call.relayed() {
             return Err(Reason::NoSession.status("this member holds no session of the node"));
         }
+        let input: Option<SharedInput> = input.map(|i| Arc::new(tokio::sync::Mutex::new(i)));
         let (holders, silent) = self.locate(&t.node).await;
         for (member, ch) in holders {
-            match call.relay(ch, token.as_deref()).await {
+            match call.relay(ch, token.as_deref(), input.as_ref()).await {
                 Ok(upstream) => return Ok(Response::new(pipe_relayed(upstream))),
                 Err(s) if Reason::of(&s) == Some(Reason::NoSession) => {
                     tracing::debug!(node = %t.node, member = format_args!("{member:016x}"), "the session moved");
@@ -214,6 +273,22 @@ impl PodsSvc {
                 t.pod
             )
         }))
+    }
+
+    /// Runs an exec for a caller already authorised (as an admin), with its
+    /// input if any. `token` is passed on when the call is relayed.
+    pub(crate) async fn start_exec(
+        &self,
+        r: pb::PodExecRequest,
+        token: Option<String>,
+        input: Option<Input>,
+    ) -> Result<Response<Output>, Status> {
+        if r.command.is_empty() || r.command[0].is_empty() {
+            return Err(Reason::BadRequest
+                .status("command: a command to run is required (drover exec POD -- CMD ARGS…)"));
+        }
+        let t = self.target(&r.namespace, &r.pod, &r.container).await?;
+        self.serve(t, Call::Exec(r), token, input).await
     }
 
     /// The other members that hold a session of `node`, and the addresses
@@ -257,44 +332,75 @@ impl PodsSvc {
     }
 }
 
-/// Streams a session's output to the client; the client going away drops
-/// the stream, which cancels it on the agent.
-fn pipe_local(mut stream: RemoteStream, node: String) -> Output {
+/// Streams a session's output to the client, and the client's input (if
+/// any) to the session; the client going away drops the stream, which
+/// cancels it on the agent. The end of the input closes stdin; the end of
+/// the output ends both.
+fn pipe_local(mut stream: RemoteStream, node: String, input: Option<Input>) -> Output {
     let (tx, rx) = mpsc::channel(4);
+    let input = input.map(|i| (stream.input(), i));
     tokio::spawn(async move {
-        loop {
-            let piece = tokio::select! {
-                p = stream.next() => p,
-                _ = tx.closed() => return,
-            };
-            let out = match piece {
-                Ok(Piece::Data(data)) => Ok(pb::PodOutput {
-                    data,
-                    exit_code: None,
-                }),
-                Ok(Piece::End(e)) if e.error.is_empty() => {
-                    if let Some(code) = e.exit_code {
-                        let _ = tx
-                            .send(Ok(pb::PodOutput {
-                                data: Vec::new(),
-                                exit_code: Some(code),
-                            }))
-                            .await;
+        let output = async {
+            loop {
+                let out = match stream.next().await {
+                    Ok(Piece::Data(data, which)) => Ok(pb::PodOutput {
+                        data,
+                        exit_code: None,
+                        stream: which,
+                    }),
+                    Ok(Piece::End(e)) if e.error.is_empty() => {
+                        if let Some(code) = e.exit_code {
+                            let _ = tx
+                                .send(Ok(pb::PodOutput {
+                                    exit_code: Some(code),
+                                    ..Default::default()
+                                }))
+                                .await;
+                        }
+                        return;
                     }
+                    Ok(Piece::End(e)) => {
+                        let _ = tx.send(Err(end_status(&node, &e))).await;
+                        return;
+                    }
+                    Err(s) => {
+                        let _ = tx.send(Err(s)).await;
+                        return;
+                    }
+                };
+                if tx.send(out).await.is_err() {
                     return;
                 }
-                Ok(Piece::End(e)) => {
-                    let _ = tx.send(Err(end_status(&node, &e))).await;
-                    return;
-                }
-                Err(s) => {
-                    let _ = tx.send(Err(s)).await;
-                    return;
-                }
-            };
-            if tx.send(out).await.is_err() {
-                return;
             }
+        };
+        let pump = async {
+            if let Some((remote, mut input)) = input {
+                let mut closed = false;
+                while let Some(mut m) = input.next().await {
+                    if closed {
+                        // Nothing after the close of stdin but resizes.
+                        m.stdin.clear();
+                        m.close_stdin = false;
+                    }
+                    closed |= m.close_stdin;
+                    if remote.send(m).await.is_err() {
+                        break;
+                    }
+                }
+                if !closed {
+                    let close = pb::PodExecInput {
+                        close_stdin: true,
+                        ..Default::default()
+                    };
+                    let _ = remote.send(close).await;
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = output => {}
+            _ = pump => {}
+            _ = tx.closed() => {}
         }
     });
     ReceiverStream::new(rx)
@@ -335,7 +441,7 @@ impl pods_server::Pods for PodsSvc {
         let token = auth::token_of(&req).map(str::to_string);
         let r = req.into_inner();
         let t = self.target(&r.namespace, &r.pod, &r.container).await?;
-        self.serve(t, Call::Logs(r), token).await
+        self.serve(t, Call::Logs(r), token, None).await
     }
 
     type ExecStream = Output;
@@ -347,12 +453,29 @@ impl pods_server::Pods for PodsSvc {
         admin(&self.ctx, &req, "exec")?;
         let token = auth::token_of(&req).map(str::to_string);
         let r = req.into_inner();
-        if r.command.is_empty() || r.command[0].is_empty() {
+        if r.stdin || r.tty {
             return Err(Reason::BadRequest
-                .status("command: a command to run is required (drover exec POD -- CMD ARGS…)"));
+                .status("stdin and tty need Pods.ExecStream, which carries the input"));
         }
-        let t = self.target(&r.namespace, &r.pod, &r.container).await?;
-        self.serve(t, Call::Exec(r), token).await
+        self.start_exec(r, token, None).await
+    }
+
+    type ExecStreamStream = Output;
+
+    async fn exec_stream(
+        &self,
+        req: Request<Streaming<pb::PodExecInput>>,
+    ) -> Result<Response<Self::ExecStreamStream>, Status> {
+        admin(&self.ctx, &req, "exec")?;
+        let token = auth::token_of(&req).map(str::to_string);
+        let mut input = req.into_inner();
+        let Some(r) = input.message().await?.and_then(|m| m.start) else {
+            return Err(Reason::BadRequest
+                .status("the first message of an ExecStream must carry the request (start)"));
+        };
+        // The input ends with the client's stream, or at its first error.
+        let rest = tokio_stream::StreamExt::map_while(input, Result::ok);
+        self.start_exec(r, token, Some(Box::pin(rest))).await
     }
 
     async fn locate(

@@ -117,6 +117,63 @@ impl Kube {
         self.run_with(&self.kubeconfig, args).await
     }
 
+    /// Runs kubectl to its end (at most [`WAIT`]) with `input` on its stdin.
+    pub async fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        use tokio::io::AsyncWriteExt;
+        let mut child = self
+            .command(&self.kubeconfig, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl starts");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let input = input.to_vec();
+        // Written beside the reading: a command that echoes must be read
+        // while it is fed.
+        let feed = tokio::spawn(async move {
+            let _ = stdin.write_all(&input).await;
+            // Dropped: kubectl sees the end of its stdin.
+        });
+        let out = tokio::time::timeout(WAIT, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {WAIT:?}"))
+            .expect("kubectl runs");
+        let _ = feed.await;
+        out
+    }
+
+    /// Runs kubectl to its end (at most [`WAIT`]) in a terminal (`script`
+    /// gives it a pseudo-terminal of `cols`x`rows` as its stdin and
+    /// stdout): what it wrote there, `\r\n` line ends included.
+    pub async fn run_tty(&self, args: &[&str], cols: u16, rows: u16) -> String {
+        let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+        let line = format!(
+            "stty cols {cols} rows {rows}; {KUBECTL} {}",
+            quoted.join(" ")
+        );
+        let mut c = Command::new("script");
+        c.args(["-qefc", &line, "/dev/null"])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", &self.home)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let o = tokio::time::timeout(WAIT, c.output())
+            .await
+            .unwrap_or_else(|_| panic!("script kubectl {args:?} did not finish within {WAIT:?}"))
+            .expect("script (util-linux) runs");
+        assert!(
+            o.status.success(),
+            "script kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+
     /// kubectl's stdout; the test fails when kubectl does.
     pub async fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args).await;
@@ -144,8 +201,19 @@ impl Kube {
 
     /// kubectl running in the background, its stdout read by line.
     pub fn spawn(&self, args: &[&str]) -> Running {
+        self.spawn_with(args, Stdio::null())
+    }
+
+    /// kubectl in the background with a stdin that stays open (nothing
+    /// written) until it is stopped.
+    pub fn spawn_open_stdin(&self, args: &[&str]) -> Running {
+        self.spawn_with(args, Stdio::piped())
+    }
+
+    fn spawn_with(&self, args: &[&str], stdin: Stdio) -> Running {
         let mut child = self
             .command(&self.kubeconfig, args)
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -216,6 +284,11 @@ impl Kube {
         assert!(!out.is_empty(), "a pod with {label}");
         out
     }
+}
+
+/// `s` quoted for `sh`.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// kubectl in the background.
