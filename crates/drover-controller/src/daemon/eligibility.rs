@@ -377,7 +377,10 @@ mod tests {
             (TAINT_NODE_UNSCHEDULABLE, "the node is cordoned: "),
             (TAINT_NODE_MEMORY_PRESSURE, "the node is short of memory: "),
             (TAINT_NODE_DISK_PRESSURE, "the node is short of disk: "),
-            (TAINT_NODE_PID_PRESSURE, "the node is short of process IDs: "),
+            (
+                TAINT_NODE_PID_PRESSURE,
+                "the node is short of process IDs: ",
+            ),
             (
                 TAINT_NODE_NETWORK_UNAVAILABLE,
                 "the node's network is unavailable: ",
