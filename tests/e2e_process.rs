@@ -134,6 +134,19 @@ impl World {
         }
     }
 
+    /// The exit status of `name` if it exited (it is then no longer
+    /// running), `None` while it runs.
+    fn exited(&mut self, name: &str) -> Option<ExitStatus> {
+        let st = self
+            .procs
+            .get_mut(name)
+            .expect("the process was started")
+            .try_wait()
+            .expect("try_wait")?;
+        self.procs.remove(name);
+        Some(st)
+    }
+
     /// Sends `kill -SIG` (e.g. STOP, CONT) to a running process.
     fn signal(&self, name: &str, sig: &str) {
         let pid = self.procs[name].id().to_string();
@@ -215,6 +228,45 @@ impl Member {
         }
         args.extend(extra);
         w.spawn(&self.name, &args);
+    }
+
+    /// Starts it again from its data dir, where it binds the ports it
+    /// recorded, and waits until it answers its status. An outgoing
+    /// connection of this machine may hold one of those (ephemeral) ports
+    /// for a moment: a start that exits because a port is in use is tried
+    /// again until `START` has passed; any other exit fails the test.
+    async fn restart(&self, w: &mut World, token: &str) {
+        let deadline = Instant::now() + START;
+        loop {
+            let before = w.log(&self.name).len();
+            self.start(w, None, &[]);
+            loop {
+                if let Some(st) = w.exited(&self.name) {
+                    let log = w.log(&self.name);
+                    let out = log.get(before..).unwrap_or_default();
+                    assert!(
+                        drover_testkit::failed_on_busy_port(out) && Instant::now() < deadline,
+                        "{} exited on its restart ({st}):\n{out}",
+                        self.name
+                    );
+                    eprintln!(
+                        "{}: a recorded port is still busy; restarting again",
+                        self.name
+                    );
+                    tokio::time::sleep(POLL).await;
+                    break;
+                }
+                if self.status(token).await.is_some() {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{} restarted but did not answer within {START:?}",
+                    self.name
+                );
+                tokio::time::sleep(POLL).await;
+            }
+        }
     }
 
     fn ca(&self) -> String {
@@ -759,7 +811,7 @@ async fn leader_failover_keeps_every_object_and_keeps_converging() {
     // The killed member comes back from its data dir and serves the same
     // objects.
     let t = Instant::now();
-    members[l].start(&mut w, None, &[]);
+    members[l].restart(&mut w, &token).await;
     let m = &members[l];
     let commit = {
         let st = survivors[nl].client(&token).status().await.expect("status");

@@ -135,6 +135,50 @@ impl Member {
         self.proc = Some(Proc(child));
     }
 
+    /// Starts it again from its data dir alone, where it binds the ports
+    /// it recorded, and waits until its HTTP port answers. An outgoing
+    /// connection of this machine may hold one of those (ephemeral) ports
+    /// for a moment: a start that exits because a port is in use is tried
+    /// again until `START_TIMEOUT` has passed; any other exit fails.
+    async fn restart(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let before = std::fs::metadata(&self.log).map_or(0, |m| m.len() as usize);
+            self.spawn(&[]);
+            loop {
+                let p = self.proc.as_mut().expect("just spawned");
+                if let Some(st) = p.0.try_wait().expect("try_wait") {
+                    self.proc = None;
+                    let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                    let out = log.get(before..).unwrap_or_default();
+                    assert!(
+                        drover_testkit::failed_on_busy_port(out) && Instant::now() < deadline,
+                        "{} exited on its restart ({st}):\n{out}",
+                        self.name
+                    );
+                    eprintln!(
+                        "{}: a recorded port is still busy; restarting again",
+                        self.name
+                    );
+                    tokio::time::sleep(POLL).await;
+                    break;
+                }
+                if http_status(&self.http, "/health", &self.dir)
+                    .await
+                    .is_some()
+                {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{} restarted but its HTTP port did not answer within {START_TIMEOUT:?}",
+                    self.name
+                );
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+
     /// SIGKILLs the process and reaps it.
     fn kill(&mut self) {
         let mut p = self.proc.take().expect("the member runs");
@@ -593,7 +637,7 @@ async fn acknowledged_writes_survive_leader_sigkills() {
 
         // Restart the killed member from its data dir alone and let it catch up.
         let restarted = Instant::now();
-        cluster.members[leader].spawn(&[]);
+        cluster.members[leader].restart().await;
         cluster.wait_ready(leader).await;
         assert_eq!(
             cluster.members[leader].id, victim_id,

@@ -465,6 +465,9 @@ mod tests {
             (req("cores", Gt, &["8"]), false),
             (req("cores", Lt, &["16"]), true),
             (req("cores", Lt, &["-1"]), false),
+            // Strictly less: the bound itself does not match.
+            (req("cores", Lt, &["8"]), false),
+            (req("cores", Lt, &["9"]), true),
             (req("name", Gt, &["1"]), false),
             (req("missing", Lt, &["1"]), false),
             (req("cores", Gt, &["x"]), false),

@@ -394,6 +394,36 @@ mod tests {
     }
 
     #[test]
+    fn add_or_update_toleration_says_whether_the_spec_changed() {
+        let bounded = Toleration {
+            key: TAINT_NODE_NOT_READY.into(),
+            operator: Some(TolerationOperator::Exists),
+            effect: Some(TaintEffect::NoExecute),
+            toleration_seconds: Some(300),
+            ..Toleration::default()
+        };
+        let unbounded = Toleration {
+            toleration_seconds: None,
+            ..bounded.clone()
+        };
+        let mut spec = PodSpec::default();
+        assert!(
+            add_or_update_toleration(&mut spec, bounded.clone()),
+            "added"
+        );
+        assert!(
+            !add_or_update_toleration(&mut spec, bounded),
+            "the same again"
+        );
+        assert!(
+            add_or_update_toleration(&mut spec, unbounded.clone()),
+            "updated"
+        );
+        assert_eq!(spec.tolerations, std::slice::from_ref(&unbounded));
+        assert!(!add_or_update_toleration(&mut spec, unbounded));
+    }
+
+    #[test]
     fn taint_text_form() {
         let t: Taint = "dedicated=gpu:NoSchedule".parse().unwrap();
         assert_eq!(t, taint("dedicated", "gpu", TaintEffect::NoSchedule));

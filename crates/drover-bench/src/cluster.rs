@@ -45,8 +45,9 @@ pub struct Member {
     /// Environment variables removed before start.
     env_remove: Vec<String>,
     log: PathBuf,
-    /// The HTTP address that answers `GET /health`.
-    pub health: SocketAddr,
+    /// The HTTP address that answers `GET /health`; `None` until known
+    /// (a drover member binds port 0 and records the port it got).
+    pub health: Option<SocketAddr>,
     /// When set, `/health` is asked over HTTPS with this configuration (the
     /// certificate must name [`drover_pki::SERVER_NAME`]); plain HTTP else.
     health_tls: Option<Arc<ClientConfig>>,
@@ -55,7 +56,7 @@ pub struct Member {
 }
 
 impl Member {
-    pub fn new(name: &str, bin: &Path, log: PathBuf, health: SocketAddr) -> Member {
+    pub fn new(name: &str, bin: &Path, log: PathBuf, health: Option<SocketAddr>) -> Member {
         Member {
             name: name.to_string(),
             bin: bin.to_path_buf(),
@@ -95,6 +96,12 @@ impl Member {
     /// runs (drover writes it at bootstrap).
     pub fn set_health_tls(&mut self, tls: Arc<ClientConfig>) {
         self.health_tls = Some(tls);
+    }
+
+    /// Sets the `/health` address, once the member recorded the port it
+    /// bound.
+    pub fn set_health(&mut self, addr: SocketAddr) {
+        self.health = Some(addr);
     }
 
     /// Replaces the first-start arguments (for values known only once an
@@ -208,8 +215,12 @@ impl Member {
 
     /// `GET /health` answers 200 with `"health":"true"` (both etcd and
     /// drover answer so), over HTTPS when the member has a TLS config.
+    /// False while the address is not known.
     pub async fn healthy(&self) -> bool {
-        http_health(self.health, self.health_tls.as_ref()).await
+        match self.health {
+            Some(addr) => http_health(addr, self.health_tls.as_ref()).await,
+            None => false,
+        }
     }
 
     /// The last `n` lines of the member's log, for diagnostics.
@@ -239,7 +250,10 @@ pub fn proc_cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_secs_f64(ticks as f64 / hz as f64))
 }
 
-/// `n` distinct free TCP ports on 127.0.0.1 (bound together, then released).
+/// `n` distinct free TCP ports on 127.0.0.1 (bound together, then released),
+/// for etcd only: its members must know each other's peer URLs before any
+/// of them starts, and it does not report the ports it bound. drover's
+/// members bind port 0 and record what they got (see `drover.rs`).
 pub fn free_ports(n: usize) -> Result<Vec<u16>> {
     let listeners = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0"))

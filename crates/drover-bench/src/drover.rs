@@ -3,6 +3,11 @@
 //! resume from the data dir with `--data-dir` alone. Every port speaks TLS
 //! 1.3: the client and the `/health` probe (HTTPS) trust the cluster CA
 //! that the first member writes to DATA_DIR/ca.crt.
+//!
+//! Every member first starts with `--listen 127.0.0.1:0 --http
+//! 127.0.0.1:0`: it binds port 0 and records the ports it got in
+//! DATA_DIR/server.json, where the benchmark reads them (as the tests do);
+//! a restart from the data dir binds them again.
 
 use crate::cluster::{all_healthy, health_tls_config, poll, Cluster, Member};
 use crate::target::Target;
@@ -14,7 +19,7 @@ use std::time::Duration;
 
 pub struct DroverCluster {
     members: Vec<Member>,
-    /// gRPC address of each member.
+    /// gRPC address of each member (empty until it recorded it).
     grpc: Vec<String>,
     /// Data dir of each member.
     dirs: Vec<PathBuf>,
@@ -25,17 +30,8 @@ pub struct DroverCluster {
 }
 
 impl DroverCluster {
-    /// Lays out the members (nothing runs yet). `ports` holds 6 free ports:
-    /// gRPC first, then HTTP.
-    pub fn new(bin: &Path, dir: &Path, ports: &[u16]) -> DroverCluster {
-        let grpc: Vec<String> = ports[..3]
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
-        let http: Vec<SocketAddr> = ports[3..6]
-            .iter()
-            .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
-            .collect();
+    /// Lays out the members (nothing runs yet).
+    pub fn new(bin: &Path, dir: &Path) -> DroverCluster {
         let mut members = Vec::new();
         let mut dirs = Vec::new();
         for i in 0..3 {
@@ -47,11 +43,11 @@ impl DroverCluster {
                 "--data-dir".into(),
                 d.clone(),
                 "--listen".into(),
-                grpc[i].clone(),
+                LOOPBACK_0.into(),
                 "--http".into(),
-                http[i].to_string(),
+                LOOPBACK_0.into(),
             ];
-            let m = Member::new(&name, bin, dir.join(format!("{name}.log")), http[i])
+            let m = Member::new(&name, bin, dir.join(format!("{name}.log")), None)
                 .first_args(first)
                 .restart_args(["server", "--data-dir", &d]);
             members.push(m);
@@ -59,11 +55,27 @@ impl DroverCluster {
         }
         DroverCluster {
             members,
-            grpc,
+            grpc: vec![String::new(); 3],
             dirs,
             token: String::new(),
             ca: String::new(),
         }
+    }
+
+    /// Waits until member `i` recorded the ports it bound
+    /// (DATA_DIR/server.json, written whole before it serves) and takes
+    /// them.
+    async fn learn_addrs(&mut self, i: usize) -> Result<()> {
+        let path = self.dirs[i].join("server.json");
+        let (grpc, http) = poll(
+            &format!("the addresses in {}", path.display()),
+            Duration::from_secs(30),
+            || async { recorded_addrs(&path) },
+        )
+        .await?;
+        self.grpc[i] = grpc;
+        self.members[i].set_health(http);
+        Ok(())
     }
 
     /// Waits until member `i`'s view of the cluster has `n` voters.
@@ -86,6 +98,19 @@ impl DroverCluster {
     }
 }
 
+/// What every member binds first: loopback, a port the kernel picks.
+const LOOPBACK_0: &str = "127.0.0.1:0";
+
+/// The gRPC and HTTP addresses recorded in a member's server.json (fields
+/// `addr` and `http`), or `None` while it has not written one.
+fn recorded_addrs(path: &Path) -> Option<(String, SocketAddr)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let grpc = v.get("addr")?.as_str()?.to_string();
+    let http = v.get("http")?.as_str()?.parse().ok()?;
+    Some((grpc, http))
+}
+
 impl Cluster for DroverCluster {
     fn name(&self) -> &'static str {
         "drover"
@@ -93,6 +118,7 @@ impl Cluster for DroverCluster {
 
     async fn bootstrap(&mut self) -> Result<()> {
         self.members[0].start()?;
+        self.learn_addrs(0).await?;
         let d1 = self.dirs[0].clone();
         let cfg = poll(
             "the first member's client.yaml",
@@ -126,15 +152,16 @@ impl Cluster for DroverCluster {
                 "--data-dir".into(),
                 self.dirs[i].display().to_string(),
                 "--listen".into(),
-                self.grpc[i].clone(),
+                LOOPBACK_0.into(),
                 "--http".into(),
-                self.members[i].health.to_string(),
+                LOOPBACK_0.into(),
                 "--join".into(),
                 self.grpc[0].clone(),
             ];
             args.extend(["--token".to_string(), server_token.clone()]);
             self.members[i].set_first_args(args);
             self.members[i].start()?;
+            self.learn_addrs(i).await?;
             self.wait_voters(0, i + 1).await?;
         }
         all_healthy(&self.members, Duration::from_secs(30)).await?;

@@ -132,11 +132,16 @@ impl EtcdCluster {
             }
             // etcd ignores the --initial-* flags once its data dir exists,
             // so a restart uses the same arguments.
-            let m = Member::new(&name, bin, dir.join(format!("{name}.log")), clients[i])
-                .first_args(args.clone())
-                .restart_args(args)
-                .env_remove(ambient.clone())
-                .health_tls(health_tls.clone());
+            let m = Member::new(
+                &name,
+                bin,
+                dir.join(format!("{name}.log")),
+                Some(clients[i]),
+            )
+            .first_args(args.clone())
+            .restart_args(args)
+            .env_remove(ambient.clone())
+            .health_tls(health_tls.clone());
             members.push(m);
         }
         Ok(EtcdCluster {

@@ -186,15 +186,17 @@ async fn run(o: &Opts) -> Result<()> {
         for s in order {
             let dir = work.path().join(format!("run{run}-{s}"));
             std::fs::create_dir_all(&dir)?;
-            let ports = cluster::free_ports(6)?;
-            eprintln!(
-                "# == {s}: ports {ports:?}, data dirs and logs in {}",
-                dir.display()
-            );
             let r = if s == "drover" {
-                let mut c = drover::DroverCluster::new(&drover_bin, &dir, &ports);
+                // Members bind port 0 and record the ports they got.
+                eprintln!("# == {s}: data dirs and logs in {}", dir.display());
+                let mut c = drover::DroverCluster::new(&drover_bin, &dir);
                 bench(&mut c, o, &mut rep).await
             } else {
+                let ports = cluster::free_ports(6)?;
+                eprintln!(
+                    "# == {s}: ports {ports:?}, data dirs and logs in {}",
+                    dir.display()
+                );
                 let mut c = etcd::EtcdCluster::new(&o.etcd_bin, &dir, &ports, !o.etcd_plain)?;
                 bench(&mut c, o, &mut rep).await
             };

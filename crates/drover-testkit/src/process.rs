@@ -83,3 +83,13 @@ pub fn wait_member_addrs(dir: &Path, child: &mut Child, timeout: Duration) -> Me
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The start of a `drover server` failed because an address it must bind
+/// is in use, as its log `text` (the output of that start) says. A restart
+/// binds the ports recorded in its data dir again; an outgoing connection
+/// of this machine may hold one of them (they are ephemeral ports) for a
+/// moment, so a restart that fails so is worth another try.
+pub fn failed_on_busy_port(text: &str) -> bool {
+    // The server's own message (drover_server's `bind`), with the OS error.
+    text.contains("cannot listen on") && text.contains("in use")
+}

@@ -370,6 +370,40 @@ mod tests {
     }
 
     #[test]
+    fn node_problem_taints_say_what_they_mean() {
+        for (key, what) in [
+            (TAINT_NODE_UNREACHABLE, "the node is unreachable: "),
+            (TAINT_NODE_NOT_READY, "the node is not ready: "),
+            (TAINT_NODE_UNSCHEDULABLE, "the node is cordoned: "),
+            (TAINT_NODE_MEMORY_PRESSURE, "the node is short of memory: "),
+            (TAINT_NODE_DISK_PRESSURE, "the node is short of disk: "),
+            (
+                TAINT_NODE_PID_PRESSURE,
+                "the node is short of process IDs: ",
+            ),
+            (
+                TAINT_NODE_NETWORK_UNAVAILABLE,
+                "the node's network is unavailable: ",
+            ),
+            ("gpu", ""),
+        ] {
+            let taint: Taint = format!("{key}:NoSchedule").parse().unwrap();
+            assert_eq!(
+                Ineligibility::Taint(taint).to_string(),
+                format!("{what}taint {key}:NoSchedule is not tolerated")
+            );
+        }
+        // A daemon pod tolerates not-ready:NoExecute, not NoSchedule.
+        let n = node("n1", &[], &["node.kubernetes.io/not-ready:NoSchedule"]);
+        let verdict = node_should_run_daemon_pod(&ds(), &n);
+        assert!(!verdict.should_run && verdict.should_continue_running);
+        assert!(
+            verdict.to_string().starts_with("the node is not ready: "),
+            "{verdict}"
+        );
+    }
+
+    #[test]
     fn every_reason_is_listed() {
         let mut ds = ds();
         ds.spec.template.spec.node_selector = [("a".to_string(), "1".to_string())].into();

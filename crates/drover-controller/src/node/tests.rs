@@ -116,6 +116,12 @@ fn a_new_leader_grants_a_grace_period() {
         status_of(&plan.updates[0].node),
         Some(ConditionStatus::Unknown)
     );
+    // It was Ready (under the old leader): it stopped, rather than never
+    // sent, heartbeats, although this leader has seen none.
+    assert_eq!(
+        plan.updates[0].node.condition("Ready").unwrap().message,
+        "drover agent stopped sending heartbeats"
+    );
     // An old heartbeat from before the election changes nothing.
     let old = heartbeats(&[("n1", 0)]);
     assert!(run(&leader, &nodes, &old, 104).is_empty());
@@ -192,6 +198,9 @@ fn cordon_is_a_taint() {
     );
     assert_eq!(plan.updates[0].node.spec.taints[0].time_added, None);
     assert!(plan.events.is_empty());
+    // An update alone (no event, no removal) is something to write.
+    assert!(plan.remove.is_empty());
+    assert!(!plan.is_empty(), "{plan:?}");
 
     let mut node = ready_node("n1");
     let added = set_unschedulable(&mut node, true, at(0));
@@ -413,4 +422,63 @@ fn pods_are_left_alone_while_their_node_is_ready_or_heartbeats_again() {
     assert!(judge()
         .pods_not_ready(&nodes, &[going], none, at(10))
         .is_empty());
+}
+
+#[test]
+fn marking_keeps_to_the_conditions_a_pod_has() {
+    let nodes = [with_ready(ready_node("down"), ConditionStatus::Unknown, 3)];
+    let beats = heartbeats(&[("down", 0)]);
+    // Ready and PodScheduled only, no container status: it counts as
+    // ready by its Ready condition alone.
+    let mut partial = running_pod("partial", "down");
+    partial
+        .status
+        .conditions
+        .retain(|c| c.r#type != "ContainersReady");
+    partial.status.container_statuses.clear();
+    // No condition at all, but a container that says it is ready.
+    let mut bare = running_pod("bare", "down");
+    bare.status.conditions.clear();
+    // Its agent already said it is not ready (PodScheduled listed first):
+    // left alone.
+    let mut not_ready = running_pod("not-ready", "down");
+    not_ready
+        .status
+        .conditions
+        .retain(|c| c.r#type != "ContainersReady");
+    not_ready.status.conditions[0].status = Some(ConditionStatus::False);
+    not_ready.status.conditions.rotate_left(1);
+    not_ready.status.container_statuses[0].ready = false;
+    let pods = [partial, bare, not_ready];
+    let marked = judge().pods_not_ready(&nodes, &pods, |n| beats.get(n).copied(), at(10));
+    let names: Vec<&str> = marked
+        .iter()
+        .map(|m| m.pod.metadata.name.as_str())
+        .collect();
+    assert_eq!(names, ["partial", "bare"]);
+    let false_now = (
+        Some(ConditionStatus::False),
+        "NodeNotReady".to_string(),
+        Some(at(10).to_rfc3339()),
+    );
+    let kinds = |p: &Pod| -> Vec<String> {
+        p.status
+            .conditions
+            .iter()
+            .map(|c| c.r#type.clone())
+            .collect()
+    };
+    let partial = &marked[0].pod;
+    assert_eq!(condition(partial, "Ready"), false_now);
+    assert_eq!(
+        condition(partial, "PodScheduled").0,
+        Some(ConditionStatus::True)
+    );
+    // A missing ContainersReady is not made up.
+    assert_eq!(kinds(partial), ["Ready", "PodScheduled"]);
+    // A missing Ready is added, False.
+    let bare = &marked[1].pod;
+    assert_eq!(kinds(bare), ["Ready"]);
+    assert_eq!(condition(bare, "Ready"), false_now);
+    assert!(!bare.status.container_statuses[0].ready);
 }
