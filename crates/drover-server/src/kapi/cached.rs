@@ -11,6 +11,7 @@
 //! from the store ([`super::read::list_page`]). The wait is
 //! [`crate::cache::Informer::consistent_view`].
 
+use super::paging::{continue_token, sort_key, store_key};
 use super::query::Query;
 use crate::cache::Snapshot;
 use drover_api::{Kind, Manifest, Resource};
@@ -18,16 +19,6 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
-
-/// The store key the continue key `after` (`namespace/name`, or `/name`
-/// for a cluster-scoped kind) stands for.
-fn store_key(kind: Kind, after: &str) -> String {
-    if kind.namespaced() {
-        format!("/registry/{}/{after}", kind.plural())
-    } else {
-        format!("/registry/{}{after}", kind.plural())
-    }
-}
 
 /// One page of `kind` from the view: as [`super::read::list_page`] pages
 /// the store, in the same order, with the same continue keys.
@@ -96,8 +87,7 @@ impl Page<'_> {
             if self.q.limit.is_some_and(|limit| items.len() == limit) {
                 // One more passes: the page ends before it.
                 if let Some(last) = items.last() {
-                    meta["continue"] =
-                        json!(super::read::continue_token(&super::read::sort_key(last)));
+                    meta["continue"] = json!(continue_token(&sort_key(last)));
                     if !selected {
                         meta["remainingItemCount"] = json!(1 + entries.count());
                     }
@@ -150,7 +140,7 @@ mod tests {
         assert_eq!(meta["resourceVersion"], "42");
         assert_eq!(meta["remainingItemCount"], 2);
         let token = meta["continue"].as_str().unwrap().to_string();
-        let after = super::super::read::read_continue(&token).unwrap();
+        let after = super::super::paging::read_continue(&token).unwrap();
         q.continue_token = Some(token);
         let (items, meta) = page(&s, Kind::Pod, None, Some(&after), &q);
         assert_eq!(names(&items), ["b/p1", "b/p3"]);

@@ -23,6 +23,7 @@ pub mod exec;
 pub mod kubeconfig;
 pub mod logs;
 pub mod openapi;
+pub mod paging;
 pub mod patch;
 pub mod protobuf;
 pub mod query;

@@ -6,6 +6,7 @@
 //! resourceVersion, which the store does not keep): it holds the objects
 //! after the last one of the page before, as they are now.
 
+use super::paging::{continue_token, key_sort, read_continue, sort_key};
 use super::query::{IncludeObject, Query};
 use super::status::{ok, Refusal};
 use super::table;
@@ -15,52 +16,9 @@ use crate::cache::Informer;
 use crate::error::ApiError;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use base64::Engine;
 use drover_api::{Kind, Manifest};
 use serde_json::{json, Value};
 use std::time::SystemTime;
-
-/// The longest continue token drover reads.
-const MAX_CONTINUE_BYTES: usize = 2048;
-
-/// A continue token: base64 of the key (`namespace/name`) of the last
-/// object of the page before.
-pub(super) fn continue_token(after: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(after)
-}
-
-pub(super) fn read_continue(token: &str) -> Result<String, Refusal> {
-    let bad = || {
-        Refusal::bad_request(format!(
-            "continue {token:?}: not a continue token this server gave out; list again from the start"
-        ))
-    };
-    if token.len() > MAX_CONTINUE_BYTES {
-        return Err(bad());
-    }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    String::from_utf8(bytes).map_err(|_| bad())
-}
-
-pub(super) fn sort_key(m: &Manifest) -> String {
-    format!("{}/{}", m.namespace(), m.name())
-}
-
-/// [`sort_key`] of the object stored at `key` (`/registry/<plural>/…`),
-/// without decoding it: store keys and sort keys order alike.
-fn key_sort(kind: Kind, key: &str) -> String {
-    let rest = key
-        .strip_prefix("/registry/")
-        .and_then(|k| k.split_once('/'))
-        .map_or("", |(_, rest)| rest);
-    if kind.namespaced() {
-        rest.to_string()
-    } else {
-        format!("/{rest}")
-    }
-}
 
 /// The list's items that pass the selectors, and the list's metadata:
 /// from the informer's memory for the kinds it holds
@@ -307,18 +265,5 @@ pub async fn namespaces(
                 "items": names.iter().map(|n| value(n)).collect::<Vec<_>>(),
             })))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continue_tokens_round_trip_and_are_checked() {
-        let t = continue_token("default/web-1");
-        assert_eq!(read_continue(&t).unwrap(), "default/web-1");
-        assert!(read_continue("!!!").is_err());
-        assert!(read_continue(&"A".repeat(5000)).is_err());
     }
 }
