@@ -633,7 +633,8 @@ fn main() {
     };
     if let Err(e) = rt.block_on(run(cli)) {
         eprintln!("{}", drover_cli::error_text(&e));
-        std::process::exit(1);
+        // 98 when an address to bind is in use (drover_server::EXIT_ADDR_IN_USE).
+        std::process::exit(drover_server::exit_status(&e));
     }
 }
 

@@ -244,15 +244,7 @@ impl Member {
                 if let Some(st) = w.exited(&self.name) {
                     let log = w.log(&self.name);
                     let out = log.get(before..).unwrap_or_default();
-                    assert!(
-                        drover_testkit::failed_on_busy_port(out) && Instant::now() < deadline,
-                        "{} exited on its restart ({st}):\n{out}",
-                        self.name
-                    );
-                    eprintln!(
-                        "{}: a recorded port is still busy; restarting again",
-                        self.name
-                    );
+                    drover_testkit::expect_busy_port_exit(&self.name, st, out, deadline);
                     tokio::time::sleep(POLL).await;
                     break;
                 }
@@ -891,6 +883,55 @@ async fn a_servers_data_dir_and_every_file_in_it_are_its_owners_only() {
         open.is_empty(),
         "not the owner's only after stopping: {open:?}"
     );
+}
+
+/// A server that cannot bind its address says which flag names it and
+/// exits with status 98 (`EXIT_ADDR_IN_USE`) when the address is in use,
+/// 1 for any other bind failure: what the restart of a member in the tests
+/// above (and a supervisor) tells apart without reading the log.
+#[test]
+fn a_server_whose_address_is_taken_exits_98_and_names_the_flag() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port to hold");
+    let port = taken.local_addr().expect("its address").port();
+    let held = format!("127.0.0.1:{port}");
+    let run = |name: &str, listen: &str, http: &str| {
+        let dir = tmp.path().join(name);
+        let out = Command::new(BIN)
+            .args(["server", "--data-dir"])
+            .arg(&dir)
+            .args(["--listen", listen, "--http", http])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run drover server");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    for (name, listen, http, flag) in [
+        ("grpc", held.as_str(), "127.0.0.1:0", "listen"),
+        ("http", "127.0.0.1:0", held.as_str(), "http"),
+    ] {
+        let (code, err) = run(name, listen, http);
+        assert_eq!(
+            code,
+            Some(drover_server::EXIT_ADDR_IN_USE),
+            "--{flag} {held}: {err}"
+        );
+        assert!(
+            err.contains(&format!("cannot listen on {held} ({flag})"))
+                && err.contains(&format!("choose another with --{flag}")),
+            "--{flag} {held}: {err}"
+        );
+    }
+    // An address that is not this machine's: a failure, but not "in use".
+    let (code, err) = run("foreign", "192.0.2.1:0", "127.0.0.1:0");
+    assert_eq!(code, Some(1), "--listen 192.0.2.1:0: {err}");
+    assert!(
+        err.contains("cannot listen on 192.0.2.1:0 (listen)"),
+        "{err}"
+    );
+    drop(taken);
 }
 
 /// Found by the fault testbed (pause-server, split-servers-2/1): an agent

@@ -151,15 +151,7 @@ impl Member {
                     self.proc = None;
                     let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                     let out = log.get(before..).unwrap_or_default();
-                    assert!(
-                        drover_testkit::failed_on_busy_port(out) && Instant::now() < deadline,
-                        "{} exited on its restart ({st}):\n{out}",
-                        self.name
-                    );
-                    eprintln!(
-                        "{}: a recorded port is still busy; restarting again",
-                        self.name
-                    );
+                    drover_testkit::expect_busy_port_exit(&self.name, st, out, deadline);
                     tokio::time::sleep(POLL).await;
                     break;
                 }

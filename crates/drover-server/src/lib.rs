@@ -149,10 +149,56 @@ fn keep_port(listen: &str, addr: &str) -> String {
     }
 }
 
-async fn bind(addr: &str, what: &str) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} ({what}); is another server using it? choose another with --{what}"))
+/// The exit status of `drover server` (and of `drover up`) when an address
+/// it must bind is taken: the OS error number of "address in use", so that
+/// a supervisor or a test can tell "try again in a moment" (a restart binds
+/// the ports its data dir recorded, which an outgoing connection may hold
+/// for a while) from any other failure (status 1) without reading the log.
+pub const EXIT_ADDR_IN_USE: i32 = 98;
+
+/// A listening address of the member could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot listen on {addr} ({what}); is another server using it? choose another with --{what}"
+)]
+pub struct BindError {
+    /// The address as given (`HOST:PORT`).
+    pub addr: String,
+    /// The flag that names it: `listen` or `http`.
+    pub what: &'static str,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl BindError {
+    /// The address is in use (rather than, say, not local or forbidden).
+    pub fn in_use(&self) -> bool {
+        self.source.kind() == std::io::ErrorKind::AddrInUse
+    }
+}
+
+/// The exit status for the error `e` that ended `drover server` or `drover
+/// up`: [`EXIT_ADDR_IN_USE`] when an address to bind was in use, else 1.
+pub fn exit_status(e: &anyhow::Error) -> i32 {
+    let busy = e
+        .chain()
+        .any(|c| c.downcast_ref::<BindError>().is_some_and(BindError::in_use));
+    if busy {
+        EXIT_ADDR_IN_USE
+    } else {
+        1
+    }
+}
+
+async fn bind(addr: &str, what: &'static str) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|source| {
+        BindError {
+            addr: addr.to_string(),
+            what,
+            source,
+        }
+        .into()
+    })
 }
 
 impl Server {

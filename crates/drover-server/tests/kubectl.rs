@@ -424,6 +424,14 @@ async fn kubectl_logs_over_the_agent_session() {
     assert_eq!(limited, "sim:");
     let e = k.fails(&["logs", &pod, "-c", "nope"]).await;
     assert!(e.contains("container nope is not valid"), "{e}");
+    // No attempt before this one: Kubernetes' words for it.
+    let e = k.fails(&["logs", "-p", &pod]).await;
+    assert!(
+        e.contains(&format!(
+            "previous terminated container \"c\" in pod \"{pod}\" not found"
+        )),
+        "{e}"
+    );
     // -f follows: a tick written after it started.
     let last: u32 = tail
         .trim()
@@ -440,6 +448,66 @@ async fn kubectl_logs_over_the_agent_session() {
     })
     .await;
     f.stop().await;
+    k.stop().await;
+}
+
+/// The attempt number a sim container's log starts with ("sim: c started
+/// (attempt N)").
+fn first_attempt(log: &str) -> u32 {
+    log.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sim: c started (attempt "))
+        .and_then(|l| l.strip_suffix(')'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a log that starts with the attempt: {log:?}"))
+}
+
+/// `kubectl logs -p`: the log of the instance before the current one, for
+/// a container that crashed and was restarted (the sim's `sim/crash` image
+/// exits 1 after 500 ms; the restart backoff is cut to 200 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_logs_previous_is_the_crashed_instance() {
+    let k = Kube::start_with_sim(1, |so| {
+        so.tuning.restart_backoff = Duration::from_millis(200);
+        so.tuning.restart_backoff_max = Duration::from_millis(400);
+    })
+    .await;
+    k.server
+        .apply(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: crashy}\nspec:\n  selector: {matchLabels: {app: crashy}}\n  template:\n    metadata: {labels: {app: crashy}}\n    spec: {containers: [{name: c, image: 'sim/crash'}]}\n",
+        )
+        .await;
+    k.wait_for("the pod", || async {
+        !k.ok(&["get", "pods", "-l", "app=crashy", "-o", "name"])
+            .await
+            .is_empty()
+    })
+    .await;
+    let pod = k.first_pod("app=crashy").await;
+    k.wait_for("two restarts", || async {
+        k.ok(&[
+            "get",
+            "pod",
+            &pod,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}",
+        ])
+        .await
+        .trim()
+        .parse::<u32>()
+        .is_ok_and(|n| n >= 2)
+    })
+    .await;
+    // The previous instance is an earlier attempt than the current one (a
+    // restart may come between the two commands, never the other way).
+    let previous = first_attempt(&k.ok(&["logs", "-p", &pod]).await);
+    let current = first_attempt(&k.ok(&["logs", &pod]).await);
+    assert!(
+        previous >= 1 && previous < current,
+        "previous attempt {previous}, current {current}"
+    );
+    let by_name = first_attempt(&k.ok(&["logs", "--previous", &pod, "-c", "c"]).await);
+    assert!(by_name >= previous, "{by_name} < {previous}");
     k.stop().await;
 }
 

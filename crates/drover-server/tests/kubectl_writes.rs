@@ -356,3 +356,78 @@ async fn kubectl_rollout_and_drain() {
     k.ok(&["uncordon", "kn0"]).await;
     k.stop().await;
 }
+
+/// The pods labelled `app=APP`, by name, with the uid of each one's owner
+/// (empty when it has none).
+async fn pods_of(k: &Kube, app: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = k
+        .server
+        .pods(None)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.labels.get("app").map(String::as_str) == Some(app))
+        .map(|p| {
+            let owner = p
+                .metadata
+                .owner_references
+                .first()
+                .map(|r| r.uid.clone())
+                .unwrap_or_default();
+            (p.metadata.name, owner)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `kubectl delete ds --cascade=orphan|foreground`, as Kubernetes does
+/// them: orphan leaves the pods running without their owner (no garbage
+/// collection, and a DaemonSet that selects them again adopts them instead
+/// of making new ones); foreground returns once the pods are gone too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_deletes_a_daemon_set_orphaning_or_in_the_foreground() {
+    let k = Kube::start(2).await;
+    k.apply_ds("web", "app=web").await;
+    k.wait_pods(2).await;
+    let uid = k
+        .ok(&["get", "ds", "web", "-o", "jsonpath={.metadata.uid}"])
+        .await;
+    let before = pods_of(&k, "web").await;
+    assert!(
+        before.len() == 2 && before.iter().all(|(_, o)| *o == uid),
+        "{before:?}"
+    );
+    // Orphan: kubectl waits until the DaemonSet is gone.
+    let out = k.ok(&["delete", "ds", "web", "--cascade=orphan"]).await;
+    assert_eq!(out, "daemonset.apps \"web\" deleted\n");
+    let e = k.fails(&["get", "ds", "web"]).await;
+    assert!(e.contains("(NotFound)"), "{e}");
+    let names: Vec<&String> = before.iter().map(|(n, _)| n).collect();
+    let orphans = pods_of(&k, "web").await;
+    assert_eq!(orphans.iter().map(|(n, _)| n).collect::<Vec<_>>(), names);
+    assert!(orphans.iter().all(|(_, o)| o.is_empty()), "{orphans:?}");
+    // Another DaemonSet converging means the controller (and its garbage
+    // collector) went over every pod since: the orphans are still there.
+    k.apply_ds("other", "app=other").await;
+    k.wait_pods(4).await;
+    assert_eq!(pods_of(&k, "web").await, orphans);
+    // The same DaemonSet again adopts them and makes none.
+    k.apply_ds("web", "app=web").await;
+    let uid = k
+        .ok(&["get", "ds", "web", "-o", "jsonpath={.metadata.uid}"])
+        .await;
+    k.wait_for("the orphans adopted", || async {
+        let now = pods_of(&k, "web").await;
+        now.iter().map(|(n, _)| n).collect::<Vec<_>>() == names
+            && now.iter().all(|(_, o)| *o == uid)
+    })
+    .await;
+    // Foreground: when kubectl returns, the pods are gone with it.
+    let out = k.ok(&["delete", "ds", "web", "--cascade=foreground"]).await;
+    assert_eq!(out, "daemonset.apps \"web\" deleted\n");
+    assert_eq!(pods_of(&k, "web").await, []);
+    assert_eq!(pods_of(&k, "other").await.len(), 2);
+    let e = k.fails(&["get", "ds", "web"]).await;
+    assert!(e.contains("(NotFound)"), "{e}");
+    k.stop().await;
+}

@@ -42,7 +42,7 @@ pub use link::CuttableLink;
 pub use net::{host_port, https_get, refusing_port};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use process::{
-    failed_on_busy_port, member_addrs, spawn_logged, wait_member_addrs, MemberAddrs, Procs,
+    expect_busy_port_exit, member_addrs, spawn_logged, wait_member_addrs, MemberAddrs, Procs,
 };
 pub use server::{
     authed, cert_channel, client, client_of, fast_options, grpc_channel, loopback_options,

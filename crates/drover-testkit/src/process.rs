@@ -3,7 +3,7 @@
 //! child's addresses, learnt from its data dir.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Children that die with the test (SIGKILL, then reaped), panics included.
@@ -84,12 +84,20 @@ pub fn wait_member_addrs(dir: &Path, child: &mut Child, timeout: Duration) -> Me
     }
 }
 
-/// The start of a `drover server` failed because an address it must bind
-/// is in use, as its log `text` (the output of that start) says. A restart
-/// binds the ports recorded in its data dir again; an outgoing connection
-/// of this machine may hold one of them (they are ephemeral ports) for a
-/// moment, so a restart that fails so is worth another try.
-pub fn failed_on_busy_port(text: &str) -> bool {
-    // The server's own message (drover_server's `bind`), with the OS error.
-    text.contains("cannot listen on") && text.contains("in use")
+/// A restarted `drover server` child `name` exited with `status` before it
+/// came up; `out` is what it printed. Returns when it exited because an
+/// address to bind was in use ([`drover_server::EXIT_ADDR_IN_USE`]) and
+/// `deadline` has not passed, so that the caller starts it again; panics
+/// with its output otherwise.
+///
+/// A restart binds the ports recorded in its data dir again, and an
+/// outgoing connection of this machine may hold one of them (they are
+/// ephemeral ports) for a moment: such a start is worth another try, and
+/// any other exit is a failure of the test.
+pub fn expect_busy_port_exit(name: &str, status: ExitStatus, out: &str, deadline: Instant) {
+    assert!(
+        status.code() == Some(drover_server::EXIT_ADDR_IN_USE) && Instant::now() < deadline,
+        "{name} exited on its restart ({status}):\n{out}"
+    );
+    eprintln!("{name}: a port it recorded is still in use; starting it again");
 }

@@ -327,6 +327,31 @@ pub struct DaemonSetPlan {
     /// the previous revision's template back (see
     /// [`rollout::rollback_target`]).
     pub rollback: Option<rollout::RollbackDue>,
+    /// The DaemonSet is being deleted (its pods orphaned or deleted) and no
+    /// pod has it as owner any more: the server removes the DaemonSet
+    /// itself now (its finalizer is done; see [`ORPHAN_FINALIZER`] and
+    /// [`FOREGROUND_FINALIZER`]).
+    pub finalize: bool,
+}
+
+/// The finalizer of a DaemonSet deleted with `propagationPolicy: Orphan`
+/// (Kubernetes' `orphan`): while the DaemonSet carries it and a
+/// `deletionTimestamp`, the planner releases its pods (removes its owner
+/// reference from them) instead of deleting them, adopts and creates
+/// nothing, and asks for the DaemonSet's removal once no pod is its.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+/// The finalizer of a DaemonSet deleted with `propagationPolicy:
+/// Foreground` (Kubernetes' `foregroundDeletion`): with a
+/// `deletionTimestamp` (and without [`ORPHAN_FINALIZER`]) the planner
+/// deletes its pods, and asks for the DaemonSet's removal once no pod is
+/// its, so that it is seen until its last pod is gone.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// Whether the DaemonSet is being deleted with its pods orphaned.
+pub fn is_orphaning(ds: &DaemonSet) -> bool {
+    ds.metadata.deletion_timestamp.is_some()
+        && ds.metadata.finalizers.iter().any(|f| f == ORPHAN_FINALIZER)
 }
 
 impl DaemonSetPlan {
@@ -341,6 +366,7 @@ impl DaemonSetPlan {
             && self.unschedulable.is_empty()
             && self.events.is_empty()
             && !self.status_changed
+            && !self.finalize
     }
 
     /// Whether the plan changes pods (creates, deletes, adopts or releases).
@@ -500,8 +526,16 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         backoff: input.backoff.clone(),
         ..DaemonSetPlan::default()
     };
+    if is_orphaning(ds) {
+        plan.release = release_daemon_set_pods(ds, input.pods.iter().copied());
+        plan.finalize = plan.release.is_empty();
+        return plan;
+    }
     if ds.metadata.deletion_timestamp.is_some() {
         plan.delete = delete_daemon_set_pods(ds, input.pods.iter().copied(), now, rng);
+        // Foreground deletion: the DaemonSet goes once its last pod is gone
+        // (terminating pods are still its).
+        plan.finalize = !input.pods.iter().any(|p| owns(ds, p));
         return plan;
     }
     let selector = match selector_of(ds) {
@@ -725,6 +759,30 @@ pub fn delete_daemon_set_pods<'a, R: RngCore + ?Sized>(
     owned
         .into_iter()
         .map(|pod| deletion(ds, pod, DeletionReason::DaemonSetDeleted, now, rng))
+        .collect()
+}
+
+/// Whether the pod has the DaemonSet among its owners.
+fn owns(ds: &DaemonSet, pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .any(|r| r.uid == ds.metadata.uid)
+}
+
+/// The pods of a DaemonSet deleted with `propagationPolicy: Orphan`,
+/// without its owner reference (terminating ones included: they keep
+/// running until their node stops them, and must not be garbage collected
+/// as the pods of a DaemonSet that is gone), by name.
+pub fn release_daemon_set_pods<'a>(
+    ds: &DaemonSet,
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> Vec<Pod> {
+    let mut owned: Vec<&Pod> = pods.into_iter().filter(|pod| owns(ds, pod)).collect();
+    owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    owned
+        .into_iter()
+        .map(|pod| pods::released(ds, pod))
         .collect()
 }
 

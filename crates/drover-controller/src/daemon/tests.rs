@@ -536,6 +536,62 @@ fn a_deleted_daemon_set_takes_its_pods() {
 }
 
 #[test]
+fn a_daemon_set_deleted_with_orphans_releases_its_pods_then_goes() {
+    let mut ds = ds();
+    ds.metadata.deletion_timestamp = Some(at(0).to_rfc3339());
+    ds.metadata.finalizers = vec![ORPHAN_FINALIZER.to_string()];
+    assert!(is_orphaning(&ds));
+    let pods = [
+        pod("agent-b", "n1", 0),
+        pod("agent-a", "gone", 0),
+        deleting(pod("agent-c", "n1", 0)),
+        orphan("agent-d", "n2", 0),
+    ];
+    let plan = run(&ds, &[node("n1"), node("n2"), node("n3")], &pods, at(10));
+    // Nothing deleted, created or adopted (the orphan on n2 stays one, and
+    // n3 gets no pod); every pod that is its is released, terminating or
+    // on a node that is gone included.
+    assert!(plan.delete.is_empty() && plan.create.is_empty() && plan.adopt.is_empty());
+    let released: Vec<&str> = plan
+        .release
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    assert_eq!(released, ["agent-a", "agent-b", "agent-c"]);
+    assert!(plan
+        .release
+        .iter()
+        .all(|p| p.metadata.owner_references.is_empty()));
+    assert!(!plan.finalize && !plan.is_empty());
+    // Once none is its, the DaemonSet itself goes.
+    let plan = run(&ds, &[node("n1")], &plan.release, at(11));
+    assert!(plan.release.is_empty() && plan.delete.is_empty());
+    assert!(plan.finalize && !plan.is_empty());
+    // Without the finalizer a deleted DaemonSet deletes its pods, as before.
+    ds.metadata.finalizers.clear();
+    assert!(!is_orphaning(&ds));
+    let plan = run(&ds, &[node("n1")], &pods, at(10));
+    assert!(plan.release.is_empty() && !plan.finalize);
+    assert_eq!(plan.delete.len(), 2);
+    // …and goes once none is left, a terminating one included.
+    let plan = run(&ds, &[node("n1")], &pods[2..], at(10));
+    assert!(
+        plan.delete.is_empty() && !plan.finalize,
+        "agent-c terminates"
+    );
+    let plan = run(&ds, &[node("n1")], &pods[3..], at(10));
+    assert!(
+        plan.delete.is_empty() && plan.finalize,
+        "only an orphan left"
+    );
+    // The finalizer alone, without a deletionTimestamp, changes nothing.
+    let mut live = ds.clone();
+    live.metadata.deletion_timestamp = None;
+    live.metadata.finalizers = vec![ORPHAN_FINALIZER.to_string()];
+    assert!(!is_orphaning(&live));
+}
+
+#[test]
 fn availability_waits_for_min_ready_seconds() {
     let mut ds = ds();
     ds.spec.min_ready_seconds = Some(30);

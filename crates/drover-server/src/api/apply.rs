@@ -299,6 +299,7 @@ fn merge_for_update(m: &Manifest, old: &Manifest) -> Manifest {
     nm.uid = om.uid.clone();
     nm.creation_timestamp = om.creation_timestamp.clone();
     nm.resource_version = om.resource_version.clone();
+    codec::keep_deletion(om, nm);
     let bump = i64::from(codec::spec_of(m) != codec::spec_of(old));
     nm.generation = Some(om.generation.unwrap_or(1) + bump);
     new

@@ -126,6 +126,23 @@ pub fn new_uid() -> String {
 }
 
 /// Now, as Kubernetes writes timestamps (RFC 3339, seconds, UTC).
+/// What an update keeps of the stored object `old`'s deletion, whatever the
+/// new version says (Kubernetes keeps `deletionTimestamp` on every update):
+/// once an object is being deleted it stays so, and a DaemonSet being
+/// deleted with its pods orphaned keeps its `orphan` finalizer, so that a
+/// replace or an apply in the meantime cannot turn the orphaning into a
+/// deletion of its pods.
+pub fn keep_deletion(old: &drover_api::ObjectMeta, new: &mut drover_api::ObjectMeta) {
+    if old.deletion_timestamp.is_none() {
+        return;
+    }
+    new.deletion_timestamp = old.deletion_timestamp.clone();
+    let orphan = drover_controller::daemon::ORPHAN_FINALIZER;
+    if old.finalizers.iter().any(|f| f == orphan) && !new.finalizers.iter().any(|f| f == orphan) {
+        new.finalizers.push(orphan.to_string());
+    }
+}
+
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }

@@ -312,6 +312,7 @@ impl Objects {
             let (om, nm) = (old.metadata(), new.metadata_mut());
             nm.uid = om.uid.clone();
             nm.creation_timestamp = om.creation_timestamp.clone();
+            codec::keep_deletion(om, nm);
             let bump = i64::from(codec::spec_of(&m) != codec::spec_of(&old));
             nm.generation = Some(om.generation.unwrap_or(1) + bump);
         }
@@ -356,6 +357,58 @@ impl Objects {
         let rev = revision_of(meta)?;
         self.delete_at(kind, &meta.namespace, &meta.name, Some(rev))
             .await
+    }
+
+    /// Deletes a DaemonSet with `propagationPolicy: Orphan` or
+    /// `Foreground`, as Kubernetes does: it gets a `deletionTimestamp` and
+    /// the `finalizer` (`orphan` or `foregroundDeletion`) by a
+    /// compare-and-swap, retried when it changed in between unless
+    /// `revision` pins the version to delete. The controller then releases
+    /// its pods (removes its owner reference, so that they keep running and
+    /// a DaemonSet that selects them later adopts them) or deletes them,
+    /// and removes the DaemonSet once no pod is its
+    /// ([`drover_controller::daemon::plan`]). Answers the DaemonSet as
+    /// marked. `uid`, when given, must be its uid.
+    pub async fn delete_daemon_set_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        finalizer: &str,
+        uid: Option<&str>,
+        revision: Option<u64>,
+    ) -> Result<Manifest, ApiError> {
+        let kind = Kind::DaemonSet;
+        for _ in 0..ATTEMPTS {
+            let current = self.get(kind, namespace, name).await?;
+            let m = current.metadata();
+            if let Some(uid) = uid.filter(|u| *u != m.uid) {
+                return Err(ApiError::Conflict(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    m.uid
+                )));
+            }
+            if revision.is_some_and(|r| Some(r) != m.revision().ok().flatten()) {
+                return Err(ApiError::conflict(kind, name));
+            }
+            let Manifest::DaemonSet(mut ds) = current else {
+                return Err(ApiError::not_found(kind, name));
+            };
+            let has = ds.metadata.finalizers.iter().any(|f| f == finalizer);
+            if ds.metadata.deletion_timestamp.is_some() && has {
+                return Ok(Manifest::DaemonSet(ds));
+            }
+            ds.metadata
+                .deletion_timestamp
+                .get_or_insert_with(codec::now_rfc3339);
+            if !has {
+                ds.metadata.finalizers.push(finalizer.to_string());
+            }
+            match self.update(Manifest::DaemonSet(ds)).await {
+                Err(ApiError::Conflict(_)) if revision.is_none() => continue,
+                r => return r,
+            }
+        }
+        Err(ApiError::conflict(kind, name))
     }
 
     /// Deletes one object and answers it as it was: read it, then delete

@@ -77,14 +77,28 @@ pub async fn logs(
         objects: objects.clone(),
     };
     let mut upstream = svc.logs(call).await.map_err(refusal)?.into_inner();
+    // The agent's first piece says whether the log opened (an empty chunk,
+    // or the first data) or why not: only then are the headers sent, so
+    // that a refusal is an HTTP error (`logs -p` with no previous instance).
+    let first = {
+        use tokio_stream::StreamExt;
+        match upstream.next().await {
+            Some(Err(status)) => return Err(refusal(status)),
+            first => first,
+        }
+    };
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(8);
     tokio::spawn(async move {
         use tokio_stream::StreamExt;
         let mut left = limit.unwrap_or(u64::MAX);
+        let mut first = Some(first);
         loop {
-            let next = tokio::select! {
-                n = upstream.next() => n,
-                _ = tx.closed() => return,
+            let next = match first.take() {
+                Some(f) => f,
+                None => tokio::select! {
+                    n = upstream.next() => n,
+                    _ = tx.closed() => return,
+                },
             };
             let Some(Ok(out)) = next else { return };
             let mut data = out.data;

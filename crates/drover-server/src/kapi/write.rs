@@ -21,7 +21,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use drover_api::validation::{validate_manifest, validate_manifest_update};
-use drover_api::{defaults, Manifest};
+use drover_api::{defaults, Kind, Manifest};
 use serde_json::{json, Value};
 
 /// Attempts of a patch that lost a compare-and-swap it did not ask for.
@@ -383,19 +383,21 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
         .and_then(Value::as_str)
         .map(str::to_string)
         .or(req.query.propagation.clone());
-    match policy.as_deref() {
-        None | Some("Background") | Some("Foreground") => {}
-        Some("Orphan") => {
-            return Err(Refusal::bad_request(
-                "propagationPolicy Orphan: drover's garbage collector removes the pods of a deleted DaemonSet; delete with Background or Foreground",
-            ))
-        }
+    // Only a DaemonSet has dependents (its pods): for it, Orphan and
+    // Foreground mark it with their finalizer and the controller finishes
+    // the deletion; Background (the default) deletes it now and the
+    // garbage collector its pods. Any other kind is deleted now.
+    let finalizer = match policy.as_deref() {
+        None | Some("Background") => None,
+        Some("Foreground") => Some(drover_controller::daemon::FOREGROUND_FINALIZER),
+        Some("Orphan") => Some(drover_controller::daemon::ORPHAN_FINALIZER),
         Some(other) => {
             return Err(Refusal::bad_request(format!(
                 "propagationPolicy {other:?}: not one of Orphan, Background, Foreground"
             )))
         }
-    }
+    };
+    let finalizer = finalizer.filter(|_| t.kind == Kind::DaemonSet);
     let dry_run = req.query.dry_run
         || opts
             .get("dryRun")
@@ -408,8 +410,18 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
         let mut deleted = Vec::new();
         for m in &items {
             if !dry_run {
-                match objects.delete(t.kind, m.namespace(), m.name()).await {
-                    Ok(_) | Err(ApiError::NotFound(_)) => {}
+                let r = match finalizer {
+                    Some(f) => objects
+                        .delete_daemon_set_with(m.namespace(), m.name(), f, None, None)
+                        .await
+                        .map(|_| ()),
+                    None => objects
+                        .delete(t.kind, m.namespace(), m.name())
+                        .await
+                        .map(|_| ()),
+                };
+                match r {
+                    Ok(()) | Err(ApiError::NotFound(_)) => {}
                     Err(e) => return Err(Refusal::from(e).about(t.kind, m.name())),
                 }
             }
@@ -438,13 +450,24 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
     if dry_run {
         return Ok(respond(StatusCode::OK, &current, &[]));
     }
-    let out = match pre.get("resourceVersion").and_then(Value::as_str) {
-        Some(rv) => {
-            let rev = rv.parse::<u64>().map_err(|_| {
-                Refusal::bad_request(format!(
-                    "preconditions.resourceVersion {rv:?}: not a number"
-                ))
-            })?;
+    let pre_rev = match pre.get("resourceVersion").and_then(Value::as_str) {
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            Refusal::bad_request(format!(
+                "preconditions.resourceVersion {rv:?}: not a number"
+            ))
+        })?),
+        None => None,
+    };
+    if let Some(f) = finalizer {
+        let uid = current.metadata().uid.clone();
+        let out = objects
+            .delete_daemon_set_with(ns.unwrap_or(""), name, f, Some(&uid), pre_rev)
+            .await
+            .map_err(about)?;
+        return Ok(respond(StatusCode::OK, &out, &[]));
+    }
+    let out = match pre_rev {
+        Some(rev) => {
             objects
                 .delete_at(t.kind, ns.unwrap_or(""), name, Some(rev))
                 .await
@@ -462,7 +485,6 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drover_api::Kind;
 
     #[test]
     fn patch_types_by_content_type() {

@@ -417,6 +417,21 @@ impl Leading {
                 }
             }
         }
+        // Deleted with its pods orphaned, and every pod released (by an
+        // earlier pass, as this pass read them): the DaemonSet goes, at the
+        // version planned from (a change since then waits for the next pass).
+        if plan.finalize {
+            match self
+                .objects
+                .delete_read(Kind::DaemonSet, &ds.metadata)
+                .await
+            {
+                Ok(w) => written = written.max(w),
+                Err(e) => {
+                    tracing::debug!(daemonset = %ds.metadata.name, "orphan finalizer: {}", e)
+                }
+            }
+        }
         // Waiting pods that fit now are bound (compare-and-swap on the
         // version planned from); those whose reason changed say so.
         for pod in &plan.bind {

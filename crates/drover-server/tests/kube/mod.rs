@@ -4,7 +4,7 @@
 //! line by line (`-w`).
 #![allow(dead_code)]
 
-use drover_agent::Sim;
+use drover_agent::{Sim, SimOptions};
 use drover_server::ServerOptions;
 use drover_testkit::{fast_options, wait_until, TestServer};
 use std::future::Future;
@@ -50,6 +50,19 @@ impl Kube {
     }
 
     pub async fn start_tuned(nodes: usize, tune: impl FnOnce(&mut ServerOptions)) -> Kube {
+        Kube::start_with(nodes, tune, |_| {}).await
+    }
+
+    /// [`Kube::start`] with the sim's options changed by `tune_sim`.
+    pub async fn start_with_sim(nodes: usize, tune_sim: impl FnOnce(&mut SimOptions)) -> Kube {
+        Kube::start_with(nodes, |_| {}, tune_sim).await
+    }
+
+    async fn start_with(
+        nodes: usize,
+        tune: impl FnOnce(&mut ServerOptions),
+        tune_sim: impl FnOnce(&mut SimOptions),
+    ) -> Kube {
         require_kubectl();
         let tmp = tempfile::tempdir().unwrap();
         let mut o = fast_options(tmp.path().join("server"));
@@ -64,6 +77,7 @@ impl Kube {
             );
             so.sim.ready_delay = Duration::from_millis(100);
             so.sim.log_every = Duration::from_millis(100);
+            tune_sim(&mut so);
             Sim::start(so).expect("sim starts")
         });
         let kubeconfig = server.dir.join("kubeconfig");
