@@ -380,6 +380,29 @@ async fn pods_of(k: &Kube, app: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The container ID of each pod labelled `app=APP`, by pod name: the same
+/// ID means the same container, never restarted.
+async fn containers_of(k: &Kube, app: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = k
+        .server
+        .pods(None)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.labels.get("app").map(String::as_str) == Some(app))
+        .map(|p| {
+            let id = p
+                .status
+                .container_statuses
+                .first()
+                .map(|c| c.container_id.clone())
+                .unwrap_or_default();
+            (p.metadata.name, id)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// `kubectl delete ds --cascade=orphan|foreground`, as Kubernetes does
 /// them: orphan leaves the pods running without their owner (no garbage
 /// collection, and a DaemonSet that selects them again adopts them instead
@@ -397,6 +420,8 @@ async fn kubectl_deletes_a_daemon_set_orphaning_or_in_the_foreground() {
         before.len() == 2 && before.iter().all(|(_, o)| *o == uid),
         "{before:?}"
     );
+    let running = containers_of(&k, "web").await;
+    assert!(running.iter().all(|(_, id)| !id.is_empty()), "{running:?}");
     // Orphan: kubectl waits until the DaemonSet is gone.
     let out = k.ok(&["delete", "ds", "web", "--cascade=orphan"]).await;
     assert_eq!(out, "daemonset.apps \"web\" deleted\n");
@@ -411,6 +436,8 @@ async fn kubectl_deletes_a_daemon_set_orphaning_or_in_the_foreground() {
     k.apply_ds("other", "app=other").await;
     k.wait_pods(4).await;
     assert_eq!(pods_of(&k, "web").await, orphans);
+    // Released, not restarted: the same containers run.
+    assert_eq!(containers_of(&k, "web").await, running);
     // The same DaemonSet again adopts them and makes none.
     k.apply_ds("web", "app=web").await;
     let uid = k
@@ -422,6 +449,7 @@ async fn kubectl_deletes_a_daemon_set_orphaning_or_in_the_foreground() {
             && now.iter().all(|(_, o)| *o == uid)
     })
     .await;
+    assert_eq!(containers_of(&k, "web").await, running);
     // Foreground: when kubectl returns, the pods are gone with it.
     let out = k.ok(&["delete", "ds", "web", "--cascade=foreground"]).await;
     assert_eq!(out, "daemonset.apps \"web\" deleted\n");
