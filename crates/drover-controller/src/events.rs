@@ -329,9 +329,21 @@ mod tests {
         assert_eq!(event.metadata.namespace, "ops");
         assert!(event.metadata.name.starts_with("agent."));
         assert_eq!(event.metadata.name.len(), "agent.".len() + 16);
-        assert_eq!(event.involved_object.kind, "DaemonSet");
-        assert_eq!(event.involved_object.api_version, "apps/v1");
-        assert_eq!(event.involved_object.uid, "u1");
+        ds.metadata.resource_version = "42".into();
+        let event = created(&ds, "agent-abcde", now, &mut rng);
+        // The involved object as Kubernetes' recorder refers to it.
+        assert_eq!(
+            event.involved_object,
+            ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                namespace: "ops".into(),
+                name: "agent".into(),
+                uid: "u1".into(),
+                resource_version: "42".into(),
+                ..ObjectReference::default()
+            }
+        );
         assert_eq!(event.source.component, "daemonset-controller");
         assert_eq!(
             event.first_timestamp.as_deref(),
@@ -360,5 +372,32 @@ mod tests {
         assert_eq!(event.involved_object.kind, "Node");
         assert_eq!(event.involved_object.uid, "n1");
         assert_eq!(event.involved_object.namespace, "");
+    }
+
+    #[test]
+    fn pod_events_refer_to_the_pod_in_its_namespace() {
+        let event = pod_event(
+            ("ops", "agent-x", "u9"),
+            "kubelet",
+            event_type::WARNING,
+            "BackOff",
+            "Back-off restarting failed container".into(),
+            Timestamp::from_unix_nanos(255),
+        );
+        assert_eq!(event.metadata.namespace, "ops");
+        assert_eq!(event.metadata.name, "agent-x.00000000000000ff");
+        assert_eq!(
+            event.involved_object,
+            ObjectReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: "ops".into(),
+                name: "agent-x".into(),
+                uid: "u9".into(),
+                ..ObjectReference::default()
+            }
+        );
+        assert_eq!(event.source.component, "kubelet");
+        assert_eq!(event.r#type, "Warning");
     }
 }

@@ -477,6 +477,36 @@ mod tests {
     }
 
     #[test]
+    fn a_node_full_of_pods_takes_no_more() {
+        // Kubernetes' NodeResourcesFit: the pod count counts the new pod
+        // too, so a node with `pods: 2` and two pods of others is full.
+        let d = ds("x");
+        let mut n = with_capacity(node("n1", true), "4", "8Gi");
+        n.status
+            .capacity
+            .insert("pods".into(), Quantity("2".into()));
+        let one = [other_pod("o1", "n1", &d)];
+        let usage = NodeUsage::new(one.iter());
+        assert_eq!(usage.misfits(&n, &d.spec.template.spec, "mine"), []);
+        let two = [other_pod("o1", "n1", &d), other_pod("o2", "n1", &d)];
+        let usage = NodeUsage::new(two.iter());
+        let misfits = usage.misfits(&n, &d.spec.template.spec, "mine");
+        assert_eq!(
+            misfits,
+            [Misfit::Insufficient {
+                resource: "pods".into(),
+                requested: 1,
+                used: 2,
+                allocatable: 2,
+            }]
+        );
+        assert_eq!(
+            misfits[0].to_string(),
+            "Too many pods (the pod requests 1; the node's other pods request 2 of 2 allocatable)"
+        );
+    }
+
+    #[test]
     fn requests_count_limits_where_no_request_is_given() {
         let d = requesting(ds("x"), "250m", "1Gi");
         let r = requests(&d.spec.template.spec);

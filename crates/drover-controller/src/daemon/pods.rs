@@ -419,6 +419,67 @@ mod tests {
     }
 
     #[test]
+    fn the_controller_reference_is_kubernetes_new_controller_ref() {
+        let mut ds = DaemonSet::default();
+        ds.metadata.name = "agent".into();
+        ds.metadata.uid = "u1".into();
+        assert_eq!(
+            controller_ref(&ds),
+            OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: "agent".into(),
+                uid: "u1".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+                ..OwnerReference::default()
+            }
+        );
+    }
+
+    #[test]
+    fn an_unschedulable_pod_keeps_the_time_it_became_so() {
+        let t0 = Timestamp::parse_rfc3339("2024-01-01T00:00:00Z").unwrap();
+        let t1 = Timestamp::parse_rfc3339("2024-01-01T00:05:00Z").unwrap();
+        let mut status = drover_api::PodStatus::default();
+        set_unschedulable(&mut status, "0/1 nodes are available".into(), t0);
+        let scheduled = |s: &drover_api::PodStatus| {
+            let c: Vec<_> = s
+                .conditions
+                .iter()
+                .filter(|c| c.r#type == "PodScheduled")
+                .cloned()
+                .collect();
+            assert_eq!(c.len(), 1, "one PodScheduled condition: {c:?}");
+            c[0].clone()
+        };
+        let c = scheduled(&status);
+        assert_eq!(status.phase, Some(drover_api::PodPhase::Pending));
+        assert_eq!(c.status, Some(ConditionStatus::False));
+        assert_eq!(c.reason, "Unschedulable");
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2024-01-01T00:00:00Z")
+        );
+        // Still unschedulable, for another reason: the time stays.
+        set_unschedulable(&mut status, "Too many pods".into(), t1);
+        let c = scheduled(&status);
+        assert_eq!(c.message, "Too many pods");
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2024-01-01T00:00:00Z")
+        );
+        // Scheduled in between: a new transition.
+        status.conditions[0].status = Some(ConditionStatus::True);
+        set_unschedulable(&mut status, "Too many pods".into(), t1);
+        let c = scheduled(&status);
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2024-01-01T00:05:00Z")
+        );
+    }
+
+    #[test]
     fn new_pods_come_from_the_template() {
         let mut ds = DaemonSet::default();
         ds.metadata.name = "agent".into();

@@ -75,6 +75,8 @@ fn an_old_template_reuses_its_revision_renumbered() {
     assert_eq!(plan.current, old[0].metadata.name);
     assert_eq!(plan.update.len(), 1);
     assert_eq!(plan.update[0].revision, 3);
+    // The pods are labelled with the renumbered revision, now.
+    assert_eq!(plan.revision, 3);
     // Already the newest: nothing to write.
     let again = plan_revisions(&d, [&plan.update[0], &old[1]], []);
     assert!(again.create.is_none() && again.update.is_empty());
@@ -420,4 +422,24 @@ proptest! {
             prop_assert!(w.pods.iter().any(|p| p.spec.node_name == node.metadata.name && !is_updated(p, "new")));
         }
     }
+}
+
+#[test]
+fn only_a_non_zero_max_surge_allows_surge() {
+    // Kubernetes' AllowsSurge: maxSurge scaled against one node is > 0.
+    let d = ds("busybox:1");
+    assert!(!allows_surge(&d), "no rolling parameters: maxSurge 0");
+    let zero = with_rolling(d.clone(), IntOrString::Int(1), IntOrString::Int(0));
+    assert!(!allows_surge(&zero));
+    let zero_pct = with_rolling(
+        d.clone(),
+        IntOrString::Int(1),
+        IntOrString::String("0%".into()),
+    );
+    assert!(!allows_surge(&zero_pct));
+    let one = with_rolling(d.clone(), IntOrString::Int(0), IntOrString::Int(1));
+    assert!(allows_surge(&one));
+    // A percentage rounds up: 10 % of one node is one pod.
+    let pct = with_rolling(d, IntOrString::Int(0), IntOrString::String("10%".into()));
+    assert!(allows_surge(&pct));
 }
