@@ -270,3 +270,88 @@ fn volumes_are_resolved_with_items_modes_and_optional() {
     );
     assert_eq!(e.volume.as_deref(), Some("v"));
 }
+
+#[test]
+fn a_secret_key_ref_is_required_unless_optional() {
+    let pod = |secret: &str, key: &str, optional: &str| {
+        pod_of(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  nodeName: node1\n  containers:\n  - name: c\n    image: i\n    env:\n    - {{name: A, value: x}}\n    - name: PASS\n      valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}{optional}}}}}\n"))
+    };
+    let names = |p: &Pod| -> Vec<(String, String)> {
+        resolve_env(p, &p.spec.containers[0], &objects())
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.value))
+            .collect()
+    };
+    let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+    // Present: its value, whether optional or not.
+    for optional in ["", ", optional: false", ", optional: true"] {
+        assert_eq!(
+            names(&pod("s", "k", optional)),
+            [pair("A", "x"), pair("PASS", "hunter2")],
+            "{optional}"
+        );
+    }
+    // Missing key or Secret: an error, unless optional (then left out).
+    for optional in ["", ", optional: false"] {
+        let p = pod("s", "nokey", optional);
+        let e = resolve_env(&p, &p.spec.containers[0], &objects()).unwrap_err();
+        assert_eq!(e.message, "couldn't find key nokey in Secret default/s");
+        assert_eq!(e.volume, None);
+        let p = pod("gone", "k", optional);
+        let e = resolve_env(&p, &p.spec.containers[0], &objects()).unwrap_err();
+        assert_eq!(e.message, "secret \"gone\" not found");
+    }
+    assert_eq!(
+        names(&pod("s", "nokey", ", optional: true")),
+        [pair("A", "x")]
+    );
+    assert_eq!(
+        names(&pod("gone", "k", ", optional: true")),
+        [pair("A", "x")]
+    );
+}
+
+#[test]
+fn references_are_empty_only_without_config_maps_and_secrets() {
+    let spec = |extra: &str| {
+        pod_of(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  nodeName: node1\n  containers:\n  - name: c\n    image: i\n{extra}"))
+            .spec
+    };
+    let none = references(&spec(
+        "    env: [{name: A, value: x}]\n  volumes:\n  - {name: v, emptyDir: {}}\n",
+    ));
+    assert!(none.is_empty(), "{none:?}");
+    let cm = references(&spec("    envFrom: [{configMapRef: {name: app}}]\n"));
+    assert!(!cm.is_empty());
+    assert_eq!(cm.config_maps.iter().collect::<Vec<_>>(), ["app"]);
+    let secret = references(&spec(
+        "  volumes:\n  - name: v\n    projected: {sources: [{secret: {name: s}}]}\n",
+    ));
+    assert!(!secret.is_empty());
+    assert!(secret.config_maps.is_empty());
+    assert_eq!(secret.secrets.iter().collect::<Vec<_>>(), ["s"]);
+}
+
+#[test]
+fn downward_api_files_hold_the_pod_name_namespace_uid_labels_and_annotations() {
+    let mut pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web, tier: front}, annotations: {note: hi}}\nspec:\n  nodeName: node1\n  containers: [{name: c, image: i}]\n  volumes:\n  - name: info\n    projected:\n      sources:\n      - downwardAPI:\n          items:\n          - {path: name, fieldRef: {fieldPath: metadata.name}}\n          - {path: ns, fieldRef: {fieldPath: metadata.namespace}}\n          - {path: uid, fieldRef: {fieldPath: metadata.uid}}\n          - {path: labels, fieldRef: {fieldPath: metadata.labels}}\n          - {path: annotations, fieldRef: {fieldPath: metadata.annotations}}\n");
+    pod.metadata.uid = "6b1f3c2e-8d4a-4f0e-9c7b-2a5d1e0f3b9c".into();
+    let v = resolve_volumes(&pod, &objects()).unwrap();
+    let files: Vec<(&str, &[u8])> = v["info"]
+        .files
+        .iter()
+        .map(|(k, f)| (k.as_str(), f.data.as_slice()))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("annotations", b"note=\"hi\"\n".as_slice()),
+            ("labels", b"app=\"web\"\ntier=\"front\"\n".as_slice()),
+            ("name", b"web".as_slice()),
+            ("ns", b"default".as_slice()),
+            ("uid", b"6b1f3c2e-8d4a-4f0e-9c7b-2a5d1e0f3b9c".as_slice()),
+        ]
+    );
+    assert!(!v["info"].secret);
+}

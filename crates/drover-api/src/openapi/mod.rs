@@ -162,7 +162,8 @@ pub fn list_strategy(field: &str) -> ListStrategy {
 fn required(type_name: &str) -> &'static [&'static str] {
     match type_name {
         "PodSpec" => &["containers"],
-        "Container" | "EnvVar" | "Volume" | "HttpHeader" => &["name"],
+        "Container" | "EnvVar" | "Volume" => &["name"],
+        "HttpHeader" => &["name", "value"],
         "ContainerPort" => &["containerPort"],
         "VolumeMount" => &["name", "mountPath"],
         "DaemonSetSpec" => &["selector", "template"],

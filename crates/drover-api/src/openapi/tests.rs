@@ -211,3 +211,68 @@ fn names_follow_kubernetes() {
         "A `x` see `Y`.\n\nNext."
     );
 }
+
+/// The `required` lists are Kubernetes' (its published OpenAPI).
+#[test]
+fn required_fields_are_those_kubernetes_marks() {
+    let all = schemas(&Kind::ALL);
+    for (schema, want) in [
+        (
+            "io.k8s.api.core.v1.PreferredSchedulingTerm",
+            json!(["weight", "preference"]),
+        ),
+        (
+            "io.k8s.api.core.v1.NodeSelector",
+            json!(["nodeSelectorTerms"]),
+        ),
+        (
+            "io.k8s.api.core.v1.NodeSelectorRequirement",
+            json!(["key", "operator"]),
+        ),
+        ("io.k8s.api.core.v1.HTTPGetAction", json!(["port"])),
+        ("io.k8s.api.core.v1.TCPSocketAction", json!(["port"])),
+        ("io.k8s.api.core.v1.HTTPHeader", json!(["name", "value"])),
+        ("io.k8s.api.core.v1.SleepAction", json!(["seconds"])),
+        ("io.k8s.api.core.v1.Taint", json!(["key", "effect"])),
+        ("io.k8s.api.core.v1.PodSpec", json!(["containers"])),
+        ("io.k8s.api.core.v1.Container", json!(["name"])),
+        ("io.k8s.api.core.v1.ContainerPort", json!(["containerPort"])),
+        (
+            "io.k8s.api.core.v1.VolumeMount",
+            json!(["name", "mountPath"]),
+        ),
+        ("io.k8s.api.core.v1.KeyToPath", json!(["key", "path"])),
+        (
+            "io.k8s.api.core.v1.ObjectFieldSelector",
+            json!(["fieldPath"]),
+        ),
+        (
+            "io.k8s.api.apps.v1.DaemonSetSpec",
+            json!(["selector", "template"]),
+        ),
+    ] {
+        assert_eq!(all[schema]["required"], want, "{schema}");
+    }
+    for schema in [
+        "io.k8s.api.core.v1.NodeSelectorTerm",
+        "io.k8s.api.core.v1.Toleration",
+        "io.k8s.api.core.v1.ExecAction",
+    ] {
+        assert!(all[schema].get("required").is_none(), "{schema}");
+    }
+}
+
+/// A kept field's description is its own, a space, then the note.
+#[test]
+fn a_kept_field_says_after_its_description_that_drover_does_not_act_on_it() {
+    let all = schemas(&[Kind::Pod]);
+    let meta = &all["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"];
+    assert_eq!(
+        meta["selfLink"]["description"],
+        "A URL of the object; deprecated by Kubernetes and never set. drover keeps this field but does not act on it."
+    );
+    // drover's own fields carry no note.
+    let name = meta["name"]["description"].as_str().unwrap();
+    assert!(!name.contains("does not act on it"), "{name}");
+    assert!(!name.starts_with(' ') && !name.ends_with(' '), "{name:?}");
+}
