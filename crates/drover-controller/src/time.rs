@@ -338,6 +338,19 @@ mod tests {
         assert_eq!(offset.to_rfc3339(), "2024-01-01T00:00:00Z");
         let west = Timestamp::parse_rfc3339("2023-12-31T19:00:00-05:00").unwrap();
         assert_eq!(west, offset);
+        // The last day of a 400-year era (a leap day every 400 years): one
+        // day in 146,097, which random days seldom hit.
+        let t = Timestamp::parse_rfc3339("2000-02-29T12:00:00Z").unwrap();
+        assert_eq!(t.to_rfc3339(), "2000-02-29T12:00:00Z");
+        for year in [1600, 2000, 2400] {
+            let days = days_from_civil(year, 2, 29);
+            assert_eq!(civil_from_days(days), (year, 2, 29));
+            assert_eq!(civil_from_days(days + 1), (year, 3, 1));
+        }
+        assert_eq!(civil_from_days(days_from_civil(2000, 3, 1)), (2000, 3, 1));
+        // The largest offsets there are.
+        let east = Timestamp::parse_rfc3339("2024-01-01T23:59:00+23:59").unwrap();
+        assert_eq!(east.to_rfc3339(), "2024-01-01T00:00:00Z");
         let fine = Timestamp::parse_rfc3339("2024-01-01T00:00:00.123456789123Z").unwrap();
         assert_eq!(fine.unix_nanos() % 1_000_000_000, 123_456_789);
     }
@@ -354,6 +367,8 @@ mod tests {
             "2024-01-01T00:00:00.Z",
             "2024-01-01 00:00:00Z",
             "2024-01-01T00:00:00+0100",
+            "2024-01-01T00:00:00+24:00",
+            "2024-01-01T00:00:00-23:60",
             "2024-01-01T00:00:00Zjunk",
             "0001-01-01T00:00:00Z",
         ] {

@@ -694,6 +694,49 @@ mod tests {
                 .len(),
             1
         );
+        // Without it, a container port alone holds nothing on the node.
+        let mut plain = net.clone();
+        plain.spec.template.spec.host_network = false;
+        assert!(usage
+            .misfits(&nodes[0], &plain.spec.template.spec, "ds-uid")
+            .is_empty());
+        // The same address conflicts, and so does any address against the
+        // wildcard (0.0.0.0, ::, or none).
+        let mut same = exporter.clone();
+        same.spec.template.spec.containers[0].ports[0].host_ip = "10.0.0.1".into();
+        assert_eq!(
+            NodeUsage::new([&a])
+                .misfits(&nodes[0], &same.spec.template.spec, "ds-uid")
+                .len(),
+            1
+        );
+        for wildcard in ["", "0.0.0.0", "::"] {
+            let mut w = exporter.clone();
+            w.spec.template.spec.containers[0].ports[0].host_ip = wildcard.into();
+            assert_eq!(
+                NodeUsage::new([&a])
+                    .misfits(&nodes[0], &w.spec.template.spec, "ds-uid")
+                    .len(),
+                1,
+                "{wildcard:?} against 10.0.0.1"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_added_twice_counts_once() {
+        let d = requesting(ds("x"), "1", "1Gi");
+        let n = with_capacity(node("n1", true), "2", "8Gi");
+        let mut other = other_pod("o1", "n1", &d);
+        other.metadata.uid = "o1-uid".into();
+        let mut usage = NodeUsage::new([&other]);
+        usage.add(&other);
+        // 1 of 2 CPUs taken: a pod asking for one fits.
+        assert_eq!(usage.misfits(&n, &d.spec.template.spec, "mine"), []);
+        let mut second = other.clone();
+        second.metadata.uid = "o2-uid".into();
+        usage.add(&second);
+        assert_eq!(usage.misfits(&n, &d.spec.template.spec, "mine").len(), 1);
     }
 
     fn with_class(mut d: drover_api::DaemonSet, class: &str) -> drover_api::DaemonSet {

@@ -419,6 +419,30 @@ mod tests {
     }
 
     #[test]
+    fn only_a_false_pod_scheduled_condition_says_why_a_pod_waits() {
+        let mut p = pod("a", "", None);
+        assert_eq!(unschedulable_message(&p), None);
+        p.status.conditions = vec![
+            PodCondition {
+                r#type: "Ready".into(),
+                status: Some(ConditionStatus::False),
+                message: "not ready".into(),
+                ..Default::default()
+            },
+            PodCondition {
+                r#type: "PodScheduled".into(),
+                status: Some(ConditionStatus::True),
+                message: "bound".into(),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(unschedulable_message(&p), None);
+        p.status.conditions[1].status = Some(ConditionStatus::False);
+        p.status.conditions[1].message = "Too many pods".into();
+        assert_eq!(unschedulable_message(&p), Some("Too many pods"));
+    }
+
+    #[test]
     fn the_controller_reference_is_kubernetes_new_controller_ref() {
         let mut ds = DaemonSet::default();
         ds.metadata.name = "agent".into();

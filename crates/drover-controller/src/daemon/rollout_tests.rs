@@ -443,3 +443,17 @@ fn only_a_non_zero_max_surge_allows_surge() {
     let pct = with_rolling(d, IntOrString::Int(0), IntOrString::String("10%".into()));
     assert!(allows_surge(&pct));
 }
+
+#[test]
+fn a_revision_without_its_hash_label_takes_the_hash_from_its_name() {
+    let d = ds("busybox:1");
+    let mut r = revision(&d, "busybox:2", 1);
+    let hash = r.metadata.labels[CONTROLLER_REVISION_HASH_LABEL].clone();
+    assert_eq!(r.metadata.name, format!("{}-{hash}", d.metadata.name));
+    assert_eq!(revision_hash(&d, &r), hash);
+    r.metadata.labels.remove(CONTROLLER_REVISION_HASH_LABEL);
+    assert_eq!(revision_hash(&d, &r), hash);
+    // A name that is not DS-HASH is taken whole.
+    r.metadata.name = "other".into();
+    assert_eq!(revision_hash(&d, &r), "other");
+}
