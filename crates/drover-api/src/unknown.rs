@@ -148,3 +148,35 @@ impl<T: CollectUnknown> CollectUnknown for BTreeMap<String, T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_validation_reads_kubectl_validate_values_and_the_api_server_modes() {
+        let cases = [
+            ("", Some(FieldValidation::Strict)),
+            ("strict", Some(FieldValidation::Strict)),
+            ("Strict", Some(FieldValidation::Strict)),
+            ("true", Some(FieldValidation::Strict)),
+            ("warn", Some(FieldValidation::Warn)),
+            ("Warn", Some(FieldValidation::Warn)),
+            ("ignore", Some(FieldValidation::Ignore)),
+            ("Ignore", Some(FieldValidation::Ignore)),
+            ("false", Some(FieldValidation::Ignore)),
+            ("lenient", None),
+            ("yes", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(FieldValidation::parse(text), want, "{text:?}");
+        }
+        for mode in [
+            FieldValidation::Strict,
+            FieldValidation::Warn,
+            FieldValidation::Ignore,
+        ] {
+            assert_eq!(FieldValidation::parse(mode.as_str()), Some(mode));
+        }
+    }
+}
