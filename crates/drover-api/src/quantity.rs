@@ -285,6 +285,9 @@ mod tests {
         assert_eq!(nanos("1mi"), Err(QuantityError::Suffix));
         assert_eq!(nanos("1e"), Err(QuantityError::Suffix));
         assert_eq!(nanos("1e99"), Err(QuantityError::TooLarge));
+        // The largest values that fit (about 10^29 units) still read.
+        assert_eq!(nanos("1e29"), Ok(10i128.pow(38)));
+        assert_eq!(nanos("1e30"), Err(QuantityError::TooLarge));
         assert_eq!(
             QuantityError::Format.to_string(),
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -298,5 +301,18 @@ mod tests {
         let q: Quantity = serde_json::from_str("0.5").unwrap();
         assert_eq!(q, Quantity::from("0.5"));
         assert_eq!(serde_json::to_string(&q).unwrap(), "\"0.5\"");
+        let q: Quantity = serde_json::from_str("-2").unwrap();
+        assert_eq!(q, Quantity::from("-2"));
+        let err = serde_json::from_value::<Quantity>(serde_json::Value::Bool(true)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid type: boolean `true`, expected a quantity (a string such as \"500m\" or \"1Gi\", or a number)"
+        );
+    }
+
+    #[test]
+    fn only_an_empty_quantity_is_left_out() {
+        assert!(Quantity::default().omit());
+        assert!(!Quantity::from("0").omit());
     }
 }

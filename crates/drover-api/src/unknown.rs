@@ -179,4 +179,20 @@ mod tests {
             assert_eq!(FieldValidation::parse(mode.as_str()), Some(mode));
         }
     }
+
+    #[test]
+    fn unknown_fields_inside_map_values_are_named_by_their_key() {
+        let container: crate::Container = serde_json::from_value(
+            serde_json::json!({"name": "c", "image": "i", "comand": ["sh"]}),
+        )
+        .unwrap();
+        let map: BTreeMap<String, crate::Container> = [("app".to_string(), container)].into();
+        assert_eq!(
+            unknown_fields(&map),
+            [UnknownField {
+                path: "[app].comand".into(),
+                in_kubernetes: false,
+            }]
+        );
+    }
 }
