@@ -488,3 +488,7 @@ fn controller_revision_row(cr: &ControllerRevision, o: &TableOptions) -> Vec<Str
         age(cr.metadata.creation_timestamp.as_deref(), o.now),
     ]
 }
+
+#[cfg(test)]
+#[path = "columns_tests.rs"]
+mod tests;

@@ -264,6 +264,17 @@ mod tests {
     }
 
     #[test]
+    fn int_or_string_displays_as_written() {
+        assert_eq!(IntOrString::Int(3).to_string(), "3");
+        assert_eq!(IntOrString::Int(-1).to_string(), "-1");
+        assert_eq!(IntOrString::from("25%").to_string(), "25%");
+        assert_eq!(
+            format!("maxUnavailable={}", IntOrString::from(1)),
+            "maxUnavailable=1"
+        );
+    }
+
+    #[test]
     fn percentages_scale_like_kubernetes() {
         let p = IntOrString::from("25%");
         assert_eq!(p.percent(), Some(25));

@@ -223,6 +223,29 @@ mod tests {
         assert_eq!(nanos("0.1"), Ok(100_000_000));
         assert_eq!(nanos(".5"), Ok(500_000_000));
         assert_eq!(nanos("1Ki"), Ok(1024 * 1_000_000_000));
+        let binary = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        for (power, suffix) in (1u32..).zip(binary) {
+            assert_eq!(
+                Quantity::from(format!("3{suffix}").as_str()).to_units(),
+                Ok(3 * 1024i128.pow(power)),
+                "3{suffix}"
+            );
+        }
+        let decimal = [
+            ("k", 3),
+            ("M", 6),
+            ("G", 9),
+            ("T", 12),
+            ("P", 15),
+            ("E", 18),
+        ];
+        for (suffix, exponent) in decimal {
+            assert_eq!(
+                Quantity::from(format!("3{suffix}").as_str()).to_units(),
+                Ok(3 * 10i128.pow(exponent)),
+                "3{suffix}"
+            );
+        }
         assert_eq!(Quantity::from("200Mi").to_units(), Ok(200 * 1024 * 1024));
         assert_eq!(Quantity::from("1G").to_units(), Ok(1_000_000_000));
         assert_eq!(Quantity::from("1e3").to_units(), Ok(1000));
@@ -241,6 +264,12 @@ mod tests {
     #[test]
     fn rounds_up_below_a_nano() {
         assert_eq!(nanos("0.0000000001"), Ok(1));
+        assert_eq!(nanos("1.5n"), Ok(2));
+        assert_eq!(nanos("1.01n"), Ok(2));
+        assert_eq!(nanos("-1.5n"), Ok(-2));
+        assert_eq!(nanos("2.0n"), Ok(2));
+        assert_eq!(nanos("2.000n"), Ok(2));
+        assert_eq!(nanos("25e-10"), Ok(3));
         assert_eq!(Quantity::from("1.5m").to_millis(), Ok(2));
         assert_eq!(Quantity::from("0.5").to_units(), Ok(1));
     }
@@ -256,6 +285,9 @@ mod tests {
         assert_eq!(nanos("1mi"), Err(QuantityError::Suffix));
         assert_eq!(nanos("1e"), Err(QuantityError::Suffix));
         assert_eq!(nanos("1e99"), Err(QuantityError::TooLarge));
+        // The largest values that fit (about 10^29 units) still read.
+        assert_eq!(nanos("1e29"), Ok(10i128.pow(38)));
+        assert_eq!(nanos("1e30"), Err(QuantityError::TooLarge));
         assert_eq!(
             QuantityError::Format.to_string(),
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -269,5 +301,18 @@ mod tests {
         let q: Quantity = serde_json::from_str("0.5").unwrap();
         assert_eq!(q, Quantity::from("0.5"));
         assert_eq!(serde_json::to_string(&q).unwrap(), "\"0.5\"");
+        let q: Quantity = serde_json::from_str("-2").unwrap();
+        assert_eq!(q, Quantity::from("-2"));
+        let err = serde_json::from_value::<Quantity>(serde_json::Value::Bool(true)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid type: boolean `true`, expected a quantity (a string such as \"500m\" or \"1Gi\", or a number)"
+        );
+    }
+
+    #[test]
+    fn only_an_empty_quantity_is_left_out() {
+        assert!(Quantity::default().omit());
+        assert!(!Quantity::from("0").omit());
     }
 }

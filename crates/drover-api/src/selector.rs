@@ -530,6 +530,33 @@ mod tests {
     }
 
     #[test]
+    fn a_parsed_selector_lists_its_requirements_sorted_by_key() {
+        let s = Selector::parse("tier in (b,a),app=web,!legacy").unwrap();
+        let parts: Vec<(&str, Operator, Vec<&str>)> = s
+            .requirements()
+            .iter()
+            .map(|r| {
+                (
+                    r.key(),
+                    r.operator(),
+                    r.values().iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("app", Operator::Equals, vec!["web"]),
+                ("legacy", Operator::DoesNotExist, vec![]),
+                ("tier", Operator::In, vec!["a", "b"]),
+            ]
+        );
+        let r =
+            Requirement::new("example.com/zone", Operator::Exists, Vec::<String>::new()).unwrap();
+        assert_eq!(r.key(), "example.com/zone");
+    }
+
+    #[test]
     fn parses_every_operator() {
         let s = Selector::parse("a=b,c!=d,e in (x,y),f notin (z),g,!h,n>5,m<3,k==v").unwrap();
         let l = labels(&[

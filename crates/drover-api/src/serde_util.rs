@@ -93,3 +93,17 @@ impl<E> From<EnumField<E>> for Option<E> {
         field.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_null_json_value_is_left_out() {
+        assert!(serde_json::Value::Null.omit());
+        for kept in [json!({}), json!([]), json!(""), json!(false), json!(0)] {
+            assert!(!kept.omit(), "{kept}");
+        }
+    }
+}

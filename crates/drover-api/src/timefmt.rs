@@ -239,6 +239,24 @@ mod tests {
             describe_time(Some("2000-03-01T00:00:00Z")),
             "Wed, 01 Mar 2000 00:00:00 +0000"
         );
+        // Around the 1st of March, where the algorithm's year begins, in
+        // centuries past and to come (dates checked with GNU `date -u`).
+        assert_eq!(
+            describe_time(Some("1970-03-01T00:00:00Z")),
+            "Sun, 01 Mar 1970 00:00:00 +0000"
+        );
+        assert_eq!(
+            describe_time(Some("1999-12-31T23:59:59Z")),
+            "Fri, 31 Dec 1999 23:59:59 +0000"
+        );
+        assert_eq!(
+            describe_time(Some("2100-02-28T12:00:00Z")),
+            "Sun, 28 Feb 2100 12:00:00 +0000"
+        );
+        assert_eq!(
+            describe_time(Some("2100-03-01T00:00:00Z")),
+            "Mon, 01 Mar 2100 00:00:00 +0000"
+        );
         assert_eq!(describe_time(None), "<unset>");
         assert_eq!(describe_time(Some("garbage")), "garbage");
     }

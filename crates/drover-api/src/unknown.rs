@@ -148,3 +148,51 @@ impl<T: CollectUnknown> CollectUnknown for BTreeMap<String, T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_validation_reads_kubectl_validate_values_and_the_api_server_modes() {
+        let cases = [
+            ("", Some(FieldValidation::Strict)),
+            ("strict", Some(FieldValidation::Strict)),
+            ("Strict", Some(FieldValidation::Strict)),
+            ("true", Some(FieldValidation::Strict)),
+            ("warn", Some(FieldValidation::Warn)),
+            ("Warn", Some(FieldValidation::Warn)),
+            ("ignore", Some(FieldValidation::Ignore)),
+            ("Ignore", Some(FieldValidation::Ignore)),
+            ("false", Some(FieldValidation::Ignore)),
+            ("lenient", None),
+            ("yes", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(FieldValidation::parse(text), want, "{text:?}");
+        }
+        for mode in [
+            FieldValidation::Strict,
+            FieldValidation::Warn,
+            FieldValidation::Ignore,
+        ] {
+            assert_eq!(FieldValidation::parse(mode.as_str()), Some(mode));
+        }
+    }
+
+    #[test]
+    fn unknown_fields_inside_map_values_are_named_by_their_key() {
+        let container: crate::Container = serde_json::from_value(
+            serde_json::json!({"name": "c", "image": "i", "comand": ["sh"]}),
+        )
+        .unwrap();
+        let map: BTreeMap<String, crate::Container> = [("app".to_string(), container)].into();
+        assert_eq!(
+            unknown_fields(&map),
+            [UnknownField {
+                path: "[app].comand".into(),
+                in_kubernetes: false,
+            }]
+        );
+    }
+}
