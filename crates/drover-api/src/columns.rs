@@ -47,7 +47,7 @@ pub fn headers(kind: Kind, o: &TableOptions) -> Vec<&'static str> {
         Kind::Pod => {
             h.extend(["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
             if o.wide {
-                h.extend(["IP", "NODE"]);
+                h.extend(["IP", "NODE", "NOMINATED NODE", "READINESS GATES"]);
             }
         }
         Kind::Node => {
@@ -307,6 +307,11 @@ fn pod_row(p: &Pod, o: &TableOptions) -> Vec<String> {
     if o.wide {
         r.push(or_none(&p.status.pod_ip));
         r.push(or_none(&p.spec.node_name));
+        // The node the scheduler's preemption made room on, for a pod that
+        // waits for it.
+        r.push(or_none(&p.status.nominated_node_name));
+        // drover keeps no `spec.readinessGates`: kubectl's `<none>`.
+        r.push("<none>".to_string());
     }
     r
 }

@@ -99,7 +99,17 @@ fn wide_tables_add_the_columns_of_kubectl_get_o_wide() {
     );
     assert_eq!(
         headers(Kind::Pod, &wide),
-        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ]
     );
     assert_eq!(
         headers(Kind::Node, &wide),
@@ -161,7 +171,9 @@ fn all_namespaces_puts_a_namespace_column_first_for_namespaced_kinds_only() {
             "RESTARTS",
             "AGE",
             "IP",
-            "NODE"
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
         ]
     );
 }
@@ -270,7 +282,17 @@ fn a_running_pod_shows_ready_containers_status_and_wide_ip_and_node() {
     assert_eq!(cells(&p, false), ["web", "2/2", "Running", "0", "5m"]);
     assert_eq!(
         cells(&p, true),
-        ["web", "2/2", "Running", "0", "5m", "10.244.1.7", "node-1"]
+        [
+            "web",
+            "2/2",
+            "Running",
+            "0",
+            "5m",
+            "10.244.1.7",
+            "node-1",
+            "<none>",
+            "<none>"
+        ]
     );
     assert_eq!(
         row(&p, &opts(false, true)),
@@ -288,8 +310,14 @@ fn a_pending_pod_without_ip_or_node_shows_none_in_the_wide_columns() {
     }));
     assert_eq!(
         cells(&p, true),
-        ["queued", "0/1", "Pending", "0", "30s", "<none>", "<none>"]
+        ["queued", "0/1", "Pending", "0", "30s", "<none>", "<none>", "<none>", "<none>"]
     );
+    // A pod that waits for the room preemption made on a node names it.
+    let mut nominated = p.clone();
+    if let Manifest::Pod(pod) = &mut nominated {
+        pod.status.nominated_node_name = "n2".into();
+    }
+    assert_eq!(cells(&nominated, true)[7], "n2");
 }
 
 #[test]

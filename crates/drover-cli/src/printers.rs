@@ -176,13 +176,13 @@ status: {status}
         );
         assert_eq!(
             table(Kind::Pod, std::slice::from_ref(&p), &opts(true, false)),
-            "NAME   READY   STATUS    RESTARTS     AGE   IP         NODE\n\
-             web    2/2     Running   3 (5m ago)   5s    10.0.0.5   n1\n"
+            "NAME   READY   STATUS    RESTARTS     AGE   IP         NODE   NOMINATED NODE   READINESS GATES\n\
+             web    2/2     Running   3 (5m ago)   5s    10.0.0.5   n1     <none>           <none>\n"
         );
         let p = pod("{}");
         assert_eq!(
             row(&p, &opts(true, false)),
-            ["web", "0/2", "Pending", "0", "5s", "<none>", "n1"]
+            ["web", "0/2", "Pending", "0", "5s", "<none>", "n1", "<none>", "<none>"]
         );
         let p = pod(
             r#"{phase: Pending, containerStatuses: [{name: a, state: {waiting: {reason: CrashLoopBackOff}}}, {name: b, state: {waiting: {reason: ContainerCreating}}}]}"#,

@@ -431,16 +431,26 @@ spec:
     let t = cells(&get(c, o).await.ok().out);
     assert_eq!(
         t[0],
-        strings(&["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"])
+        strings(&[
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ])
     );
     assert_eq!(t[1][..4], strings(&["web", "1/1", "Running", "0"]));
-    assert_eq!(t[1][5..], strings(&["10.1.0.5", "n1"]));
+    assert_eq!(t[1][5..], strings(&["10.1.0.5", "n1", "<none>", "<none>"]));
     let mut o = get_opts("pods", &[]);
     o.selector = Some("app=example-app".into());
     o.output = Some(Output::Wide);
     let t = cells(&get(c, o).await.ok().out);
     assert_eq!(t.len(), 4, "{t:?}");
-    let mut nodes: Vec<String> = t[1..].iter().map(|r| r.last().unwrap().clone()).collect();
+    let mut nodes: Vec<String> = t[1..].iter().map(|r| r[6].clone()).collect();
     nodes.sort();
     assert_eq!(nodes, eligible);
     assert!(t[1..]
