@@ -461,3 +461,37 @@ metadata: {name: n1}
         "{e}"
     );
 }
+
+#[test]
+fn a_typed_list_with_items_is_a_list_as_kubectl_get_o_yaml_writes_it() {
+    // `kubectl get ds -o yaml` writes `kind: DaemonSetList`: its items are
+    // read one by one, as `kind: List`'s are.
+    let text = r#"
+apiVersion: apps/v1
+kind: DaemonSetList
+items:
+- {apiVersion: apps/v1, kind: DaemonSet, metadata: {name: a}, spec: {selector: {matchLabels: {app: a}}, template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: i}]}}}}
+- {apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {containers: [{name: c, image: i}]}}
+"#;
+    let ms = parse_manifests(text).unwrap();
+    let names: Vec<(&str, &str)> = ms
+        .iter()
+        .map(|m| (m.kind(), m.metadata().name.as_str()))
+        .collect();
+    assert_eq!(names, [("DaemonSet", "a"), ("Pod", "b")]);
+}
+
+#[test]
+fn validate_refuses_what_the_api_would() {
+    let ok = parse_manifests(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i}]}\n",
+    )
+    .unwrap();
+    assert!(ok[0].validate().is_ok());
+    let bad = parse_manifests(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec: {containers: [{name: c, image: i}]}\n",
+    )
+    .unwrap();
+    let e = bad[0].validate().unwrap_err().to_string();
+    assert!(e.contains("metadata.name"), "{e}");
+}
