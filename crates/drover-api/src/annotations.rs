@@ -78,3 +78,81 @@ pub fn auto_rollback(meta: &ObjectMeta) -> Result<Option<AutoRollback>, (&'stati
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(annotations: &[(&str, &str)]) -> ObjectMeta {
+        let mut meta = ObjectMeta::default();
+        for (k, v) in annotations {
+            meta.annotations.insert((*k).into(), (*v).into());
+        }
+        meta
+    }
+
+    fn policy(after_secs: u64, nodes: u32) -> Option<AutoRollback> {
+        Some(AutoRollback {
+            after: Duration::from_secs(after_secs),
+            nodes,
+        })
+    }
+
+    #[test]
+    fn auto_rollback_is_on_for_any_duration_longer_than_zero() {
+        for (after, secs) in [("1s", 1), ("2m", 120), (" 90s ", 90), ("1h 30m", 5400)] {
+            assert_eq!(
+                auto_rollback(&meta(&[(AUTO_ROLLBACK_AFTER, after)])),
+                Ok(policy(secs, 1)),
+                "{after}"
+            );
+        }
+        assert_eq!(
+            auto_rollback(&meta(&[
+                (AUTO_ROLLBACK_AFTER, "5m"),
+                (AUTO_ROLLBACK_NODES, "3")
+            ])),
+            Ok(policy(300, 3))
+        );
+    }
+
+    #[test]
+    fn a_zero_rollback_delay_is_refused_not_taken_as_immediate() {
+        for zero in ["0s", "0m", "0"] {
+            assert_eq!(
+                auto_rollback(&meta(&[(AUTO_ROLLBACK_AFTER, zero)])),
+                Err((
+                    AUTO_ROLLBACK_AFTER,
+                    "must be longer than 0 (e.g. \"2m\")".to_owned()
+                )),
+                "{zero}"
+            );
+        }
+    }
+
+    #[test]
+    fn auto_rollback_is_off_without_a_delay_and_refuses_bad_values() {
+        assert_eq!(auto_rollback(&meta(&[])), Ok(None));
+        assert_eq!(
+            auto_rollback(&meta(&[(AUTO_ROLLBACK_NODES, "2")])),
+            Ok(None)
+        );
+        let (annotation, reason) =
+            auto_rollback(&meta(&[(AUTO_ROLLBACK_AFTER, "soon")])).unwrap_err();
+        assert_eq!(annotation, AUTO_ROLLBACK_AFTER);
+        assert!(reason.starts_with("must be a duration like"), "{reason}");
+        for nodes in ["0", "-1", "one", "1.5"] {
+            assert_eq!(
+                auto_rollback(&meta(&[
+                    (AUTO_ROLLBACK_AFTER, "2m"),
+                    (AUTO_ROLLBACK_NODES, nodes)
+                ])),
+                Err((
+                    AUTO_ROLLBACK_NODES,
+                    "must be a whole number of nodes, at least 1 (e.g. \"1\")".to_owned()
+                )),
+                "{nodes}"
+            );
+        }
+    }
+}

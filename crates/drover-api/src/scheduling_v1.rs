@@ -32,12 +32,15 @@ pub const HIGHEST_USER_DEFINABLE_PRIORITY: i32 = 1_000_000_000;
 pub const PREEMPT_NEVER: &str = "Never";
 
 /// The priority of each class name: the built-in classes and the given
-/// ones, and the value of a pod that names none (the global default's, or
-/// 0), as Kubernetes' priority admission resolves them.
+/// ones, and the priority of a pod that names none, as Kubernetes'
+/// priority admission resolves them: the global default class's value and
+/// `preemptionPolicy` (the lowest value if several are global defaults),
+/// or 0 and `PreemptLowerPriority` when there is none.
 #[derive(Debug, Clone, Default)]
 pub struct Priorities {
     by_name: std::collections::HashMap<String, (i32, bool)>,
-    default: i32,
+    /// The global default class's (value, may preempt), if any.
+    default: Option<(i32, bool)>,
 }
 
 impl Priorities {
@@ -47,12 +50,12 @@ impl Priorities {
         for (name, value) in [SYSTEM_NODE_CRITICAL, SYSTEM_CLUSTER_CRITICAL] {
             by_name.insert(name.to_string(), (value, true));
         }
-        let mut default = 0;
+        let mut default: Option<(i32, bool)> = None;
         for c in classes {
             let preempts = c.preemption_policy.as_deref() != Some(PREEMPT_NEVER);
             by_name.insert(c.metadata.name.clone(), (c.value, preempts));
-            if c.global_default {
-                default = c.value;
+            if c.global_default && default.is_none_or(|(value, _)| c.value < value) {
+                default = Some((c.value, preempts));
             }
         }
         Priorities { by_name, default }
@@ -62,8 +65,12 @@ impl Priorities {
     /// it may preempt; `None` for a class that does not exist.
     pub fn of(&self, class: &str) -> Option<(i32, bool)> {
         if class.is_empty() {
-            return Some((self.default, true));
+            return Some(self.default.unwrap_or((0, true)));
         }
         self.by_name.get(class).copied()
     }
 }
+
+#[cfg(test)]
+#[path = "scheduling_v1_tests.rs"]
+mod tests;

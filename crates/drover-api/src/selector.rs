@@ -406,11 +406,11 @@ impl Parser {
         self.tokens.get(self.position).unwrap_or(&Token::End)
     }
 
+    /// The current token, moving past it (at the end, `End` again and
+    /// again: `peek` reads `End` past the last token).
     fn next(&mut self) -> Token {
         let token = self.peek().clone();
-        if self.position < self.tokens.len() {
-            self.position += 1;
-        }
+        self.position += 1;
         token
     }
 

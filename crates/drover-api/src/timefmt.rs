@@ -16,27 +16,40 @@ pub fn parse_time(text: &str) -> Option<SystemTime> {
     if let Ok(t) = humantime::parse_rfc3339(text) {
         return Some(t);
     }
-    // humantime only reads UTC ("Z"): handle an explicit offset here.
+    // humantime only reads UTC ("Z"): handle an explicit offset here,
+    // `+hh:mm` or `-hh:mm` with hh at most 23 and mm at most 59, as Go's
+    // RFC 3339 parser (the API server's) requires.
     let bytes = text.as_bytes();
     if bytes.len() > 6 && bytes[bytes.len() - 3] == b':' {
-        let sign = match bytes[bytes.len() - 6] {
-            b'+' => 1i64,
-            b'-' => -1i64,
+        // (Checked before splitting: the sign is where a char begins.)
+        let east = match bytes[bytes.len() - 6] {
+            b'+' => true,
+            b'-' => false,
             _ => return None,
         };
         let (base, offset) = text.split_at(text.len() - 6);
-        let hours: i64 = offset[1..3].parse().ok()?;
-        let minutes: i64 = offset[4..6].parse().ok()?;
+        let hours = two_digits(&offset[1..3]).filter(|h| *h < 24)?;
+        let minutes = two_digits(&offset[4..6]).filter(|m| *m < 60)?;
         let utc = humantime::parse_rfc3339(&format!("{base}Z")).ok()?;
-        let shift = Duration::from_secs((hours * 3600 + minutes * 60) as u64);
+        let shift = Duration::from_secs(hours * 3600 + minutes * 60);
         // 12:00+02:00 is 10:00Z.
-        return if sign > 0 {
+        return if east {
             utc.checked_sub(shift)
         } else {
             utc.checked_add(shift)
         };
     }
     None
+}
+
+/// The number written with exactly two ASCII digits.
+fn two_digits(text: &str) -> Option<u64> {
+    match text.as_bytes() {
+        [a, b] if a.is_ascii_digit() && b.is_ascii_digit() => {
+            Some(u64::from(a - b'0') * 10 + u64::from(b - b'0'))
+        }
+        _ => None,
+    }
 }
 
 /// `now - then` in nanoseconds, negative when `then` is in the future.
@@ -184,7 +197,13 @@ mod tests {
             (3 * 3600 - 1, "179m"),
             (3 * 3600, "3h"),
             (3 * 3600 + 60, "3h1m"),
+            (8 * 3600 - 60, "7h59m"),
+            (8 * 3600 - 1, "7h59m"),
             (8 * 3600, "8h"),
+            // From 8 hours on, kubectl drops the minutes.
+            (8 * 3600 + 30 * 60, "8h"),
+            (8 * 3600 + 59 * 60 + 59, "8h"),
+            (9 * 3600 + 1, "9h"),
             (47 * 3600 + 59 * 60, "47h"),
             (48 * 3600, "2d"),
             (52 * 3600, "2d4h"),
@@ -193,7 +212,9 @@ mod tests {
             (729 * 86_400, "729d"),
             (730 * 86_400, "2y"),
             (850 * 86_400, "2y120d"),
+            (8 * 365 * 86_400 - 86_400, "7y364d"),
             (8 * 365 * 86_400, "8y"),
+            (9 * 365 * 86_400 + 100 * 86_400, "9y"),
         ];
         for (secs, want) in cases {
             assert_eq!(human_duration(Duration::from_secs(secs)), want, "{secs}s");
@@ -219,9 +240,47 @@ mod tests {
         // An offset: 17:59:00+02:00 is 15:59:00Z.
         assert_eq!(age(Some("2024-05-03T17:59:00+02:00"), now), "60s");
         assert_eq!(age(Some("2024-05-03T14:59:00-01:00"), now), "60s");
+        assert_eq!(age(Some("2024-05-03T15:59:00+00:00"), now), "60s");
         assert_eq!(age(None, now), "<unknown>");
         assert_eq!(age(Some(""), now), "<unknown>");
         assert_eq!(age(Some("yesterday"), now), "<unknown>");
+    }
+
+    #[test]
+    fn an_offset_is_subtracted_when_east_of_utc_and_added_when_west() {
+        let utc = at("2024-05-01T10:00:00Z");
+        assert_eq!(parse_time("2024-05-01T12:00:00+02:00"), Some(utc));
+        assert_eq!(parse_time("2024-05-01T08:30:00-01:30"), Some(utc));
+        assert_eq!(parse_time("2024-05-01T10:00:00+00:00"), Some(utc));
+        assert_eq!(parse_time("2024-05-01T10:00:00-00:00"), Some(utc));
+        assert_eq!(parse_time("2024-05-02T09:59:00+23:59"), Some(utc));
+        assert_eq!(parse_time("2024-04-30T10:01:00-23:59"), Some(utc));
+        assert_eq!(
+            parse_time("2024-05-01T12:00:00.5+02:00"),
+            utc.checked_add(Duration::from_millis(500))
+        );
+    }
+
+    /// Go's RFC 3339 parser takes an offset hour up to 23 and minute up to
+    /// 59, written with two digits each.
+    #[test]
+    fn an_offset_out_of_range_or_not_two_digits_is_not_a_time() {
+        for bad in [
+            "2024-05-01T12:00:00+24:00",
+            "2024-05-01T12:00:00-24:00",
+            "2024-05-01T12:00:00+02:60",
+            "2024-05-01T12:00:00+99:99",
+            "2024-05-01T12:00:00++1:00",
+            "2024-05-01T12:00:00+-1:00",
+            "2024-05-01T12:00:00+02:+1",
+            "2024-05-01T12:00:00+ 2:00",
+            "2024-05-01T12:00:00*02:00",
+            "2024-05-01T12:00:00é:00",
+            "+02:00",
+            "2024-05-01T12:00:00",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
     }
 
     #[test]

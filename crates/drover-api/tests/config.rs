@@ -355,3 +355,63 @@ fn downward_api_files_hold_the_pod_name_namespace_uid_labels_and_annotations() {
     );
     assert!(!v["info"].secret);
 }
+
+/// As the kubelet: a volume's missing Secret or ConfigMap (or a missing key
+/// of its items) stops the pod unless the source is `optional: true`; then
+/// the volume holds what exists (nothing for a missing object).
+#[test]
+fn a_secret_or_config_map_volume_is_required_unless_optional() {
+    let volume = |source: &str| {
+        pod_of(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  nodeName: node1\n  containers: [{{name: c, image: i}}]\n  volumes:\n  - name: v\n    {source}\n"))
+    };
+    let resolve = |source: &str| resolve_volumes(&volume(source), &objects());
+    for optional in ["", ", optional: false"] {
+        let e = resolve(&format!("secret: {{secretName: gone{optional}}}")).unwrap_err();
+        assert_eq!(e.message, "secret \"gone\" not found", "{optional}");
+        assert_eq!(e.volume.as_deref(), Some("v"));
+        let e = resolve(&format!(
+            "secret: {{secretName: s, items: [{{key: nokey, path: x}}]{optional}}}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "secret references non-existent secret key: nokey"
+        );
+        let e = resolve(&format!("configMap: {{name: gone{optional}}}")).unwrap_err();
+        assert_eq!(e.message, "configmap \"gone\" not found", "{optional}");
+        let e = resolve(&format!(
+            "projected: {{sources: [{{secret: {{name: gone{optional}}}}}]}}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.message, "secret \"gone\" not found", "{optional}");
+        let e = resolve(&format!(
+            "projected: {{sources: [{{configMap: {{name: gone{optional}}}}}]}}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.message, "configmap \"gone\" not found", "{optional}");
+    }
+    // Optional: a missing object gives an empty volume (a tmpfs for a
+    // Secret), a missing key is left out.
+    let v = resolve("secret: {secretName: gone, optional: true}").unwrap();
+    assert!(v["v"].files.is_empty());
+    assert!(v["v"].secret);
+    let v = resolve(
+        "secret: {secretName: s, optional: true, items: [{key: nokey, path: x}, {key: k, path: z}]}",
+    )
+    .unwrap();
+    assert_eq!(v["v"].files.keys().collect::<Vec<_>>(), ["z"]);
+    assert_eq!(v["v"].files["z"].data, b"hunter2");
+    let v = resolve("configMap: {name: gone, optional: true}").unwrap();
+    assert!(v["v"].files.is_empty());
+    assert!(!v["v"].secret);
+    let v = resolve(
+        "projected: {sources: [{secret: {name: gone, optional: true}}, {configMap: {name: gone, optional: true}}, {secret: {name: s}}]}",
+    )
+    .unwrap();
+    assert_eq!(v["v"].files.keys().collect::<Vec<_>>(), ["k"]);
+    // A present Secret is read whether optional or not.
+    for optional in ["", ", optional: false", ", optional: true"] {
+        let v = resolve(&format!("secret: {{secretName: s{optional}}}")).unwrap();
+        assert_eq!(v["v"].files["k"].data, b"hunter2", "{optional}");
+    }
+}

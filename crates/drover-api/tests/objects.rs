@@ -108,3 +108,96 @@ fn a_controller_revision_without_data_is_written_without_it() {
         json!({"spec": {"template": {}}})
     );
 }
+
+/// A node is Ready when its `Ready` condition is `True`; `False`,
+/// `Unknown` (the node stopped reporting) or no condition is not ready.
+#[test]
+fn a_node_is_ready_only_when_its_ready_condition_is_true() {
+    let with = |conditions: serde_json::Value| {
+        serde_json::from_value::<drover_api::Node>(json!({"status": {"conditions": conditions}}))
+            .unwrap()
+            .is_ready()
+    };
+    assert!(with(json!([
+        {"type": "MemoryPressure", "status": "False"},
+        {"type": "Ready", "status": "True"}
+    ])));
+    assert!(!with(json!([
+        {"type": "MemoryPressure", "status": "True"},
+        {"type": "Ready", "status": "False"}
+    ])));
+    assert!(!with(json!([{"type": "Ready", "status": "Unknown"}])));
+    assert!(!with(json!([{"type": "DiskPressure", "status": "True"}])));
+    assert!(!with(json!([])));
+}
+
+/// The defaults the API server gives a pod: restartPolicy Always, a grace
+/// period of 30 s, imagePullPolicy by the tag, ports over TCP, probes'
+/// timings; values the pod sets are kept.
+#[test]
+fn a_pod_gets_the_defaults_the_api_server_applies() {
+    let mut pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [
+            {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}],
+             "readinessProbe": {"httpGet": {"port": 80}}},
+            {"name": "b", "image": "nginx:1.25"},
+            {"name": "c", "image": "nginx:1.25", "imagePullPolicy": "Never"}
+        ]}
+    }))
+    .unwrap();
+    drover_api::defaults::default_pod(&mut pod);
+    let spec = serde_json::to_value(&pod.spec).unwrap();
+    assert_eq!(spec["restartPolicy"], "Always");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+    let c = &spec["containers"];
+    assert_eq!(c[0]["imagePullPolicy"], "Always");
+    assert_eq!(c[1]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(c[2]["imagePullPolicy"], "Never");
+    assert_eq!(c[0]["ports"][0]["protocol"], "TCP");
+    assert_eq!(
+        c[0]["readinessProbe"],
+        json!({"httpGet": {"path": "/", "port": 80, "scheme": "HTTP"},
+               "timeoutSeconds": 1, "periodSeconds": 10,
+               "successThreshold": 1, "failureThreshold": 3})
+    );
+
+    // Set values stay; defaulting a defaulted pod changes nothing.
+    let mut set: Pod = serde_json::from_value(json!({
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "a", "image": "i"}]}
+    }))
+    .unwrap();
+    drover_api::defaults::default_pod(&mut set);
+    assert_eq!(
+        serde_json::to_value(&set.spec).unwrap()["restartPolicy"],
+        "Never"
+    );
+    assert_eq!(set.spec.termination_grace_period_seconds, Some(0));
+    let once = pod.clone();
+    drover_api::defaults::default_pod(&mut pod);
+    assert_eq!(pod, once);
+
+    // A Pod manifest is defaulted the same way.
+    let mut m = parse_manifests("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: nginx}]\n").unwrap().remove(0);
+    drover_api::defaults::default_manifest(&mut m);
+    let Manifest::Pod(p) = m else { panic!() };
+    assert_eq!(p.spec.termination_grace_period_seconds, Some(30));
+}
+
+/// An IntOrString field (a probe's port) is always written, whether a
+/// number (even 0) or a name, as Kubernetes' `port` has no omitempty.
+#[test]
+fn a_port_is_written_as_a_number_or_a_name_even_when_zero() {
+    for port in [json!(8080), json!(0), json!("http")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "spec": {"containers": [{"name": "a", "image": "i",
+                "livenessProbe": {"httpGet": {"port": port}},
+                "readinessProbe": {"tcpSocket": {"port": port}}}]}
+        }))
+        .unwrap();
+        let c = &serde_json::to_value(&pod).unwrap()["spec"]["containers"][0];
+        assert_eq!(c["livenessProbe"]["httpGet"], json!({"port": port}));
+        assert_eq!(c["readinessProbe"]["tcpSocket"], json!({"port": port}));
+    }
+}

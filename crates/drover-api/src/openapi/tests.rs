@@ -250,6 +250,19 @@ fn required_fields_are_those_kubernetes_marks() {
             "io.k8s.api.apps.v1.DaemonSetSpec",
             json!(["selector", "template"]),
         ),
+        (
+            "io.k8s.api.apps.v1.DaemonSetStatus",
+            json!([
+                "currentNumberScheduled",
+                "numberMisscheduled",
+                "desiredNumberScheduled",
+                "numberReady"
+            ]),
+        ),
+        (
+            "io.k8s.api.core.v1.ResourceFieldSelector",
+            json!(["resource"]),
+        ),
     ] {
         assert_eq!(all[schema]["required"], want, "{schema}");
     }
@@ -275,4 +288,46 @@ fn a_kept_field_says_after_its_description_that_drover_does_not_act_on_it() {
     let name = meta["name"]["description"].as_str().unwrap();
     assert!(!name.contains("does not act on it"), "{name}");
     assert!(!name.starts_with(' ') && !name.ends_with(' '), "{name:?}");
+}
+
+/// Kubernetes' `metav1.Time` (and `MicroTime`) is a string of format
+/// `date-time`; every other string has no format.
+#[test]
+fn only_time_fields_are_strings_of_format_date_time() {
+    let all = schemas(&Kind::ALL);
+    let prop = |t: &str, f: &str| all[t]["properties"][f].clone();
+    let meta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+    for (t, f) in [
+        (meta, "creationTimestamp"),
+        (meta, "deletionTimestamp"),
+        ("io.k8s.api.core.v1.NodeCondition", "lastHeartbeatTime"),
+        ("io.k8s.api.core.v1.PodCondition", "lastTransitionTime"),
+        ("io.k8s.api.core.v1.PodStatus", "startTime"),
+        ("io.k8s.api.core.v1.ContainerStateTerminated", "startedAt"),
+        ("io.k8s.api.core.v1.ContainerStateTerminated", "finishedAt"),
+        ("io.k8s.api.core.v1.Taint", "timeAdded"),
+    ] {
+        let p = prop(t, f);
+        assert_eq!(p["type"], "string", "{t}.{f}: {p}");
+        assert_eq!(p["format"], "date-time", "{t}.{f}: {p}");
+    }
+    for (t, f) in [
+        (meta, "name"),
+        (meta, "uid"),
+        (meta, "resourceVersion"),
+        ("io.k8s.api.core.v1.PodCondition", "reason"),
+        ("io.k8s.api.core.v1.PodStatus", "hostIP"),
+        ("io.k8s.api.core.v1.Container", "image"),
+        ("io.k8s.api.core.v1.Taint", "key"),
+    ] {
+        let p = prop(t, f);
+        assert_eq!(p["type"], "string", "{t}.{f}: {p}");
+        assert!(p.get("format").is_none(), "{t}.{f}: {p}");
+    }
+    // Lists and maps of strings have plain string items.
+    assert_eq!(prop(meta, "finalizers")["items"], json!({"type": "string"}));
+    assert_eq!(
+        prop(meta, "labels")["additionalProperties"],
+        json!({"type": "string"})
+    );
 }
