@@ -116,8 +116,9 @@ pub fn validate_config_map(cm: &ConfigMap) -> Result<(), Invalid> {
     to_result(cm, errors)
 }
 
-/// Validates a Secret (after `stringData` was folded into `data`): keys,
-/// base64, at most 1 MiB, the keys its type requires.
+/// Validates a Secret (before or after `stringData` was folded into
+/// `data`): keys, base64, at most 1 MiB of values, the keys its type
+/// requires.
 pub fn validate_secret(secret: &Secret) -> Result<(), Invalid> {
     let mut errors = validate_object_meta(&secret.metadata, true, &Path::new("metadata"));
     let data = Path::new("data");
@@ -140,13 +141,7 @@ pub fn validate_secret(secret: &Secret) -> Result<(), Invalid> {
             errors.push(FieldError::required(&data.key(key), ""));
         }
     }
-    if !secret.r#type.is_empty() {
-        errors.extend(
-            super::names::is_qualified_name(&secret.r#type)
-                .into_iter()
-                .map(|m| FieldError::invalid(&Path::new("type"), secret.r#type.as_str(), m)),
-        );
-    }
+    // Kubernetes puts no constraint on the format of a custom type.
     to_result(secret, errors)
 }
 

@@ -44,12 +44,15 @@ pub(super) fn validate_nonnegative(value: i64, path: &Path) -> Vec<FieldError> {
     }
 }
 
+/// apimachinery's `IsValidUserID`/`IsValidGroupID`: a user or group id is
+/// 0 to `math.MaxInt32` (libcontainer's limit).
 pub(super) fn validate_id(value: Option<i64>, path: &Path) -> Vec<FieldError> {
+    const MAX_ID: i64 = i32::MAX as i64;
     match value {
-        Some(id) if !(0..=0xffff_ffff).contains(&id) => vec![FieldError::invalid(
+        Some(id) if !(0..=MAX_ID).contains(&id) => vec![FieldError::invalid(
             path,
             id,
-            inclusive_range_error(0, 0xffff_ffff),
+            inclusive_range_error(0, MAX_ID),
         )],
         _ => Vec::new(),
     }
