@@ -306,3 +306,39 @@ fn an_event_is_a_namespaced_object_with_a_valid_name() {
         "{err}"
     );
 }
+
+#[test]
+fn an_error_shows_its_value_unless_its_type_or_an_omitted_value_says_not() {
+    use drover_api::validation::{BadValue, FieldError, Path};
+    let p = Path::new("spec").child("x");
+    // apimachinery's ErrorBody: Required, Forbidden and TooLong never show
+    // the value; other types show it unless it was omitted.
+    assert_eq!(
+        FieldError::required(&p, "must be set").to_string(),
+        "spec.x: Required value: must be set"
+    );
+    assert_eq!(
+        FieldError::invalid(&p, "v", "must be w").to_string(),
+        "spec.x: Invalid value: \"v\": must be w"
+    );
+    assert_eq!(
+        FieldError::invalid(&p, BadValue::None, "must be w").to_string(),
+        "spec.x: Invalid value: must be w"
+    );
+    assert_eq!(
+        FieldError::invalid(&p, 3i64, "").to_string(),
+        "spec.x: Invalid value: 3"
+    );
+}
+
+#[test]
+fn a_dns_subdomain_has_at_most_253_characters() {
+    use drover_api::validation::is_dns1123_subdomain;
+    let label = "a".repeat(63);
+    let longest = format!("{label}.{label}.{label}.{}", "b".repeat(61));
+    assert_eq!(longest.len(), 253);
+    assert_eq!(is_dns1123_subdomain(&longest), Vec::<String>::new());
+    let over = format!("{longest}c");
+    let e = is_dns1123_subdomain(&over);
+    assert_eq!(e, ["must be no more than 253 characters"], "{e:?}");
+}

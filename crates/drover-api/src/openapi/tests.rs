@@ -226,6 +226,10 @@ fn required_fields_are_those_kubernetes_marks() {
             json!(["nodeSelectorTerms"]),
         ),
         (
+            "io.k8s.api.core.v1.ContainerStatus",
+            json!(["name", "ready", "restartCount", "image", "imageID"]),
+        ),
+        (
             "io.k8s.api.core.v1.NodeSelectorRequirement",
             json!(["key", "operator"]),
         ),
