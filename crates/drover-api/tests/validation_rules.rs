@@ -2,7 +2,8 @@
 //! invalid cases, with the field path and message): qualified names,
 //! lifecycle handlers, HTTP probe headers, volume mount sub-paths,
 //! `envFrom` prefixes, projected volumes and their downward API files,
-//! Secret immutability and Events.
+//! Secret immutability and Events, dockercfg Secret keys, ServiceAccount
+//! names, `envFrom` sources, container resource names and metadata updates.
 
 use drover_api::defaults::default_manifest;
 use drover_api::validation::config::validate_secret_update;
@@ -304,6 +305,117 @@ fn an_event_is_a_namespaced_object_with_a_valid_name() {
     assert!(
         err.to_string().starts_with("Event \"Web_1\" is invalid: "),
         "{err}"
+    );
+}
+
+/// The errors of `m` (as `path: message`), none when valid.
+fn manifest_errors(m: &Manifest) -> Vec<String> {
+    match validate_manifest(m) {
+        Ok(()) => Vec::new(),
+        Err(invalid) => invalid.errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn a_dockercfg_secret_needs_its_dockercfg_key() {
+    // Kubernetes' ValidateSecret: SecretTypeDockercfg requires the
+    // `.dockercfg` key (DockerConfigKey) in data.
+    let missing = one("apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\ntype: kubernetes.io/dockercfg\ndata: {k: eA==}\n");
+    assert_eq!(
+        manifest_errors(&missing),
+        ["data[.dockercfg]: Required value"]
+    );
+    let present = one("apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\ntype: kubernetes.io/dockercfg\ndata: {.dockercfg: e30=}\n");
+    assert_eq!(manifest_errors(&present), Vec::<String>::new());
+}
+
+#[test]
+fn a_service_account_name_is_a_dns_subdomain() {
+    let ok = one("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: fluentd.logging-1, namespace: logging}\n");
+    assert_eq!(manifest_errors(&ok), Vec::<String>::new());
+    let bad = one(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: Bad_Name, namespace: logging}\n",
+    );
+    assert_eq!(
+        manifest_errors(&bad),
+        ["metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+    );
+}
+
+#[test]
+fn an_env_from_source_names_exactly_one_of_a_config_map_and_a_secret() {
+    assert_errors("    envFrom:\n    - configMapRef: {name: app}\n", "", &[]);
+    assert_errors("    envFrom:\n    - secretRef: {name: s}\n", "", &[]);
+    assert_errors(
+        "    envFrom:\n    - configMapRef: {name: app}\n      secretRef: {name: s}\n",
+        "",
+        &["spec.containers[0].envFrom[0]: Invalid value: \"\": may not have more than one field specified at a time"],
+    );
+    assert_errors(
+        "    envFrom:\n    - prefix: X_\n",
+        "",
+        &["spec.containers[0].envFrom[0]: Invalid value: \"\": must specify one of: `configMapRef` or `secretRef`"],
+    );
+}
+
+#[test]
+fn a_container_resource_is_standard_or_a_fully_qualified_extended_resource() {
+    for valid in [
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "hugepages-2Mi",
+        "example.com/gpu",
+    ] {
+        assert_errors(
+            &format!("    resources:\n      limits: {{{valid}: '1'}}\n"),
+            "",
+            &[],
+        );
+    }
+    for invalid in ["gpu", "storage"] {
+        assert_errors(
+            &format!("    resources:\n      requests: {{{invalid}: '1'}}\n"),
+            "",
+            &[&format!("spec.containers[0].resources.requests[{invalid}]: Invalid value: \"{invalid}\": must be a standard resource for containers")],
+        );
+    }
+}
+
+#[test]
+fn an_update_may_not_change_the_name_namespace_or_a_set_uid() {
+    use drover_api::validation::{validate_object_meta_update, Path};
+    use drover_api::ObjectMeta;
+    let meta = |name: &str, namespace: &str, uid: &str| ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        uid: uid.into(),
+        ..ObjectMeta::default()
+    };
+    let errors = |new: &ObjectMeta, old: &ObjectMeta| -> Vec<String> {
+        validate_object_meta_update(new, old, &Path::new("metadata"))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    let old = meta("a", "default", "u1");
+    assert_eq!(errors(&old, &old), Vec::<String>::new());
+    assert_eq!(
+        errors(&meta("a", "default", "u2"), &old),
+        ["metadata.uid: Invalid value: \"u2\": field is immutable"]
+    );
+    assert_eq!(
+        errors(&meta("b", "other", "u1"), &old),
+        [
+            "metadata.name: Invalid value: \"b\": field is immutable",
+            "metadata.namespace: Invalid value: \"other\": field is immutable"
+        ]
+    );
+    // An applied manifest carries no uid: the server copies its own before
+    // validating, so an empty new uid is no change.
+    assert_eq!(
+        errors(&meta("a", "default", ""), &old),
+        Vec::<String>::new()
     );
 }
 
