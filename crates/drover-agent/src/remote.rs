@@ -310,22 +310,33 @@ async fn send_output(
     out: &mpsc::Sender<pb::AgentMessage>,
 ) -> Result<(), Fail> {
     for piece in data.chunks(CHUNK_MAX) {
-        match credit.acquire().await {
-            Ok(p) => p.forget(),
-            Err(_) => return Err(Fail::new("Cancelled", "the stream was closed".into())),
-        }
-        let msg = pb::AgentMessage {
-            msg: Some(agent_message::Msg::Chunk(pb::StreamChunk {
-                id,
-                data: piece.to_vec(),
-                stream,
-            })),
-        };
-        if out.send(msg).await.is_err() {
-            return Err(Fail::new("Cancelled", "the session ended".into()));
-        }
+        send_chunk(piece.to_vec(), stream, id, credit, out).await?;
     }
     Ok(())
+}
+
+/// Sends one chunk once credit allows.
+async fn send_chunk(
+    data: Vec<u8>,
+    stream: u32,
+    id: u64,
+    credit: &Semaphore,
+    out: &mpsc::Sender<pb::AgentMessage>,
+) -> Result<(), Fail> {
+    match credit.acquire().await {
+        Ok(p) => p.forget(),
+        Err(_) => return Err(Fail::new("Cancelled", "the stream was closed".into())),
+    }
+    let msg = pb::AgentMessage {
+        msg: Some(agent_message::Msg::Chunk(pb::StreamChunk {
+            id,
+            data,
+            stream,
+        })),
+    };
+    out.send(msg)
+        .await
+        .map_err(|_| Fail::new("Cancelled", "the session ended".into()))
 }
 
 async fn logs<R: Runtime>(
@@ -346,37 +357,16 @@ async fn logs<R: Runtime>(
     };
     tracing::debug!(pod = %r.pod, container = %r.container, id = %c.id, follow = r.follow, "streaming a log");
     let mut stream = rt.logs(&c.id, opts).await?;
-    opened(r.id, credit, out).await?;
+    // An empty chunk says the log was found and opened: the server answers
+    // an HTTP client's request (`kubectl logs`) only then, so that a
+    // refusal (no previous instance, a container never started) is an HTTP
+    // error with its reason rather than an empty log, without holding the
+    // answer of a quiet `logs -f` until the first line.
+    send_chunk(Vec::new(), 0, r.id, credit, out).await?;
     while let Some(chunk) = stream.next().await {
         send_output(&chunk?, 0, r.id, credit, out).await?;
     }
     Ok(None)
-}
-
-/// An empty chunk that says the log was found and opened: the server
-/// answers an HTTP client's request (`kubectl logs`) only then, so that a
-/// refusal (no previous instance, a container never started) is an HTTP
-/// error with its reason rather than an empty log, without holding the
-/// answer of a quiet `logs -f` until the first line.
-async fn opened(
-    id: u64,
-    credit: &Semaphore,
-    out: &mpsc::Sender<pb::AgentMessage>,
-) -> Result<(), Fail> {
-    match credit.acquire().await {
-        Ok(p) => p.forget(),
-        Err(_) => return Err(Fail::new("Cancelled", "the stream was closed".into())),
-    }
-    let msg = pb::AgentMessage {
-        msg: Some(agent_message::Msg::Chunk(pb::StreamChunk {
-            id,
-            data: Vec::new(),
-            stream: 0,
-        })),
-    };
-    out.send(msg)
-        .await
-        .map_err(|_| Fail::new("Cancelled", "the session ended".into()))
 }
 
 async fn exec<R: Runtime>(

@@ -133,6 +133,14 @@ impl ApiError {
         ))
     }
 
+    /// A delete's `preconditions.uid` that is not the object's, in the API
+    /// server's words.
+    pub fn uid_precondition(wanted: &str, actual: &str) -> ApiError {
+        ApiError::Conflict(format!(
+            "Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}"
+        ))
+    }
+
     /// Whether trying again (on another member, after a pause) may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(

@@ -6,7 +6,7 @@
 
 mod kube;
 
-use drover_api::{Kind, Manifest};
+use drover_api::{Kind, Manifest, Pod};
 use kube::Kube;
 use std::path::Path;
 
@@ -357,50 +357,38 @@ async fn kubectl_rollout_and_drain() {
     k.stop().await;
 }
 
-/// The pods labelled `app=APP`, by name, with the uid of each one's owner
-/// (empty when it has none).
-async fn pods_of(k: &Kube, app: &str) -> Vec<(String, String)> {
+/// The pods labelled `app=APP`, sorted by name, each as (name, `what` of
+/// it).
+async fn pods_of(k: &Kube, app: &str, what: fn(&Pod) -> String) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = k
         .server
         .pods(None)
         .await
-        .into_iter()
+        .iter()
         .filter(|p| p.metadata.labels.get("app").map(String::as_str) == Some(app))
-        .map(|p| {
-            let owner = p
-                .metadata
-                .owner_references
-                .first()
-                .map(|r| r.uid.clone())
-                .unwrap_or_default();
-            (p.metadata.name, owner)
-        })
+        .map(|p| (p.metadata.name.clone(), what(p)))
         .collect();
     out.sort();
     out
 }
 
-/// The container ID of each pod labelled `app=APP`, by pod name: the same
-/// ID means the same container, never restarted.
-async fn containers_of(k: &Kube, app: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = k
-        .server
-        .pods(None)
-        .await
-        .into_iter()
-        .filter(|p| p.metadata.labels.get("app").map(String::as_str) == Some(app))
-        .map(|p| {
-            let id = p
-                .status
-                .container_statuses
-                .first()
-                .map(|c| c.container_id.clone())
-                .unwrap_or_default();
-            (p.metadata.name, id)
-        })
-        .collect();
-    out.sort();
-    out
+/// The uid of the pod's owner (empty when it has none).
+fn owner(p: &Pod) -> String {
+    p.metadata
+        .owner_references
+        .first()
+        .map(|r| r.uid.clone())
+        .unwrap_or_default()
+}
+
+/// The ID of the pod's first container: the same ID means the same
+/// container, never restarted.
+fn container(p: &Pod) -> String {
+    p.status
+        .container_statuses
+        .first()
+        .map(|c| c.container_id.clone())
+        .unwrap_or_default()
 }
 
 /// `kubectl delete ds --cascade=orphan|foreground`, as Kubernetes does
@@ -415,12 +403,12 @@ async fn kubectl_deletes_a_daemon_set_orphaning_or_in_the_foreground() {
     let uid = k
         .ok(&["get", "ds", "web", "-o", "jsonpath={.metadata.uid}"])
         .await;
-    let before = pods_of(&k, "web").await;
+    let before = pods_of(&k, "web", owner).await;
     assert!(
         before.len() == 2 && before.iter().all(|(_, o)| *o == uid),
         "{before:?}"
     );
-    let running = containers_of(&k, "web").await;
+    let running = pods_of(&k, "web", container).await;
     assert!(running.iter().all(|(_, id)| !id.is_empty()), "{running:?}");
     // Orphan: kubectl waits until the DaemonSet is gone.
     let out = k.ok(&["delete", "ds", "web", "--cascade=orphan"]).await;
@@ -428,33 +416,33 @@ async fn kubectl_deletes_a_daemon_set_orphaning_or_in_the_foreground() {
     let e = k.fails(&["get", "ds", "web"]).await;
     assert!(e.contains("(NotFound)"), "{e}");
     let names: Vec<&String> = before.iter().map(|(n, _)| n).collect();
-    let orphans = pods_of(&k, "web").await;
+    let orphans = pods_of(&k, "web", owner).await;
     assert_eq!(orphans.iter().map(|(n, _)| n).collect::<Vec<_>>(), names);
     assert!(orphans.iter().all(|(_, o)| o.is_empty()), "{orphans:?}");
     // Another DaemonSet converging means the controller (and its garbage
     // collector) went over every pod since: the orphans are still there.
     k.apply_ds("other", "app=other").await;
     k.wait_pods(4).await;
-    assert_eq!(pods_of(&k, "web").await, orphans);
+    assert_eq!(pods_of(&k, "web", owner).await, orphans);
     // Released, not restarted: the same containers run.
-    assert_eq!(containers_of(&k, "web").await, running);
+    assert_eq!(pods_of(&k, "web", container).await, running);
     // The same DaemonSet again adopts them and makes none.
     k.apply_ds("web", "app=web").await;
     let uid = k
         .ok(&["get", "ds", "web", "-o", "jsonpath={.metadata.uid}"])
         .await;
     k.wait_for("the orphans adopted", || async {
-        let now = pods_of(&k, "web").await;
+        let now = pods_of(&k, "web", owner).await;
         now.iter().map(|(n, _)| n).collect::<Vec<_>>() == names
             && now.iter().all(|(_, o)| *o == uid)
     })
     .await;
-    assert_eq!(containers_of(&k, "web").await, running);
+    assert_eq!(pods_of(&k, "web", container).await, running);
     // Foreground: when kubectl returns, the pods are gone with it.
     let out = k.ok(&["delete", "ds", "web", "--cascade=foreground"]).await;
     assert_eq!(out, "daemonset.apps \"web\" deleted\n");
-    assert_eq!(pods_of(&k, "web").await, []);
-    assert_eq!(pods_of(&k, "other").await.len(), 2);
+    assert_eq!(pods_of(&k, "web", owner).await, []);
+    assert_eq!(pods_of(&k, "other", owner).await.len(), 2);
     let e = k.fails(&["get", "ds", "web"]).await;
     assert!(e.contains("(NotFound)"), "{e}");
     k.stop().await;

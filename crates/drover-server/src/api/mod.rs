@@ -382,10 +382,7 @@ impl Objects {
             let current = self.get(kind, namespace, name).await?;
             let m = current.metadata();
             if let Some(uid) = uid.filter(|u| *u != m.uid) {
-                return Err(ApiError::Conflict(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    m.uid
-                )));
+                return Err(ApiError::uid_precondition(uid, &m.uid));
             }
             if revision.is_some_and(|r| Some(r) != m.revision().ok().flatten()) {
                 return Err(ApiError::conflict(kind, name));

@@ -441,10 +441,10 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
     let pre = &opts["preconditions"];
     if let Some(uid) = pre.get("uid").and_then(Value::as_str) {
         if uid != current.metadata().uid {
-            return Err(about(ApiError::Conflict(format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                current.metadata().uid
-            ))));
+            return Err(about(ApiError::uid_precondition(
+                uid,
+                &current.metadata().uid,
+            )));
         }
     }
     if dry_run {
