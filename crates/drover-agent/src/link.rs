@@ -193,6 +193,7 @@ pub(crate) async fn certify(
     name: &str,
     token: Option<&JoinToken>,
     renew: Option<&NodeTls>,
+    node: &[u8],
     timeout: Duration,
 ) -> Result<Certified, Status> {
     let cn = Role::Node(name.to_string()).common_name();
@@ -228,10 +229,14 @@ pub(crate) async fn certify(
             ))
         }
     };
+    let joining = !token_text.is_empty();
     let mut req = Request::new(pb::CertifyRequest {
         token: token_text,
         csr: cred.csr_pem.clone(),
         node: name.to_string(),
+        // A join describes the node (the hello's Node), so that the Node
+        // it makes is whole; a renewal needs none.
+        node_object: if joining { node.to_vec() } else { Vec::new() },
         ..Default::default()
     });
     req.set_timeout(timeout);

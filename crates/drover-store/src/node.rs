@@ -113,6 +113,10 @@ pub(crate) struct Shared {
     /// ([`crate::Store::consistent_revision`]).
     pub last_change: AtomicU64,
     pub members: RwLock<BTreeMap<u64, Member>>,
+    /// Bumped whenever `members` changed (a membership change applied, a
+    /// snapshot installed): who hands the member list out (agent sessions)
+    /// sends it again at once instead of polling.
+    pub membership: watch::Sender<u64>,
     /// Set once the thread stopped, with the reason.
     pub stopped: watch::Sender<Option<Error>>,
 }
@@ -883,6 +887,8 @@ impl Node {
                 self.removed = true;
             }
         }
+        drop(members);
+        self.shared.membership.send_modify(|v| *v += 1);
         Ok(())
     }
 
@@ -901,6 +907,7 @@ impl Node {
                 .unwrap_or_else(|e| e.into_inner());
             *members = data.members.into_iter().map(|m| (m.id, m)).collect();
         }
+        self.shared.membership.send_modify(|v| *v += 1);
         // Watchers behind the snapshot cannot continue: tell them to relist.
         let _ = self.shared.events.send(Arc::new(RevisionEvents {
             revision: index,

@@ -130,6 +130,7 @@ impl Store {
             compacted: compacted.into(),
             last_change: applied.into(),
             members: std::sync::RwLock::new(members),
+            membership: watch::channel(0).0,
             stopped: watch::channel(None).0,
         });
         let (tx, rx) = std::sync::mpsc::channel();
@@ -310,6 +311,17 @@ impl Store {
     /// with `removed` set).
     pub fn members(&self) -> BTreeMap<u64, Member> {
         self.inner.shared.members()
+    }
+
+    /// Changes whenever the member list changes (see [`Store::members`]).
+    pub fn subscribe_members(&self) -> watch::Receiver<u64> {
+        self.inner.shared.membership.subscribe()
+    }
+
+    /// The highest revision that changed a key on this member, without a
+    /// ReadIndex round (see [`Store::consistent_revision`]).
+    pub fn last_change(&self) -> u64 {
+        self.inner.shared.last_change.load(Ordering::SeqCst)
     }
 
     /// True when `id` was a member and was removed.

@@ -153,6 +153,26 @@ fn merged(given: &[String], learnt: &[String]) -> Vec<String> {
     out
 }
 
+/// Addresses a node remembers besides the `--server` ones and the
+/// members: the most recently learnt first.
+const MAX_REMEMBERED: usize = 32;
+
+/// `now` (the `--server` ones, then the members), then those of `before`
+/// not among them, up to [`MAX_REMEMBERED`] addresses in all (never
+/// fewer than `now`).
+fn remembered(now: &[String], before: &[String]) -> Vec<String> {
+    let mut out = now.to_vec();
+    for s in before {
+        if out.len() >= MAX_REMEMBERED.max(now.len()) {
+            break;
+        }
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
 /// The server to try after `current` (an index in `servers`), at random
 /// so that the nodes of a server that died spread over the survivors: one
 /// of the cluster's `members` as last heard while a round of them has not
@@ -251,7 +271,10 @@ impl Link {
         }
         let known = self.members.as_slice() == learnt;
         self.members = learnt.to_vec();
-        let next = merged(&shared.servers, learnt);
+        // The members first (tried first), then every address learnt
+        // before: a node that knows no live member keeps trying all of
+        // them, and the `--server` ones, forever.
+        let next = remembered(&merged(&shared.servers, learnt), &self.servers);
         if next == self.servers && known {
             return;
         }
@@ -262,9 +285,12 @@ impl Link {
             .unwrap_or(0);
         note!(shared.loud, node = %me.name, "servers: {}", self.servers.join(", "));
         if let Some(dir) = &me.data_dir {
-            // The members only (`--server` comes from the command line
-            // again): a restart tries them first.
-            let saved = serde_json::to_vec(&self.members).unwrap_or_default();
+            // The members, then the other addresses learnt before
+            // (`--server` comes from the command line again): a restart
+            // tries them all, the members first.
+            let learnt_before = self.servers.get(shared.servers.len()..).unwrap_or_default();
+            let saved = remembered(&self.members, learnt_before);
+            let saved = serde_json::to_vec(&saved).unwrap_or_default();
             if let Err(e) = drover_pki::write_private(&dir.join(SERVERS_FILE), &saved) {
                 tracing::warn!(node = %me.name, "cannot save the server list in {}: {e}", dir.display());
             }
@@ -441,6 +467,7 @@ impl Link {
                         &name,
                         token.as_ref(),
                         other.as_deref(),
+                        &hello.node,
                         timeout.max(Duration::from_secs(5)),
                     )
                     .await?;

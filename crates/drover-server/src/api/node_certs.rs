@@ -35,11 +35,17 @@ pub fn revoked(name: &str) -> ApiError {
 impl Objects {
     /// Binds certificate `serial` to node `name`. `from`: the serial the
     /// caller holds now (a renewal), or `None` (a join with the node token).
+    ///
+    /// `described`: on a join, the Node as the agent describes it (its
+    /// labels, taints, capacity, allocatable, system info): a Node the join
+    /// creates is that one, whole, so that no controller ever plans on a
+    /// Node without the labels and taints its agent registers with.
     pub async fn bind_node_cert(
         &self,
         name: &str,
         serial: &str,
         from: Option<&str>,
+        described: Option<&Node>,
     ) -> Result<(), ApiError> {
         for attempt in 0..ATTEMPTS {
             // The first read is this member's own state (a join of a new
@@ -62,13 +68,7 @@ impl Objects {
                 (None, Some(_)) if attempt == 0 => continue,
                 (None, Some(_)) => return Err(revoked(name)),
                 (None, None) => {
-                    let mut n = Node {
-                        metadata: ObjectMeta {
-                            name: name.to_string(),
-                            ..Default::default()
-                        },
-                        ..Default::default()
-                    };
+                    let mut n = joined_node(name, described);
                     n.metadata
                         .annotations
                         .insert(CERT_ANNOTATION.into(), serial.into());
@@ -91,6 +91,16 @@ impl Objects {
                             }
                         }
                     }
+                    if !registered(&n) {
+                        // Made by a join whose agent never described it: it
+                        // is whole from now on.
+                        if let Some(d) = described {
+                            let whole = joined_node(name, Some(d));
+                            n.metadata.labels = whole.metadata.labels;
+                            n.spec = whole.spec;
+                            n.status = whole.status;
+                        }
+                    }
                     n.metadata
                         .annotations
                         .insert(CERT_ANNOTATION.into(), serial.into());
@@ -107,4 +117,34 @@ impl Objects {
             "node {name} kept changing while its certificate was bound; retry"
         )))
     }
+}
+
+/// Whether an agent ever described the Node (a join with its description,
+/// or a session's hello): it has the system info agents report.
+pub fn registered(node: &Node) -> bool {
+    node.status.node_info != Default::default() || !node.status.capacity.is_empty()
+}
+
+/// The Node a join creates: the agent's description (without a status the
+/// server has not seen: no conditions, the lifecycle controller sets
+/// `Ready` from the heartbeats), or a bare Node for a description-less
+/// join.
+fn joined_node(name: &str, described: Option<&Node>) -> Node {
+    let Some(d) = described else {
+        return Node {
+            metadata: ObjectMeta {
+                name: name.to_string(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+    };
+    let mut n = d.clone();
+    n.metadata = ObjectMeta {
+        name: name.to_string(),
+        labels: d.metadata.labels.clone(),
+        ..Default::default()
+    };
+    n.status.conditions.clear();
+    n
 }

@@ -146,8 +146,14 @@ impl Leading {
     }
 
     async fn run(&mut self) {
-        // Start from a view at least as new as everything committed before.
-        let committed = self.ctx.store.applied();
+        // Start from a view at least as new as everything committed before:
+        // a ReadIndex round (which a new leader answers once the empty entry
+        // of its term commits) gives the last revision that changed a key.
+        // Not the applied index: the entries that change nothing (that empty
+        // entry, membership changes) never reach a watch, so a view could
+        // wait for them until some unrelated write (nodes of a dead member
+        // would stay Ready meanwhile).
+        let committed = self.committed().await;
         self.informer.hold(committed, VIEW_WARN_EVERY).await;
         let mut changes = self.informer.subscribe();
         loop {
@@ -182,6 +188,21 @@ impl Leading {
                 // A node that was silent is back: judge it now.
                 _ = self.ctx.heartbeats.node_back() => {}
                 _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// The store's last change, as of a ReadIndex round; retried until it
+    /// answers (whoever runs this cancels it when leadership is lost).
+    async fn committed(&self) -> u64 {
+        loop {
+            let store = &self.ctx.store;
+            match self.ctx.read(|| store.consistent_revision()).await {
+                Ok(r) => return r,
+                Err(e) => {
+                    tracing::info!("the controllers wait for a ReadIndex round: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
             }
         }
     }

@@ -151,6 +151,25 @@ pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
     }
 }
 
+/// Sends the member list to the agent when it differs from `sent` (what
+/// it was last sent).
+fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) {
+    let now = ctx.voters();
+    if now == *sent || now.is_empty() {
+        return;
+    }
+    *sent = now;
+    let m = pb::ServerMessage {
+        msg: Some(server_message::Msg::Servers(pb::Servers {
+            servers: sent.clone(),
+        })),
+    };
+    if tx.try_send(Ok(m)).is_err() {
+        // A full queue: the next tick says it again.
+        sent.clear();
+    }
+}
+
 /// Batches of pod events a session holds while they are written.
 const EVENT_QUEUE: usize = 8;
 
@@ -253,6 +272,12 @@ pub fn run(
         // Revocation is checked when a Node object changes (the cache says
         // so), not on a timer: 10,000 idle sessions cost no wake-ups.
         let mut node_objects = cache.subscribe_node_objects();
+        // The member list goes again as soon as it changes (a member that
+        // joins or is promoted): a node that joined a cluster still
+        // forming must not know only the one address it was given. The
+        // tick resends what a full queue held back.
+        let mut membership = ctx.store.subscribe_members();
+        membership.borrow_and_update();
         let mut members = tokio::time::interval(SERVERS_CHECK);
         members.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The agent follows the member list: it got it in the welcome and
@@ -287,20 +312,15 @@ pub fn run(
                     }
                     continue;
                 }
-                _ = members.tick() => {
-                    let now = ctx.voters();
-                    if now != servers && !now.is_empty() {
-                        servers = now;
-                        let m = pb::ServerMessage {
-                            msg: Some(server_message::Msg::Servers(pb::Servers {
-                                servers: servers.clone(),
-                            })),
-                        };
-                        if tx.try_send(Ok(m)).is_err() {
-                            // A full queue: the next tick says it again.
-                            servers.clear();
-                        }
+                r = membership.changed() => {
+                    if r.is_err() {
+                        break;
                     }
+                    send_servers(&ctx, &tx, &mut servers);
+                    continue;
+                }
+                _ = members.tick() => {
+                    send_servers(&ctx, &tx, &mut servers);
                     continue;
                 }
             };

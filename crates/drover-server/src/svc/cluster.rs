@@ -140,10 +140,17 @@ impl ClusterSvc {
                 ctx.trust.node_cert_ttl,
             )
             .map_err(super::status)?;
+        let described = described_node(r, from.is_none())?;
         Objects::new(ctx.clone())
-            .bind_node_cert(&r.node, &issued.serial, from.as_deref())
+            .bind_node_cert(&r.node, &issued.serial, from.as_deref(), described.as_ref())
             .await
             .map_err(super::status)?;
+        if described.is_some() {
+            // The session follows within moments: until it does, the node
+            // is as alive as this call (the lifecycle controller must not
+            // judge a Node whose agent is opening its session).
+            ctx.heartbeats.beat(&r.node);
+        }
         tracing::info!(
             node = %r.node,
             "{} a node certificate",
@@ -399,4 +406,34 @@ impl cluster_server::Cluster for ClusterSvc {
             token: token.to_string(),
         }))
     }
+}
+
+/// The Node a joining agent describes (`node_object`), checked as a hello's
+/// (`None` for a renewal, or an agent that sends none).
+fn described_node(
+    r: &pb::CertifyRequest,
+    joining: bool,
+) -> Result<Option<drover_api::Node>, Status> {
+    if !joining || r.node_object.is_empty() {
+        return Ok(None);
+    }
+    if r.node_object.len() > crate::limits::MAX_OBJECT_BYTES {
+        return Err(Reason::BadRequest.status(format!(
+            "node_object: {} bytes, more than the {} an object may have",
+            r.node_object.len(),
+            crate::limits::MAX_OBJECT_BYTES
+        )));
+    }
+    let hello = pb::Hello {
+        node: r.node_object.clone(),
+        ..Default::default()
+    };
+    let node = crate::loops::session::hello_node(&hello).map_err(super::status)?;
+    if node.metadata.name != r.node {
+        return Err(Reason::Invalid.status(format!(
+            "node_object: metadata.name {:?} is not the node {:?} the join certifies",
+            node.metadata.name, r.node
+        )));
+    }
+    Ok(Some(node))
 }
