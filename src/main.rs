@@ -421,6 +421,9 @@ struct AgentArgs {
     /// The Docker engine [default: unix:///var/run/docker.sock].
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
+    /// Never pull an image (air-gapped nodes): an image on the node runs whatever its imagePullPolicy, an absent one is ErrImageNeverPull. Without it, Always whose pull fails is ErrImagePull, as the kubelet does.
+    #[arg(long)]
+    no_pull: bool,
     /// Where the agent keeps its desired pods, to run them through control-plane outages.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -672,15 +675,19 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Up(_) => {}
         Cmd::Agent(a) => {
             let (servers, token) = join_target(&cli.conn)?;
-            let mut opts = drover_agent::AgentOptions::new(
-                servers,
-                token,
-                a.name.unwrap_or_else(up::hostname),
-            );
+            // Without --name: the node that ran with this data dir, else
+            // the hostname.
+            let saved = match &a.data_dir {
+                Some(d) => drover_agent::saved_name(d)?,
+                None => None,
+            };
+            let name = a.name.or(saved).unwrap_or_else(up::hostname);
+            let mut opts = drover_agent::AgentOptions::new(servers, token, name);
             opts.labels = drover_agent::flags::labels(&a.labels)?;
             opts.taints = drover_agent::flags::taints(&a.taints)?;
             opts.runtime = a.runtime;
             opts.docker_host = a.docker_host;
+            opts.no_pull = a.no_pull;
             opts.data_dir = a.data_dir;
             opts.manifest_dir = a.manifest_dir;
             opts.leave_on_stop = a.leave_on_stop;

@@ -228,6 +228,8 @@ pub struct AgentOptions {
     /// `--docker-host`: the engine of `--runtime docker`; `None` takes
     /// `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
     pub docker_host: Option<String>,
+    /// `--no-pull`: the Docker runtime never pulls ([`DockerOptions::no_pull`]).
+    pub no_pull: bool,
     /// `--manifest-dir`: static pods to run on this node whatever the
     /// servers say ([`static_pods`]).
     pub manifest_dir: Option<PathBuf>,
@@ -263,6 +265,7 @@ impl AgentOptions {
             runtime: RuntimeKind::Docker,
             sim: SimConfig::default(),
             docker_host: None,
+            no_pull: false,
             manifest_dir: None,
             tuning: Tuning::default(),
             leave_on_stop: true,
@@ -283,6 +286,29 @@ fn has_certificate(opts: &AgentOptions) -> bool {
     opts.data_dir
         .as_deref()
         .is_some_and(|d| d.join("node.crt").exists())
+}
+
+/// Where a node's data dir keeps its name: `--leave` (or a restart)
+/// without `--name` is the node that ran there, not the hostname.
+const NAME_FILE: &str = "node-name";
+
+/// The name of the node that ran with data dir `dir`, if it kept one.
+pub fn saved_name(dir: &std::path::Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(dir.join(NAME_FILE)) {
+        Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::Error::from(e)
+            .context(format!("cannot read {}", dir.join(NAME_FILE).display()))),
+    }
+}
+
+fn save_name(dir: &std::path::Path, name: &str) -> Result<()> {
+    if saved_name(dir)?.as_deref() == Some(name) {
+        return Ok(());
+    }
+    drover_pki::write_private(&dir.join(NAME_FILE), name.as_bytes())
+        .with_context(|| format!("cannot keep the node's name in {}", dir.display()))
 }
 
 /// `drover agent --leave`: the node (its certificate in `--data-dir`)
@@ -315,6 +341,7 @@ pub async fn run_agent(opts: AgentOptions, shutdown: impl Future<Output = ()>) -
                 .unwrap_or_else(|| std::env::temp_dir().join("drover-agent").join(&opts.name));
             let mut d = DockerOptions::new(opts.name.clone(), data_dir);
             d.host = opts.docker_host.clone();
+            d.no_pull = opts.no_pull;
             let address = d.address();
             let rt = DockerRuntime::connect(d).await.map_err(|e| {
                 anyhow::anyhow!(
@@ -408,6 +435,7 @@ async fn run_node<R: Runtime>(
                         dir.display()
                     )
                 })?;
+            save_name(dir, &opts.name)?;
             let pods = persist::load(dir, &opts.name)?;
             if !pods.is_empty() {
                 tracing::info!(

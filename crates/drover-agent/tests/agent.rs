@@ -692,3 +692,39 @@ async fn a_node_is_ready_soon_after_a_link_that_dropped_every_packet_heals() {
     agent.stop(STOP).await;
     s.shutdown().await;
 }
+
+/// `drover agent --data-dir D --leave` without `--name` is the node that
+/// ran there (the data dir keeps its name), and a leave that no server
+/// takes is an error (the command exits non-zero), not a warning.
+#[tokio::test]
+async fn a_leave_finds_the_node_by_its_data_dir_and_fails_when_no_server_takes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = TestServer::start(&tmp.path().join("server")).await;
+    let dir = tmp.path().join("agent");
+    let mut o = options(&s.addr, &s.node_token, "named", Some(dir.clone()));
+    o.leave_on_stop = false;
+    let agent = start_agent(o.clone(), None);
+    wait_until("named Ready", Duration::from_secs(15), || async {
+        s.node("named").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    agent.stop(STOP).await;
+    assert_eq!(
+        drover_agent::saved_name(&dir).unwrap().as_deref(),
+        Some("named")
+    );
+
+    // The server gone: the leave is refused out loud, the node stays.
+    let addr = s.addr.clone();
+    s.shutdown().await;
+    let mut leave = options(&addr, "", "named", Some(dir.clone()));
+    leave.tuning.leave_timeout = Duration::from_millis(500);
+    let e = drover_agent::leave_now(leave)
+        .await
+        .expect_err("a leave no server took");
+    let e = format!("{e:#}");
+    assert!(e.contains("no server took the leave"), "{e}");
+    assert!(e.contains("drover delete node named"), "{e}");
+    // Its certificate is kept: a later leave (or run) still works.
+    assert!(dir.join("node.crt").exists());
+}

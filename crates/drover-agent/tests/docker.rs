@@ -694,10 +694,23 @@ async fn image_pull_policies_report_kubelet_reasons() {
         "the engine's message: {e}"
     );
     assert!(docker_ps(&n.name).is_empty(), "nothing is left behind");
-    // Always with a local copy: the pull fails, the local copy runs.
+    // Always with a local copy: the pull fails, and so does the start (the
+    // kubelet runs no stale copy) ...
     let p = spec("always", &local, "Always");
-    n.rt.start(start_req(&n, &p, 0, 0)).await.unwrap();
+    let e = n.rt.start(start_req(&n, &p, 0, 0)).await.unwrap_err();
+    assert_eq!(e.reason, "ErrImagePull", "{e}");
+    assert!(docker_ps(&n.name).is_empty(), "nothing is left behind");
+    // ... unless the node never pulls (--no-pull): then what it has runs,
+    // whatever the policy, and an absent image is ErrImageNeverPull.
+    let mut o = DockerOptions::new(n.name.clone(), n.dir.path());
+    o.no_pull = true;
+    let offline = DockerRuntime::connect(o).await.expect("the engine answers");
+    offline.start(start_req(&n, &p, 0, 0)).await.unwrap();
     assert!(one(&n, "uid-always", "c").await.state.is_running());
+    let p = spec("offline-absent", &absent, "Always");
+    let e = offline.start(start_req(&n, &p, 0, 0)).await.unwrap_err();
+    assert_eq!(e.reason, "ErrImageNeverPull", "{e}");
+    assert!(e.message.contains("--no-pull"), "{e}");
     // Not hostNetwork: a failed first start leaves no sandbox behind.
     let p = pod(
         &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: nonet}}\nspec:\n  containers:\n  - {{name: c, image: {absent:?}, imagePullPolicy: Never}}\n"),

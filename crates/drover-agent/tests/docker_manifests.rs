@@ -14,8 +14,9 @@
 //!   `ErrImageNeverPull` under `imagePullPolicy: Never`; nothing is pulled,
 //!   no container is left, and a healthy pod on the same node keeps running.
 //! - With the local busybox image tagged under those names, what the
-//!   kubelet reports for such an image: the containers start (a pull that
-//!   fails falls back to the local copy for `Always`), busybox's default
+//!   kubelet reports for such an image: the containers start (the node runs
+//!   with `--no-pull`, as an air-gapped one: the local copy runs whatever
+//!   the pull policy), busybox's default
 //!   `sh` exits 0 at once (the real image's program is not there), so the
 //!   pods are Running with restarts (`Completed`, `CrashLoopBackOff`);
 //!   node-exporter's `args` with no `command` cannot start
@@ -149,7 +150,14 @@ fn images_of(yaml: &str) -> Vec<String> {
 /// A server, and the agent of a Docker node `node` (with the labels 07's
 /// affinity asks for) whose `--manifest-dir` holds 08's static pod with
 /// its images under `reg`; both keep their data in `tmp`.
-async fn start_node(tmp: &Path, reg: &str, node: &str) -> (TestServer, TestAgent<DockerRuntime>) {
+/// `no_pull`: the node runs with `--no-pull` (as an air-gapped one: the
+/// images tagged locally run whatever their pull policy).
+async fn start_node(
+    tmp: &Path,
+    reg: &str,
+    node: &str,
+    no_pull: bool,
+) -> (TestServer, TestAgent<DockerRuntime>) {
     let manifest_dir = tmp.join("manifests");
     std::fs::create_dir(&manifest_dir).unwrap();
     std::fs::write(
@@ -158,9 +166,9 @@ async fn start_node(tmp: &Path, reg: &str, node: &str) -> (TestServer, TestAgent
     )
     .unwrap();
     let s = TestServer::start(&tmp.join("server")).await;
-    let rt = DockerRuntime::connect(DockerOptions::new(node, tmp))
-        .await
-        .expect("the engine answers");
+    let mut o = DockerOptions::new(node, tmp);
+    o.no_pull = no_pull;
+    let rt = DockerRuntime::connect(o).await.expect("the engine answers");
     let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), node);
     o.labels = BTreeMap::from([
         ("node-role.kubernetes.io/master".to_string(), String::new()),
@@ -262,7 +270,7 @@ async fn absent_images_are_reported_clearly_pulled_from_nowhere_and_harm_nothing
     let _cleanup = Cleanup::new(&node);
     let reg = registry("absent");
     let tmp = tempfile::tempdir().unwrap();
-    let (s, agent) = start_node(tmp.path(), &reg, &node).await;
+    let (s, agent) = start_node(tmp.path(), &reg, &node, false).await;
 
     // 09, the bare Pod, with imagePullPolicy Never; the rest as they are.
     s.apply(FLUENTD_CONFIG).await;
@@ -367,7 +375,7 @@ async fn the_manifests_run_once_their_images_exist_locally() {
         cleanup.images.push(tag);
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (s, agent) = start_node(tmp.path(), &reg, &node).await;
+    let (s, agent) = start_node(tmp.path(), &reg, &node, true).await;
     s.apply(FLUENTD_CONFIG).await;
     for (file, yaml) in APPLIED {
         s.apply(&rewrite(yaml, &reg, &node, false)).await;
@@ -526,7 +534,7 @@ async fn placement_respects_the_engines_cpus_host_ports_and_priorities() {
     let _cleanup = Cleanup::new(&node);
     let reg = registry("fit");
     let tmp = tempfile::tempdir().unwrap();
-    let (s, agent) = start_node(tmp.path(), &reg, &node).await;
+    let (s, agent) = start_node(tmp.path(), &reg, &node, true).await;
     // A port of this machine for the host port: the engine binds it on
     // every interface, so no test can bind it first and hand it over; this
     // one is free on 0.0.0.0 and outside the ephemeral range, where no

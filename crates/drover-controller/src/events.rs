@@ -56,7 +56,16 @@ pub mod reason {
     pub const NODE_READY: &str = "NodeReady";
     /// A node unreachable past the garbage-collection horizon is deleted.
     pub const DELETING_NODE: &str = "DeletingNode";
+    /// A pod is bound to a node that does not exist (drover's own reason:
+    /// it goes unless the node joins within the pod GC's grace period).
+    pub const NODE_NOT_FOUND: &str = "NodeNotFound";
+    /// The pod garbage collector deleted a pod of a node that does not
+    /// exist (the reason of Kubernetes' `DisruptionTarget` condition).
+    pub const DELETION_BY_POD_GC: &str = "DeletionByPodGC";
 }
+
+/// The component that reports the pod garbage collector's events.
+pub const POD_GC: &str = "pod-garbage-collector";
 
 /// The name of a new event about `object`: `<object>.<16 hex digits>`.
 pub fn event_name(object: &str, suffix: u64) -> String {

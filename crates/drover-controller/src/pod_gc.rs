@@ -38,8 +38,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use drover_api::{DaemonSet, Node, Pod, Resource};
+use drover_api::{event_type, DaemonSet, Event, Node, Pod, Resource};
 
+use crate::events::{pod_event, reason, POD_GC};
 use crate::node::pods_on_missing_nodes;
 use crate::time::Timestamp;
 
@@ -72,6 +73,10 @@ pub struct PodGcPlan<'a> {
     /// When a pod bound to a missing node reaches the end of its grace
     /// period: decide again then.
     pub next_check: Option<Timestamp>,
+    /// What the user sees on such a pod: a Warning `NodeNotFound` when it
+    /// is first seen bound to a missing node (saying when it goes), a
+    /// `DeletionByPodGC` when it is deleted.
+    pub events: Vec<Event>,
 }
 
 impl PodGc {
@@ -106,6 +111,7 @@ impl PodGc {
                 .filter(|p| daemon_set_gone(p, &daemon_set_exists))
                 .collect(),
             next_check: None,
+            events: Vec::new(),
         };
         let mut doomed: HashSet<*const Pod> =
             plan.delete.iter().map(|p| *p as *const Pod).collect();
@@ -115,14 +121,53 @@ impl PodGc {
         self.missing_since
             .retain(|uid, _| seen.contains(uid.as_str()));
         for pod in missing {
-            let since = *self
-                .missing_since
-                .entry(pod.metadata.uid.clone())
-                .or_insert(now);
+            let m = &pod.metadata;
+            let of = (m.namespace.as_str(), m.name.as_str(), m.uid.as_str());
+            let node = pod.spec.node_name.as_str();
+            // Daemon pods and mirror pods of a missing node go at once, by
+            // their own planners: nothing to announce.
+            let quiet = pod.is_mirror()
+                || pod
+                    .metadata
+                    .controller_ref()
+                    .is_some_and(|o| o.kind == DaemonSet::KIND);
+            let since = match self.missing_since.get(&m.uid) {
+                Some(t) => *t,
+                None => {
+                    self.missing_since.insert(m.uid.clone(), now);
+                    if !quiet {
+                        plan.events.push(pod_event(
+                        of,
+                        POD_GC,
+                        event_type::WARNING,
+                        reason::NODE_NOT_FOUND,
+                        format!(
+                            "the pod is bound to node {node}, which does not exist: it is deleted in {}s unless that node joins",
+                            self.grace.as_secs()
+                        ),
+                        now,
+                    ));
+                    }
+                    now
+                }
+            };
             let deadline = since.saturating_add(self.grace);
             if now >= deadline {
                 if doomed.insert(pod as *const Pod) {
                     plan.delete.push(pod);
+                    plan.events.extend((!quiet).then(|| {
+                        pod_event(
+                            of,
+                            POD_GC,
+                            event_type::NORMAL,
+                            reason::DELETION_BY_POD_GC,
+                            format!(
+                            "PodGC: node {node} no longer exists (the pod was bound to it for {}s)",
+                            now.duration_since(since).as_secs()
+                        ),
+                            now,
+                        )
+                    }));
                 }
             } else {
                 plan.next_check = Some(plan.next_check.map_or(deadline, |t| t.min(deadline)));
@@ -195,6 +240,46 @@ mod tests {
         let plan = gc.plan(&nodes, &pods, |_| true, at(40));
         assert_eq!(uids(&plan), ["b"]);
         assert_eq!(plan.next_check, None);
+    }
+
+    #[test]
+    fn a_pod_of_a_missing_node_says_so_then_why_it_went() {
+        let pods = [
+            pod("b", "gone"),
+            owned(pod("d", "gone"), "DaemonSet", "ds", true),
+        ];
+        let mut gc = PodGc::new(Duration::from_secs(40));
+        let reasons = |p: &PodGcPlan| -> Vec<(String, String, String)> {
+            p.events
+                .iter()
+                .map(|e| {
+                    (
+                        e.involved_object.name.clone(),
+                        e.reason.clone(),
+                        e.r#type.clone(),
+                    )
+                })
+                .collect()
+        };
+        let first = gc.plan(&[], &pods, |_| true, at(0));
+        assert_eq!(
+            reasons(&first),
+            [("pod-b".into(), "NodeNotFound".into(), "Warning".into())],
+            "announced once, not for the daemon pod (its planner deletes it at once)"
+        );
+        assert!(first.events[0]
+            .message
+            .contains("node gone, which does not exist"));
+        assert!(first.events[0].message.contains("deleted in 40s"));
+        assert!(reasons(&gc.plan(&[], &pods, |_| true, at(20))).is_empty());
+        let last = gc.plan(&[], &pods, |_| true, at(40));
+        assert_eq!(
+            reasons(&last),
+            [("pod-b".into(), "DeletionByPodGC".into(), "Normal".into())]
+        );
+        assert!(last.events[0]
+            .message
+            .contains("node gone no longer exists"));
     }
 
     #[test]

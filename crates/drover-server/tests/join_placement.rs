@@ -21,7 +21,11 @@ const BIG: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: big}\n
 const EDGE: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: edge}\nspec:\n  selector: {matchLabels: {app: edge}}\n  template:\n    metadata: {labels: {app: edge}}\n    spec:\n      nodeSelector: {zone: south}\n      tolerations: [{key: dedicated, value: edge, effect: NoSchedule}]\n      containers: [{name: c, image: busybox}]\n";
 
 fn app(p: &Pod) -> &str {
-    p.metadata.labels.get("app").map(String::as_str).unwrap_or("")
+    p.metadata
+        .labels
+        .get("app")
+        .map(String::as_str)
+        .unwrap_or("")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -50,7 +54,12 @@ async fn tainted_nodes_joining_through_every_member_get_only_what_they_allow() {
     // Nodes join through each member in turn.
     let mut sims = Vec::new();
     for (i, addr) in addrs.iter().enumerate() {
-        let mut o = sim_options(vec![addr.clone()], &node_token, &format!("edge{i}-"), PER_MEMBER);
+        let mut o = sim_options(
+            vec![addr.clone()],
+            &node_token,
+            &format!("edge{i}-"),
+            PER_MEMBER,
+        );
         o.labels.insert("zone".into(), "south".into());
         o.taints.push(drover_api::Taint {
             key: "dedicated".into(),

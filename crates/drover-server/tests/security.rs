@@ -656,6 +656,9 @@ fn pod_events(p: &drover_api::Pod, names: &[&str]) -> pb::AgentMessage {
     }
 }
 
+/// The events about `pod`, but the pod garbage collector's (its
+/// NodeNotFound: the tests' pods are bound to a node whose Node was never
+/// made).
 async fn events_about(s: &TestServer, pod: &str) -> Vec<drover_api::Event> {
     let (list, _) = s
         .objects
@@ -664,7 +667,12 @@ async fn events_about(s: &TestServer, pod: &str) -> Vec<drover_api::Event> {
         .expect("list events");
     list.into_iter()
         .filter_map(|m| match m {
-            Manifest::Event(e) if e.involved_object.name == pod => Some(*e),
+            Manifest::Event(e)
+                if e.involved_object.name == pod
+                    && e.source.component != "pod-garbage-collector" =>
+            {
+                Some(*e)
+            }
             _ => None,
         })
         .collect()

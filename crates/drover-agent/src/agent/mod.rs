@@ -565,11 +565,12 @@ impl<R: Runtime> NodeAgent<R> {
         // Let running operations end before stopping everything.
         self.ops.finish().await;
         if !left {
-            tracing::warn!(
-                node = %self.me.name,
-                "no server took the leave: the node stays in the cluster and its pods keep running"
+            anyhow::bail!(
+                "node {}: no server took the leave within {:?}: the node stays in the cluster and its pods keep running; try again once a server answers, or `drover delete node {}` from a client",
+                self.me.name,
+                self.shared.tuning.leave_timeout,
+                self.me.name
             );
-            return Ok(());
         }
         self.shared.stats.left.fetch_add(1, Ordering::Relaxed);
         note!(self.shared.loud, node = %self.me.name, "left the cluster; stopping its pods");

@@ -1,5 +1,6 @@
 //! Images as the pull policy says: present, pulled, or refused with the
-//! kubelet's reasons (`ErrImageNeverPull`, `ErrImagePull`).
+//! kubelet's reasons (`ErrImageNeverPull`, `ErrImagePull`). A node that
+//! never pulls (`--no-pull`, air-gapped fleets) runs what it has.
 
 use super::{engine, status_of, DockerRuntime};
 use crate::events::{reason, EventType};
@@ -44,6 +45,29 @@ impl DockerRuntime {
             Err(e) if status_of(&e) == Some(404) => None,
             Err(e) => return Err(engine("ErrImageInspect", &format!("image {image:?}"), e)),
         };
+        if self.no_pull {
+            return match local {
+                Some(i) => {
+                    req.event(
+                        EventType::Normal,
+                        reason::PULLED,
+                        format!("Container image {image:?} already present on machine"),
+                    );
+                    Ok(i)
+                }
+                None => {
+                    let msg = format!(
+                        "Container image {image:?} is not present and this node never pulls (drover agent --no-pull); load or tag it on the node (docker load / docker tag)"
+                    );
+                    req.event(
+                        EventType::Warning,
+                        reason::ERR_IMAGE_NEVER_PULL,
+                        msg.clone(),
+                    );
+                    Err(RuntimeError::new("ErrImageNeverPull", msg))
+                }
+            };
+        }
         let pull = match (policy, &local) {
             (PullPolicy::Never, Some(_)) | (PullPolicy::IfNotPresent, Some(_)) => false,
             (PullPolicy::Never, None) => {
@@ -84,16 +108,13 @@ impl DockerRuntime {
                     started.elapsed().as_secs_f64()
                 ),
             ),
-            Err(e) => match local {
-                Some(i) => {
-                    tracing::warn!(node = %self.node, "pulling {image:?} failed, running the local copy: {}", e.message);
-                    return Ok(i);
-                }
-                None => {
-                    req.event(EventType::Warning, reason::FAILED, e.message.clone());
-                    return Err(e);
-                }
-            },
+            // As the kubelet: a pull that `Always` asks for and that fails
+            // fails the start, even with a copy on the node (an air-gapped
+            // node says --no-pull instead).
+            Err(e) => {
+                req.event(EventType::Warning, reason::FAILED, e.message.clone());
+                return Err(e);
+            }
         }
         self.docker.inspect_image(image).await.map_err(|e| {
             engine(

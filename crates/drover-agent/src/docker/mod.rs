@@ -94,6 +94,11 @@ pub struct DockerOptions {
     pub data_dir: PathBuf,
     /// How long connecting (ping, version negotiation) may take.
     pub connect_timeout: Duration,
+    /// `--no-pull` (air-gapped nodes): never pull; an image present on the
+    /// node runs whatever its `imagePullPolicy`, an absent one is
+    /// `ErrImageNeverPull`. Without it, the kubelet's rules: `Always`
+    /// whose pull fails is `ErrImagePull`, local copy or not.
+    pub no_pull: bool,
 }
 
 impl DockerOptions {
@@ -104,6 +109,7 @@ impl DockerOptions {
             node_name: node_name.into(),
             data_dir: data_dir.into(),
             connect_timeout: Duration::from_secs(5),
+            no_pull: false,
         }
     }
 
@@ -144,6 +150,8 @@ pub struct DockerRuntime {
     cache: Mutex<HashMap<String, Cached>>,
     /// `uid/container/attempt` of the instances being started now.
     starting: Mutex<HashSet<String>>,
+    /// [`DockerOptions::no_pull`].
+    no_pull: bool,
 }
 
 impl std::fmt::Debug for DockerRuntime {
@@ -296,6 +304,7 @@ impl DockerRuntime {
             pause_image: tokio::sync::OnceCell::new(),
             cache: Mutex::new(HashMap::new()),
             starting: Mutex::new(HashSet::new()),
+            no_pull: opts.no_pull,
         })
     }
 

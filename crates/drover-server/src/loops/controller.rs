@@ -359,6 +359,7 @@ impl Leading {
             now,
         );
         soonest(gc.next_check);
+        self.record(gc.events).await;
         let mut doomed = gc.delete;
         doomed.extend(mirror::orphaned(
             nodes.iter().copied(),
