@@ -699,7 +699,7 @@ async fn a_node_is_ready_soon_after_a_link_that_dropped_every_packet_heals() {
 #[tokio::test]
 async fn a_leave_finds_the_node_by_its_data_dir_and_fails_when_no_server_takes_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut s = TestServer::start(&tmp.path().join("server")).await;
+    let s = TestServer::start(&tmp.path().join("server")).await;
     let dir = tmp.path().join("agent");
     let mut o = options(&s.addr, &s.node_token, "named", Some(dir.clone()));
     o.leave_on_stop = false;
