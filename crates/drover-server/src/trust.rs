@@ -351,3 +351,42 @@ impl Trust {
             .map_err(|e| ApiError::BadRequest(format!("csr: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicated_token_is_sealed_and_opens_only_whole_with_the_cas_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let trust = Trust::bootstrap(tmp.path(), 1, &[], None, None).unwrap();
+        let t = JoinToken::generate(TokenKind::Node, trust.ca.digest());
+        let sealed = trust.seal_token(&t).unwrap();
+        let text = String::from_utf8(sealed.clone()).unwrap();
+        assert!(!text.contains(&t.secret), "{text}");
+        assert!(text.contains(&token_digest(&t)), "{text}");
+        match trust.open_token(TokenKind::Node, &sealed) {
+            Ok(Replicated::Sealed(got)) => assert_eq!(got, t),
+            other => panic!("{other:?}"),
+        }
+        // Under the other kind's key, or changed: refused.
+        assert!(trust.open_token(TokenKind::Server, &sealed).is_err());
+        let mut record: serde_json::Value = serde_json::from_slice(&sealed).unwrap();
+        let s = record["sealed"].as_str().unwrap().to_string();
+        let flipped = if s.starts_with('A') { s.replacen('A', "B", 1) } else { format!("A{}", &s[1..]) };
+        record["sealed"] = flipped.into();
+        let e = trust
+            .open_token(TokenKind::Node, &serde_json::to_vec(&record).unwrap())
+            .unwrap_err();
+        assert!(e.starts_with("sealed"), "{e}");
+        // Another cluster's CA cannot open it.
+        std::fs::create_dir(tmp.path().join("o")).unwrap();
+        let other = Trust::bootstrap(&tmp.path().join("o"), 1, &[], None, None).unwrap();
+        assert!(other.open_token(TokenKind::Node, &sealed).is_err());
+        // A token in clear (older members): taken, to be sealed again.
+        match trust.open_token(TokenKind::Node, t.to_string().as_bytes()) {
+            Ok(Replicated::Clear(got)) => assert_eq!(got, t),
+            other => panic!("{other:?}"),
+        }
+    }
+}

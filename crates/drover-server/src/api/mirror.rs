@@ -256,4 +256,48 @@ mod tests {
         assert_eq!(o.len(), 1);
         assert!(o[0].is_mirror());
     }
+
+    fn spec_with(json: serde_json::Value) -> Pod {
+        let mut v = serde_json::to_value(static_pod()).unwrap();
+        for (k, x) in json.as_object().unwrap() {
+            v["spec"][k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_static_pod_that_references_an_api_object_has_no_mirror() {
+        use serde_json::json;
+        assert_eq!(check_static_pod(&static_pod()), Ok(()));
+        let ok = spec_with(json!({
+            "volumes": [{"name": "h", "hostPath": {"path": "/var/log"}}, {"name": "e", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "i", "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}],
+            "automountServiceAccountToken": false,
+        }));
+        assert_eq!(check_static_pod(&ok), Ok(()));
+        let c = |env: serde_json::Value| json!([{"name": "c", "image": "i", "env": env}]);
+        for (spec, field) in [
+            (json!({"volumes": [{"name": "v", "secret": {"secretName": "s"}}]}), "spec.volumes[0].secret"),
+            (json!({"volumes": [{"name": "h", "emptyDir": {}}, {"name": "v", "configMap": {"name": "c"}}]}), "spec.volumes[1].configMap"),
+            (json!({"volumes": [{"name": "v", "projected": {"sources": [{"downwardAPI": {"items": []}}]}}]}), "spec.volumes[0].projected"),
+            (json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "d"}}]}), "spec.volumes[0].persistentVolumeClaim"),
+            (json!({"volumes": [{"name": "v", "csi": {"driver": "x"}}]}), "spec.volumes[0].csi"),
+            (json!({"containers": c(json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]))}), "spec.containers[0].env[0].valueFrom.secretKeyRef"),
+            (json!({"containers": c(json!([{"name": "P", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]))}), "spec.containers[0].env[0].valueFrom.configMapKeyRef"),
+            (json!({"containers": [{"name": "c", "image": "i", "envFrom": [{"secretRef": {"name": "s"}}]}]}), "spec.containers[0].envFrom"),
+            (json!({"initContainers": [{"name": "c", "image": "i", "envFrom": [{"configMapRef": {"name": "c"}}]}]}), "spec.initContainers[0].envFrom"),
+            (json!({"ephemeralContainers": "nonsense"}), "spec.ephemeralContainers"),
+            (json!({"imagePullSecrets": [{"name": "s"}]}), "spec.imagePullSecrets"),
+            (json!({"serviceAccountName": "default"}), "spec.serviceAccountName"),
+            (json!({"serviceAccount": "default"}), "spec.serviceAccount"),
+            (json!({"automountServiceAccountToken": true}), "spec.automountServiceAccountToken"),
+            (json!({"resourceClaims": [{"name": "r"}]}), "spec.resourceClaims"),
+        ] {
+            let e = check_static_pod(&spec_with(spec.clone())).expect_err(&spec.to_string());
+            assert_eq!(e.field, field, "{spec}");
+        }
+        let mut owned = static_pod();
+        owned.metadata.owner_references = vec![OwnerReference::default()];
+        assert_eq!(check_static_pod(&owned).unwrap_err().field, "metadata.ownerReferences");
+    }
 }
