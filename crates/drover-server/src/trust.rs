@@ -15,11 +15,11 @@
 
 use crate::error::ApiError;
 use anyhow::{Context, Result};
+use base64::Engine as _;
 use drover_pki::cert::Issued;
 use drover_pki::net::ServerTls;
 use drover_pki::tls::{self, Alpn};
 use drover_pki::{Ca, Credential, JoinToken, Role, TokenKind};
-use base64::Engine as _;
 use ring::{aead, digest, hkdf};
 use rustls::ClientConfig;
 use std::path::Path;
@@ -305,12 +305,17 @@ impl Trust {
     /// clear, as older members wrote it). The error says what is wrong.
     pub fn open_token(&self, kind: TokenKind, value: &[u8]) -> Result<Replicated, String> {
         let Ok(record) = serde_json::from_slice::<SealedToken>(value) else {
-            let text = std::str::from_utf8(value).map_err(|_| "neither a sealed record nor a token".to_string())?;
+            let text = std::str::from_utf8(value)
+                .map_err(|_| "neither a sealed record nor a token".to_string())?;
             let t = JoinToken::parse(text, "the replicated token").map_err(|e| e.to_string())?;
             return Ok(Replicated::Clear(t));
         };
         if record.kind != kind.as_str() {
-            return Err(format!("a {} token under the {} token's key", record.kind, kind.as_str()));
+            return Err(format!(
+                "a {} token under the {} token's key",
+                record.kind,
+                kind.as_str()
+            ));
         }
         // Already taken up: no need to unseal it again.
         let current = self.token(kind);
@@ -324,7 +329,8 @@ impl Trust {
             return Err("sealed: too short".into());
         }
         let (nonce, ciphertext) = sealed.split_at(aead::NONCE_LEN);
-        let nonce = aead::Nonce::try_assume_unique_for_key(nonce).map_err(|_| "sealed: bad nonce".to_string())?;
+        let nonce = aead::Nonce::try_assume_unique_for_key(nonce)
+            .map_err(|_| "sealed: bad nonce".to_string())?;
         let mut buf = ciphertext.to_vec();
         let key = self.seal_key().map_err(|e| e.to_string())?;
         let plain = key
@@ -373,7 +379,11 @@ mod tests {
         assert!(trust.open_token(TokenKind::Server, &sealed).is_err());
         let mut record: serde_json::Value = serde_json::from_slice(&sealed).unwrap();
         let s = record["sealed"].as_str().unwrap().to_string();
-        let flipped = if s.starts_with('A') { s.replacen('A', "B", 1) } else { format!("A{}", &s[1..]) };
+        let flipped = if s.starts_with('A') {
+            s.replacen('A', "B", 1)
+        } else {
+            format!("A{}", &s[1..])
+        };
         record["sealed"] = flipped.into();
         let e = trust
             .open_token(TokenKind::Node, &serde_json::to_vec(&record).unwrap())

@@ -369,7 +369,10 @@ async fn a_json_patch_that_doubles_the_object_is_refused_at_the_object_size_limi
     let status: Value = serde_json::from_str(&answer).unwrap();
     assert_eq!(status["reason"], "RequestEntityTooLarge", "{answer}");
     let limit = drover_server::limits::MAX_OBJECT_BYTES.to_string();
-    assert!(status["message"].as_str().unwrap().contains(&limit), "{answer}");
+    assert!(
+        status["message"].as_str().unwrap().contains(&limit),
+        "{answer}"
+    );
     // Nothing was patched.
     let ds = api.get("ds", "agent").await.expect("the DaemonSet");
     assert!(ds["spec"].get("c0").is_none());

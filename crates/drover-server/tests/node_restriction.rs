@@ -61,7 +61,10 @@ fn static_pod(ns: &str, name: &str, node: &str, extra_spec: Value) -> Value {
 fn report(pods: &[Value]) -> pb::AgentMessage {
     pb::AgentMessage {
         msg: Some(pb::agent_message::Msg::StaticPods(pb::StaticPods {
-            pods: pods.iter().map(|p| serde_json::to_vec(p).unwrap()).collect(),
+            pods: pods
+                .iter()
+                .map(|p| serde_json::to_vec(p).unwrap())
+                .collect(),
         })),
     }
 }
@@ -180,10 +183,22 @@ async fn a_node_cannot_mirror_a_static_pod_that_references_secrets_configmaps_or
     let secrets = secrets_sent_until_pod(&mut down, "benign").await;
     assert!(secrets.is_empty(), "the node was sent {secrets:?}");
     assert!(mirror_exists(&s, "default", "benign").await);
-    for name in ["vol", "env", "envfrom", "projected", "pull", "pvc", "sa", "owned"] {
+    for name in [
+        "vol",
+        "env",
+        "envfrom",
+        "projected",
+        "pull",
+        "pvc",
+        "sa",
+        "owned",
+    ] {
         assert!(!mirror_exists(&s, "prod", name).await, "mirror prod/{name}");
     }
-    assert!(s.pods(Some("nowhere")).await.is_empty(), "a mirror made namespace nowhere");
+    assert!(
+        s.pods(Some("nowhere")).await.is_empty(),
+        "a mirror made namespace nowhere"
+    );
     s.shutdown().await;
 }
 

@@ -59,7 +59,10 @@ fn forbidden_texts(s: &Server, dir: &std::path::Path, rotated: &[&JoinToken]) ->
     ];
     let member_key = std::fs::read_to_string(dir.join("member.key")).unwrap();
     out.push(member_key.lines().nth(1).unwrap().to_string());
-    for t in [s.identity.server_token.as_str(), s.identity.node_token.as_str()] {
+    for t in [
+        s.identity.server_token.as_str(),
+        s.identity.node_token.as_str(),
+    ] {
         let t = JoinToken::parse(t, "test").unwrap();
         out.push(t.secret.clone());
     }
@@ -97,7 +100,12 @@ async fn a_viewer_reads_no_credential_and_no_raw_key() {
 
     // Even an admin's raw read shows the replicated tokens sealed.
     let (kvs, _) = admin.list("/drover/", false).await.expect("admin kv list");
-    assert_eq!(kvs.len(), 2, "{:?}", kvs.iter().map(|kv| &kv.key).collect::<Vec<_>>());
+    assert_eq!(
+        kvs.len(),
+        2,
+        "{:?}",
+        kvs.iter().map(|kv| &kv.key).collect::<Vec<_>>()
+    );
     for kv in &kvs {
         assert_clean(&kv.key, &String::from_utf8_lossy(&kv.value), &forbidden);
     }
@@ -105,14 +113,20 @@ async fn a_viewer_reads_no_credential_and_no_raw_key() {
     let (viewer, vcert, vkey) = viewer_of(&s).await;
     // Raw keys: refused.
     for (what, e) in [
-        ("kv get", viewer.get("/drover/tokens/server", false).await.err()),
+        (
+            "kv get",
+            viewer.get("/drover/tokens/server", false).await.err(),
+        ),
         ("kv list", viewer.list("/", false).await.err()),
         ("kv watch", viewer.watch("/", 0).await.err()),
     ] {
         let e = e.unwrap_or_else(|| panic!("a viewer's {what} was answered"));
         assert_eq!(e.code(), Some(Code::PermissionDenied), "{what}: {e}");
     }
-    let write = viewer.create("/x", b"y".to_vec()).await.expect_err("kv write");
+    let write = viewer
+        .create("/x", b"y".to_vec())
+        .await
+        .expect_err("kv write");
     assert_eq!(write.code(), Some(Code::PermissionDenied), "{write}");
 
     // Everything a viewer may read: every kind through Objects, and the
@@ -131,7 +145,15 @@ async fn a_viewer_reads_no_credential_and_no_raw_key() {
     let http = s.server.http_addr.to_string();
     let mut paths: Vec<String> = Kind::ALL.into_iter().map(kapi_list).collect();
     paths.extend(
-        ["/api", "/apis", "/version", "/api/v1", "/apis/apps/v1", "/openapi/v3"].map(String::from),
+        [
+            "/api",
+            "/apis",
+            "/version",
+            "/api/v1",
+            "/apis/apps/v1",
+            "/openapi/v3",
+        ]
+        .map(String::from),
     );
     for path in &paths {
         let r = HttpsRequest {
@@ -156,17 +178,23 @@ async fn a_rotated_token_is_replicated_sealed_and_taken_up_by_every_member() {
     let servers = start_servers(tmp.path(), 2).await;
     let admin = client_of(&servers[0]);
     wait_until("two voters", WAIT, || async {
-        admin
-            .status()
-            .await
-            .is_ok_and(|s| s.members.iter().filter(|m| !m.learner && !m.removed).count() == 2)
+        admin.status().await.is_ok_and(|s| {
+            s.members
+                .iter()
+                .filter(|m| !m.learner && !m.removed)
+                .count()
+                == 2
+        })
     })
     .await;
     let new = admin.rotate_token("node").await.expect("rotate");
     let (kv, _) = admin.get("/drover/tokens/node", false).await.unwrap();
     let value = String::from_utf8(kv.expect("replicated").value).unwrap();
     let secret = JoinToken::parse(&new, "t").unwrap().secret;
-    assert!(!value.contains(&secret), "the token is stored in clear: {value}");
+    assert!(
+        !value.contains(&secret),
+        "the token is stored in clear: {value}"
+    );
     // The other member unsealed it: it writes it for people and takes it.
     let other = &servers[1];
     wait_until("the other member's node-token", WAIT, || async {

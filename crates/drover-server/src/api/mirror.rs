@@ -94,10 +94,11 @@ pub fn check_static_pod(sp: &Pod) -> Result<(), Refused> {
         let Some(value) = spec.extra.get(field) else {
             continue;
         };
-        let containers: Vec<Container> = serde_json::from_value(value.clone()).map_err(|_| Refused {
-            field: format!("spec.{field}"),
-            why: "not a list of containers",
-        })?;
+        let containers: Vec<Container> =
+            serde_json::from_value(value.clone()).map_err(|_| Refused {
+                field: format!("spec.{field}"),
+                why: "not a list of containers",
+            })?;
         check_containers(&format!("spec.{field}"), &containers)?;
     }
     Ok(())
@@ -277,27 +278,72 @@ mod tests {
         assert_eq!(check_static_pod(&ok), Ok(()));
         let c = |env: serde_json::Value| json!([{"name": "c", "image": "i", "env": env}]);
         for (spec, field) in [
-            (json!({"volumes": [{"name": "v", "secret": {"secretName": "s"}}]}), "spec.volumes[0].secret"),
-            (json!({"volumes": [{"name": "h", "emptyDir": {}}, {"name": "v", "configMap": {"name": "c"}}]}), "spec.volumes[1].configMap"),
-            (json!({"volumes": [{"name": "v", "projected": {"sources": [{"downwardAPI": {"items": []}}]}}]}), "spec.volumes[0].projected"),
-            (json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "d"}}]}), "spec.volumes[0].persistentVolumeClaim"),
-            (json!({"volumes": [{"name": "v", "csi": {"driver": "x"}}]}), "spec.volumes[0].csi"),
-            (json!({"containers": c(json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]))}), "spec.containers[0].env[0].valueFrom.secretKeyRef"),
-            (json!({"containers": c(json!([{"name": "P", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]))}), "spec.containers[0].env[0].valueFrom.configMapKeyRef"),
-            (json!({"containers": [{"name": "c", "image": "i", "envFrom": [{"secretRef": {"name": "s"}}]}]}), "spec.containers[0].envFrom"),
-            (json!({"initContainers": [{"name": "c", "image": "i", "envFrom": [{"configMapRef": {"name": "c"}}]}]}), "spec.initContainers[0].envFrom"),
-            (json!({"ephemeralContainers": "nonsense"}), "spec.ephemeralContainers"),
-            (json!({"imagePullSecrets": [{"name": "s"}]}), "spec.imagePullSecrets"),
-            (json!({"serviceAccountName": "default"}), "spec.serviceAccountName"),
+            (
+                json!({"volumes": [{"name": "v", "secret": {"secretName": "s"}}]}),
+                "spec.volumes[0].secret",
+            ),
+            (
+                json!({"volumes": [{"name": "h", "emptyDir": {}}, {"name": "v", "configMap": {"name": "c"}}]}),
+                "spec.volumes[1].configMap",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "projected": {"sources": [{"downwardAPI": {"items": []}}]}}]}),
+                "spec.volumes[0].projected",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "d"}}]}),
+                "spec.volumes[0].persistentVolumeClaim",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "csi": {"driver": "x"}}]}),
+                "spec.volumes[0].csi",
+            ),
+            (
+                json!({"containers": c(json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]))}),
+                "spec.containers[0].env[0].valueFrom.secretKeyRef",
+            ),
+            (
+                json!({"containers": c(json!([{"name": "P", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]))}),
+                "spec.containers[0].env[0].valueFrom.configMapKeyRef",
+            ),
+            (
+                json!({"containers": [{"name": "c", "image": "i", "envFrom": [{"secretRef": {"name": "s"}}]}]}),
+                "spec.containers[0].envFrom",
+            ),
+            (
+                json!({"initContainers": [{"name": "c", "image": "i", "envFrom": [{"configMapRef": {"name": "c"}}]}]}),
+                "spec.initContainers[0].envFrom",
+            ),
+            (
+                json!({"ephemeralContainers": "nonsense"}),
+                "spec.ephemeralContainers",
+            ),
+            (
+                json!({"imagePullSecrets": [{"name": "s"}]}),
+                "spec.imagePullSecrets",
+            ),
+            (
+                json!({"serviceAccountName": "default"}),
+                "spec.serviceAccountName",
+            ),
             (json!({"serviceAccount": "default"}), "spec.serviceAccount"),
-            (json!({"automountServiceAccountToken": true}), "spec.automountServiceAccountToken"),
-            (json!({"resourceClaims": [{"name": "r"}]}), "spec.resourceClaims"),
+            (
+                json!({"automountServiceAccountToken": true}),
+                "spec.automountServiceAccountToken",
+            ),
+            (
+                json!({"resourceClaims": [{"name": "r"}]}),
+                "spec.resourceClaims",
+            ),
         ] {
             let e = check_static_pod(&spec_with(spec.clone())).expect_err(&spec.to_string());
             assert_eq!(e.field, field, "{spec}");
         }
         let mut owned = static_pod();
         owned.metadata.owner_references = vec![OwnerReference::default()];
-        assert_eq!(check_static_pod(&owned).unwrap_err().field, "metadata.ownerReferences");
+        assert_eq!(
+            check_static_pod(&owned).unwrap_err().field,
+            "metadata.ownerReferences"
+        );
     }
 }

@@ -91,14 +91,26 @@ async fn namespace_exists(objects: &Objects, cache: &Informer, ns: &str) -> Resu
         return Ok(true);
     }
     let snap = cache.snapshot();
-    fn named<T>(map: &std::collections::BTreeMap<String, T>, p: &str, f: impl Fn(&T) -> bool) -> bool {
+    fn named<T>(
+        map: &std::collections::BTreeMap<String, T>,
+        p: &str,
+        f: impl Fn(&T) -> bool,
+    ) -> bool {
         map.range(p.to_string()..)
             .take_while(|(k, _)| k.starts_with(p))
             .any(|(_, v)| f(v))
     }
     if named(&snap.pods, &prefix(Kind::Pod, Some(ns)), |p| !p.is_mirror())
-        || named(&snap.daemon_sets, &prefix(Kind::DaemonSet, Some(ns)), |_| true)
-        || named(&snap.config_maps, &prefix(Kind::ConfigMap, Some(ns)), |_| true)
+        || named(
+            &snap.daemon_sets,
+            &prefix(Kind::DaemonSet, Some(ns)),
+            |_| true,
+        )
+        || named(
+            &snap.config_maps,
+            &prefix(Kind::ConfigMap, Some(ns)),
+            |_| true,
+        )
         || named(&snap.secrets, &prefix(Kind::Secret, Some(ns)), |_| true)
     {
         return Ok(true);
@@ -112,7 +124,13 @@ async fn namespace_exists(objects: &Objects, cache: &Informer, ns: &str) -> Resu
 
 /// Refuses a new mirror pod of `node` in `ns` when the namespace does not
 /// exist or the node has its most mirror pods already.
-async fn may_create(objects: &Objects, cache: &Informer, node: &str, ns: &str, name: &str) -> Result<(), ApiError> {
+async fn may_create(
+    objects: &Objects,
+    cache: &Informer,
+    node: &str,
+    ns: &str,
+    name: &str,
+) -> Result<(), ApiError> {
     let ns = if ns.is_empty() { "default" } else { ns };
     if !namespace_exists(objects, cache, ns).await? {
         return Err(ApiError::Forbidden(format!(
@@ -134,7 +152,12 @@ async fn may_create(objects: &Objects, cache: &Informer, node: &str, ns: &str, n
 }
 
 /// Creates, replaces or updates the status of the mirror of `sp`.
-async fn ensure(objects: &Objects, cache: &Informer, node: &Node, sp: &Pod) -> Result<(), ApiError> {
+async fn ensure(
+    objects: &Objects,
+    cache: &Informer,
+    node: &Node,
+    sp: &Pod,
+) -> Result<(), ApiError> {
     let (ns, name) = (&sp.metadata.namespace, &sp.metadata.name);
     for _ in 0..3 {
         match objects.get(Kind::Pod, ns, name).await {

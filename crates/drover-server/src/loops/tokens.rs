@@ -49,7 +49,10 @@ pub async fn refresh(ctx: &Ctx) {
                     ctx.trust.set_token(t.clone());
                 }
                 if let Err(e) = reseal(ctx, &t, kv.mod_revision).await {
-                    tracing::debug!("the replicated {} token is not sealed yet: {e}", kind.as_str());
+                    tracing::debug!(
+                        "the replicated {} token is not sealed yet: {e}",
+                        kind.as_str()
+                    );
                 }
             }
             Err(e) => tracing::warn!("ignoring the replicated {} token: {e}", kind.as_str()),

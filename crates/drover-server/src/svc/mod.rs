@@ -73,10 +73,13 @@ fn capped(mut message: String) -> String {
 /// `Expired`, the other `OUT_OF_RANGE`, which always carries its reason).
 /// A layer over every gRPC service (`serve_grpc`); such a refusal comes
 /// before any message, in the response's headers.
-pub fn too_large_reason<B>(mut r: tonic::codegen::http::Response<B>) -> tonic::codegen::http::Response<B> {
+pub fn too_large_reason<B>(
+    mut r: tonic::codegen::http::Response<B>,
+) -> tonic::codegen::http::Response<B> {
     let out_of_range = (tonic::Code::OutOfRange as i32).to_string();
     let h = r.headers_mut();
-    if h.get("grpc-status").is_some_and(|v| v.as_bytes() == out_of_range.as_bytes())
+    if h.get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == out_of_range.as_bytes())
         && !h.contains_key(drover_proto::reason::KEY)
     {
         h.insert(

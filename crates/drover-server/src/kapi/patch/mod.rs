@@ -114,7 +114,11 @@ fn get<'a>(doc: &'a Value, pointer: &str) -> Result<&'a Value, PatchError> {
 
 /// Adds `value` at `pointer`; answers the value it replaced (an object's
 /// key that was there) and the pointer's last token.
-fn add(doc: &mut Value, pointer: &str, value: Value) -> Result<(Option<Value>, String), PatchError> {
+fn add(
+    doc: &mut Value,
+    pointer: &str,
+    value: Value,
+) -> Result<(Option<Value>, String), PatchError> {
     if pointer.is_empty() {
         let old = std::mem::replace(doc, value);
         return Ok((Some(old), String::new()));
@@ -320,7 +324,10 @@ mod tests {
             .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
             .collect();
         let e = json_patch(&mut d, &Value::Array(ops), 64 << 10).unwrap_err();
-        assert!(matches!(&e, JsonPatchError::TooLarge(m) if m.contains("65536")), "{e}");
+        assert!(
+            matches!(&e, JsonPatchError::TooLarge(m) if m.contains("65536")),
+            "{e}"
+        );
         assert_eq!(d, before);
         // Replacing one key over and over does not add up.
         let ops: Vec<Value> = (0..500)
