@@ -130,6 +130,9 @@ pub mod reason {
         Timeout = "Timeout",
         /// A limit was reached.
         TooManyRequests = "TooManyRequests",
+        /// A request is larger than the server decodes (gRPC's message
+        /// limit; Kubernetes' 413).
+        RequestEntityTooLarge = "RequestEntityTooLarge",
         /// The server cannot answer now (no leader, stopping): retry.
         ServiceUnavailable = "ServiceUnavailable",
         /// This member is not the leader: ask the leader (or retry).
@@ -158,7 +161,7 @@ pub mod reason {
                 Reason::Invalid | Reason::BadRequest => Code::InvalidArgument,
                 Reason::Unauthorized => Code::Unauthenticated,
                 Reason::Forbidden => Code::PermissionDenied,
-                Reason::Expired => Code::OutOfRange,
+                Reason::Expired | Reason::RequestEntityTooLarge => Code::OutOfRange,
                 Reason::Timeout => Code::DeadlineExceeded,
                 Reason::TooManyRequests => Code::ResourceExhausted,
                 Reason::ServiceUnavailable | Reason::NotLeader | Reason::Joining => {

@@ -93,7 +93,9 @@ impl ApiError {
                 message,
                 causes: Vec::new(),
             },
-            Reason::BadRequest | Reason::NoSession => ApiError::BadRequest(message),
+            Reason::BadRequest | Reason::NoSession | Reason::RequestEntityTooLarge => {
+                ApiError::BadRequest(message)
+            }
             Reason::Unauthorized | Reason::Forbidden => ApiError::Forbidden(message),
             Reason::Expired => ApiError::Expired(message),
             Reason::Timeout => ApiError::Timeout(message),

@@ -642,6 +642,9 @@ async fn serve_grpc(
         .tcp_nodelay(true)
         .max_concurrent_streams(Some(MAX_STREAMS))
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .layer(tower::util::MapResponseLayer::new(
+            svc::too_large_reason::<tonic::body::Body>,
+        ))
         .add_service(
             StoreServer::new(svc::store::StoreSvc(ctx.clone()))
                 .max_decoding_message_size(MAX_REQUEST_BYTES)

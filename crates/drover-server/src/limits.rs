@@ -89,3 +89,12 @@ pub const MAX_WATCH_SECONDS: Duration = Duration::from_secs(30 * 60);
 /// process runs one member): 1024. One more is refused (429,
 /// `TooManyRequests`) until one ends.
 pub const MAX_KAPI_WATCHES: usize = 1024;
+
+/// Static pods in one `StaticPods` report of an agent (the whole set the
+/// node runs from its `--manifest-dir`); a report with more is refused
+/// whole, logged at warn, and no mirror pod changes.
+pub const MAX_STATIC_PODS_PER_REPORT: usize = 64;
+
+/// Mirror pods one node may have: a new one beyond is refused, logged at
+/// warn (the node's other mirrors stay).
+pub const MAX_MIRROR_PODS_PER_NODE: usize = 64;

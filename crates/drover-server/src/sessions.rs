@@ -59,6 +59,8 @@ struct Inner {
     next_session: u64,
     /// node -> (session, its outbound queue): the newest session of a node.
     nodes: HashMap<String, (u64, SessionTx)>,
+    /// session -> what ends it when a newer session of its node attaches.
+    replaced: HashMap<u64, Arc<tokio::sync::Notify>>,
     streams: HashMap<u64, Open>,
     /// Set by [`Sessions::close_all`]: this member is stopping and takes
     /// no session any more.
@@ -74,6 +76,15 @@ pub struct Attached {
     sessions: Sessions,
     node: String,
     session: u64,
+    replaced: Arc<tokio::sync::Notify>,
+}
+
+impl Attached {
+    /// Resolves once a newer session of the same node attached to this
+    /// member: this one must end (one session per node, one event budget).
+    pub async fn replaced(&self) {
+        self.replaced.notified().await
+    }
 }
 
 impl Sessions {
@@ -82,10 +93,14 @@ impl Sessions {
     }
 
     /// Registers the session of `node` whose outbound queue is `tx`. It
-    /// replaces an older session of the same node (the agent reconnected).
+    /// replaces an older session of the same node (the agent reconnected),
+    /// which is ended: told why (`Conflict`, when its queue has room) and
+    /// woken through [`Attached::replaced`], so a node holds one session on
+    /// this member, never several each with its own budget.
     /// Once this member is stopping ([`Sessions::close_all`]) the session
     /// is ended at once with the same status, and not registered.
     pub fn attach(&self, node: &str, tx: SessionTx) -> Attached {
+        let replaced = Arc::new(tokio::sync::Notify::new());
         let mut s = self.lock();
         s.next_session += 1;
         let session = s.next_session;
@@ -94,13 +109,22 @@ impl Sessions {
                 let _ = tx.try_send(Err(status.clone()));
             }
             None => {
-                s.nodes.insert(node.to_string(), (session, tx));
+                s.replaced.insert(session, replaced.clone());
+                if let Some((old, old_tx)) = s.nodes.insert(node.to_string(), (session, tx)) {
+                    let _ = old_tx.try_send(Err(Reason::Conflict.status(format!(
+                        "a newer session of node {node:?} opened on this member: this one ends (one session per node)"
+                    ))));
+                    if let Some(n) = s.replaced.remove(&old) {
+                        n.notify_one();
+                    }
+                }
             }
         }
         Attached {
             sessions: self.clone(),
             node: node.to_string(),
             session,
+            replaced,
         }
     }
 
@@ -255,6 +279,7 @@ impl Drop for Attached {
         {
             s.nodes.remove(&self.node);
         }
+        s.replaced.remove(&self.session);
         // Dropping their senders ends the streams of this session.
         s.streams.retain(|_, o| o.session != self.session);
     }

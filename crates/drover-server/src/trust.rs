@@ -6,13 +6,21 @@
 //! `member.key`. Tokens are in `server.json` and, for people, in
 //! `server-token` / `node-token`; a rotated token is replicated under
 //! [`TOKEN_KEY`] so every member accepts the new one and refuses the old.
+//! It is replicated sealed ([`Trust::seal_token`]): AES-256-GCM under a key
+//! derived from the CA key, beside the SHA-256 of the token, so a read of
+//! the store (a leaked snapshot, a raw key read) gives nothing a caller
+//! can join with unless it holds the CA key, which is all power anyway.
+//! Members unseal it: they hand the tokens to the members that join and
+//! write them in their data dirs for people.
 
 use crate::error::ApiError;
 use anyhow::{Context, Result};
+use base64::Engine as _;
 use drover_pki::cert::Issued;
 use drover_pki::net::ServerTls;
 use drover_pki::tls::{self, Alpn};
 use drover_pki::{Ca, Credential, JoinToken, Role, TokenKind};
+use ring::{aead, digest, hkdf};
 use rustls::ClientConfig;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -35,6 +43,33 @@ pub fn token_key(kind: TokenKind) -> String {
 
 /// The prefix of replicated tokens.
 pub const TOKEN_KEY: &str = "/drover/tokens/";
+
+/// A replicated token as stored under [`token_key`]: the SHA-256 of the
+/// token (hex), to see that it changed, and the token sealed with the
+/// key [`Trust`] derives from the CA key (base64 of the nonce and the
+/// AES-256-GCM ciphertext and tag; the kind is the associated data).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SealedToken {
+    kind: String,
+    sha256: String,
+    sealed: String,
+}
+
+/// The SHA-256 of a token's text, hex.
+pub fn token_digest(t: &JoinToken) -> String {
+    let d = digest::digest(&digest::SHA256, t.to_string().as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a replicated token record holds, read by [`Trust::open_token`].
+#[derive(Debug)]
+pub enum Replicated {
+    /// A sealed token, unsealed.
+    Sealed(JoinToken),
+    /// A token in clear, as members before sealing wrote it: taken up,
+    /// and to be written again sealed.
+    Clear(JoinToken),
+}
 
 /// The names a member certificate carries besides `drover-server`: the
 /// hosts of its addresses (so `curl --cacert ca.crt https://HOST:PORT`
@@ -233,6 +268,82 @@ impl Trust {
         }
     }
 
+    /// The key replicated tokens are sealed with: HKDF-SHA256 of the CA's
+    /// private key, which every member holds and no client ever reads.
+    fn seal_key(&self) -> Result<aead::LessSafeKey, ApiError> {
+        let salt = hkdf::Salt::new(hkdf::HKDF_SHA256, b"drover replicated join tokens v1");
+        let prk = salt.extract(self.ca.key_pem().as_bytes());
+        let okm = prk
+            .expand(&[b"aes-256-gcm"], &aead::AES_256_GCM)
+            .map_err(|_| ApiError::Internal("cannot derive the token sealing key".into()))?;
+        Ok(aead::LessSafeKey::new(aead::UnboundKey::from(okm)))
+    }
+
+    /// `t` as it is replicated under [`token_key`] (sealed, with its
+    /// SHA-256).
+    pub fn seal_token(&self, t: &JoinToken) -> Result<Vec<u8>, ApiError> {
+        let key = self.seal_key()?;
+        let nonce: [u8; aead::NONCE_LEN] = rand::random();
+        let mut buf = t.to_string().into_bytes();
+        key.seal_in_place_append_tag(
+            aead::Nonce::assume_unique_for_key(nonce),
+            aead::Aad::from(t.kind.as_str().as_bytes()),
+            &mut buf,
+        )
+        .map_err(|_| ApiError::Internal("cannot seal the token".into()))?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend_from_slice(&buf);
+        let record = SealedToken {
+            kind: t.kind.as_str().to_string(),
+            sha256: token_digest(t),
+            sealed: base64::engine::general_purpose::STANDARD.encode(sealed),
+        };
+        serde_json::to_vec(&record).map_err(|e| ApiError::Internal(format!("token record: {e}")))
+    }
+
+    /// The token of `kind` in a record [`Trust::seal_token`] wrote (or in
+    /// clear, as older members wrote it). The error says what is wrong.
+    pub fn open_token(&self, kind: TokenKind, value: &[u8]) -> Result<Replicated, String> {
+        let Ok(record) = serde_json::from_slice::<SealedToken>(value) else {
+            let text = std::str::from_utf8(value)
+                .map_err(|_| "neither a sealed record nor a token".to_string())?;
+            let t = JoinToken::parse(text, "the replicated token").map_err(|e| e.to_string())?;
+            return Ok(Replicated::Clear(t));
+        };
+        if record.kind != kind.as_str() {
+            return Err(format!(
+                "a {} token under the {} token's key",
+                record.kind,
+                kind.as_str()
+            ));
+        }
+        // Already taken up: no need to unseal it again.
+        let current = self.token(kind);
+        if drover_pki::token::same(record.sha256.as_bytes(), token_digest(&current).as_bytes()) {
+            return Ok(Replicated::Sealed(current));
+        }
+        let sealed = base64::engine::general_purpose::STANDARD
+            .decode(record.sealed.as_bytes())
+            .map_err(|e| format!("sealed: not base64: {e}"))?;
+        if sealed.len() < aead::NONCE_LEN + aead::AES_256_GCM.tag_len() {
+            return Err("sealed: too short".into());
+        }
+        let (nonce, ciphertext) = sealed.split_at(aead::NONCE_LEN);
+        let nonce = aead::Nonce::try_assume_unique_for_key(nonce)
+            .map_err(|_| "sealed: bad nonce".to_string())?;
+        let mut buf = ciphertext.to_vec();
+        let key = self.seal_key().map_err(|e| e.to_string())?;
+        let plain = key
+            .open_in_place(nonce, aead::Aad::from(kind.as_str().as_bytes()), &mut buf)
+            .map_err(|_| "sealed: does not open with this cluster's CA key".to_string())?;
+        let text = std::str::from_utf8(plain).map_err(|_| "sealed: not text".to_string())?;
+        let t = JoinToken::parse(text, "the replicated token").map_err(|e| e.to_string())?;
+        if !drover_pki::token::same(record.sha256.as_bytes(), token_digest(&t).as_bytes()) {
+            return Err("sha256: does not match the sealed token".into());
+        }
+        Ok(Replicated::Sealed(t))
+    }
+
     /// Signs a certificate for `role` over the key of `csr`.
     pub fn sign(
         &self,
@@ -244,5 +355,48 @@ impl Trust {
         self.ca
             .sign_csr(csr, role, hosts, ttl, SystemTime::now())
             .map_err(|e| ApiError::BadRequest(format!("csr: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicated_token_is_sealed_and_opens_only_whole_with_the_cas_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let trust = Trust::bootstrap(tmp.path(), 1, &[], None, None).unwrap();
+        let t = JoinToken::generate(TokenKind::Node, trust.ca.digest());
+        let sealed = trust.seal_token(&t).unwrap();
+        let text = String::from_utf8(sealed.clone()).unwrap();
+        assert!(!text.contains(&t.secret), "{text}");
+        assert!(text.contains(&token_digest(&t)), "{text}");
+        match trust.open_token(TokenKind::Node, &sealed) {
+            Ok(Replicated::Sealed(got)) => assert_eq!(got, t),
+            other => panic!("{other:?}"),
+        }
+        // Under the other kind's key, or changed: refused.
+        assert!(trust.open_token(TokenKind::Server, &sealed).is_err());
+        let mut record: serde_json::Value = serde_json::from_slice(&sealed).unwrap();
+        let s = record["sealed"].as_str().unwrap().to_string();
+        let flipped = if s.starts_with('A') {
+            s.replacen('A', "B", 1)
+        } else {
+            format!("A{}", &s[1..])
+        };
+        record["sealed"] = flipped.into();
+        let e = trust
+            .open_token(TokenKind::Node, &serde_json::to_vec(&record).unwrap())
+            .unwrap_err();
+        assert!(e.starts_with("sealed"), "{e}");
+        // Another cluster's CA cannot open it.
+        std::fs::create_dir(tmp.path().join("o")).unwrap();
+        let other = Trust::bootstrap(&tmp.path().join("o"), 1, &[], None, None).unwrap();
+        assert!(other.open_token(TokenKind::Node, &sealed).is_err());
+        // A token in clear (older members): taken, to be sealed again.
+        match trust.open_token(TokenKind::Node, t.to_string().as_bytes()) {
+            Ok(Replicated::Clear(got)) => assert_eq!(got, t),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -170,6 +170,13 @@ async fn requests_over_16_mib_are_refused_by_objects_and_store() {
     );
     let e = api.apply(&huge).await.unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
+    // Said as too large, not as the other OUT_OF_RANGE (Expired).
+    assert_eq!(Reason::of(&e), Some(Reason::RequestEntityTooLarge), "{e}");
+    let line = drover_cli::errors::server_line(e.code(), Reason::of(&e), e.message());
+    assert!(
+        line.starts_with("Error from server (RequestEntityTooLarge): "),
+        "{line}"
+    );
     assert_eq!(api.get("ds", "agent").await, None);
     let mut store = StoreClient::new(api.ch.clone());
     let w = pb::WriteRequest {
@@ -183,6 +190,7 @@ async fn requests_over_16_mib_are_refused_by_objects_and_store() {
     };
     let e = store.write(authed(w, &api.token)).await.unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
+    assert_eq!(Reason::of(&e), Some(Reason::RequestEntityTooLarge), "{e}");
     // Just under the limit is fine.
     api.apply(DS).await.unwrap();
     api.server.shutdown().await;
@@ -330,5 +338,45 @@ async fn an_agent_stream_without_hello_is_dropped_after_the_hello_timeout() {
         .await
         .expect("the request stream was dropped within 10 s");
     serving.abort();
+    api.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_json_patch_that_doubles_the_object_is_refused_at_the_object_size_limit() {
+    let mut api = Api::start().await;
+    api.apply(DS).await.unwrap();
+    // Each copy doubles the spec: 2^14 times it (some MB) without the
+    // bound, past the object limit, yet harmless to run against a build
+    // without the fix.
+    let ops: Vec<Value> = (0..14)
+        .map(|i| serde_json::json!({"op": "copy", "from": "/spec", "path": format!("/spec/c{i}")}))
+        .collect();
+    let body = serde_json::to_vec(&ops).unwrap();
+    let http = api.server.http_addr.to_string();
+    let r = drover_testkit::HttpsRequest {
+        method: "PATCH",
+        path: "/apis/apps/v1/namespaces/default/daemonsets/agent",
+        token: Some(&api.token),
+        body: Some(("application/json-patch+json", &body)),
+        ..Default::default()
+    };
+    let (code, answer) = tokio::time::timeout(
+        Duration::from_secs(30),
+        drover_testkit::https(&http, api.server.trust.ca.cert_pem(), r),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("an answer");
+    assert_eq!(code, 413, "{answer}");
+    let status: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(status["reason"], "RequestEntityTooLarge", "{answer}");
+    let limit = drover_server::limits::MAX_OBJECT_BYTES.to_string();
+    assert!(
+        status["message"].as_str().unwrap().contains(&limit),
+        "{answer}"
+    );
+    // Nothing was patched.
+    let ds = api.get("ds", "agent").await.expect("the DaemonSet");
+    assert!(ds["spec"].get("c0").is_none());
     api.server.shutdown().await;
 }

@@ -317,6 +317,49 @@ async fn raft_messages_are_taken_only_from_the_member_that_signs_them() {
 }
 
 #[tokio::test]
+async fn raft_messages_from_a_member_certificate_of_no_member_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("s")).await;
+    let term = s.server.store.leader().term;
+    // A member certificate the CA signed for an id the cluster never added
+    // (a leaked CA signature, a member that never joined): it speaks for
+    // that id, and that id is not a member.
+    let stranger = 0x5eed_u64;
+    assert!(!s.server.store.members().contains_key(&stranger));
+    let (issued, key) = s
+        .server
+        .trust
+        .ca
+        .issue(
+            &Role::Member(stranger),
+            &[],
+            Duration::from_secs(60),
+            SystemTime::now(),
+        )
+        .unwrap();
+    let ch = cert_channel(&s.addr, &s.ca, &issued.cert_pem, &key).await;
+    let mut m = raft::eraftpb::Message::default();
+    m.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+    m.from = stranger;
+    m.to = s.server.ctx.id;
+    m.term = term + 100;
+    let e = pb::raft_client::RaftClient::new(ch)
+        .send(pb::RaftBatch {
+            from: stranger,
+            from_addr: "127.0.0.1:1".into(),
+            msgs: vec![m.write_to_bytes().unwrap()],
+        })
+        .await
+        .expect_err("raft from a certificate of no member");
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    // Nothing changed: same term, still the leader, no peer learnt.
+    assert_eq!(s.server.store.leader().term, term);
+    assert!(s.server.store.leader().is_leader);
+    assert!(!s.server.store.members().contains_key(&stranger));
+    s.shutdown().await;
+}
+
+#[tokio::test]
 async fn plaintext_and_clients_of_another_ca_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("s")).await;

@@ -39,7 +39,7 @@ pub mod wait;
 pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, TestAgent};
 pub use cli::{Ran, SharedBuf};
 pub use link::CuttableLink;
-pub use net::{host_port, https_get, refusing_port};
+pub use net::{host_port, https, https_get, refusing_port, HttpsRequest};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use process::{
     expect_busy_port_exit, member_addrs, spawn_logged, wait_member_addrs, MemberAddrs, Procs,

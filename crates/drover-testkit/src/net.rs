@@ -61,35 +61,77 @@ pub async fn https_get(
     ca: &str,
     token: Option<&str>,
 ) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let attempt = async {
-        let tls = drover_pki::tls::https_client_config(ca).ok()?;
-        let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let name = rustls::pki_types::ServerName::try_from(drover_pki::SERVER_NAME).ok()?;
-        let mut s = tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await
-            .ok()?;
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        // A TLS peer may close without close_notify: keep what came.
-        let _ = s.read_to_end(&mut buf).await;
-        let text = String::from_utf8_lossy(&buf).to_string();
-        let code = text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Some((code, body))
+    let r = HttpsRequest {
+        method: "GET",
+        path,
+        token,
+        ..Default::default()
     };
-    tokio::time::timeout(std::time::Duration::from_secs(2), attempt)
+    tokio::time::timeout(std::time::Duration::from_secs(2), https(addr, ca, r))
         .await
         .ok()
         .flatten()
+}
+
+/// One HTTPS (HTTP/1.1) request for [`https`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HttpsRequest<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// `authorization: Bearer` this.
+    pub token: Option<&'a str>,
+    /// A client certificate and its key (PEM).
+    pub identity: Option<(&'a str, &'a str)>,
+    /// The content type and the body.
+    pub body: Option<(&'a str, &'a [u8])>,
+}
+
+/// `r` over HTTPS on `addr`, trusting the cluster CA `ca` (PEM): the status
+/// code and the body, or `None` when the connection or the answer fails
+/// (the caller bounds the time).
+pub async fn https(addr: &str, ca: &str, r: HttpsRequest<'_>) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tls = match r.identity {
+        None => drover_pki::tls::https_client_config(ca).ok()?,
+        Some(id) => {
+            let mut c = (*drover_pki::tls::client_config(ca, Some(id)).ok()?).clone();
+            c.alpn_protocols = vec![b"http/1.1".to_vec()];
+            std::sync::Arc::new(c)
+        }
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let name = rustls::pki_types::ServerName::try_from(drover_pki::SERVER_NAME).ok()?;
+    let mut s = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, tcp)
+        .await
+        .ok()?;
+    let auth = r
+        .token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let (content, body) = match r.body {
+        Some((ty, b)) => (
+            format!("Content-Type: {ty}\r\nContent-Length: {}\r\n", b.len()),
+            b,
+        ),
+        None => (String::new(), &[][..]),
+    };
+    let head = format!(
+        "{} {} HTTP/1.1\r\nHost: {addr}\r\n{auth}{content}Connection: close\r\n\r\n",
+        r.method, r.path
+    );
+    s.write_all(head.as_bytes()).await.ok()?;
+    s.write_all(body).await.ok()?;
+    let mut buf = Vec::new();
+    // A TLS peer may close without close_notify: keep what came.
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let code = text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
 }
 
 #[cfg(test)]

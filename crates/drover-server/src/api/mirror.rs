@@ -14,10 +14,122 @@
 //! - The DaemonSet controller never adopts them (their controller is the
 //!   Node); [`orphaned`] lists those whose node is gone, which the garbage
 //!   collector deletes at once.
+//! - A node may mirror only a pod that references no other API object
+//!   ([`check_static_pod`], Kubernetes' NodeRestriction `admitPodCreate`):
+//!   a mirror bound to the node would otherwise make the server send it
+//!   those Secrets and ConfigMaps.
 
 use drover_api::validation::{FieldError, Path};
-use drover_api::{pod_annotation, Manifest, Node, OwnerReference, Pod};
+use drover_api::{pod_annotation, Container, Manifest, Node, OwnerReference, Pod};
 use std::collections::HashSet;
+
+/// Why a node's static pod may have no mirror pod: the field and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {why}")]
+pub struct Refused {
+    /// The field path, e.g. `spec.volumes[0].secret`.
+    pub field: String,
+    /// What the rule is and what to do.
+    pub why: &'static str,
+}
+
+const NO_REFERENCES: &str = "a static pod may not reference Secrets, ConfigMaps or other API objects (a node gets only what the pods the API bound to it reference); run it as a DaemonSet instead";
+
+/// Pod spec fields (drover keeps them without acting on them) that name
+/// other API objects or credentials.
+const REFUSED_SPEC_FIELDS: [&str; 4] = [
+    "imagePullSecrets",
+    "serviceAccount",
+    "resourceClaims",
+    "automountServiceAccountToken",
+];
+
+/// Whether `sp`, a static pod a node reports, may have a mirror pod. As
+/// Kubernetes' NodeRestriction refuses a node's mirror pod that references
+/// a service account, Secrets, ConfigMaps, persistentVolumeClaims or
+/// resource claims, or carries owner references of its own; drover is
+/// stricter on volumes: only `hostPath` and `emptyDir` (a projected volume
+/// with only `downwardAPI` is refused too, and every source drover does not
+/// implement).
+pub fn check_static_pod(sp: &Pod) -> Result<(), Refused> {
+    let refuse = |field: String, why: &'static str| Err(Refused { field, why });
+    if !sp.metadata.owner_references.is_empty() {
+        return refuse(
+            "metadata.ownerReferences".into(),
+            "a static pod may not name owners: its mirror is owned by its Node",
+        );
+    }
+    let spec = &sp.spec;
+    if !spec.service_account_name.is_empty() {
+        return refuse("spec.serviceAccountName".into(), NO_REFERENCES);
+    }
+    for field in REFUSED_SPEC_FIELDS {
+        match spec.extra.get(field) {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Bool(false)) if field == "automountServiceAccountToken" => {}
+            Some(serde_json::Value::Array(a)) if a.is_empty() => {}
+            Some(_) => return refuse(format!("spec.{field}"), NO_REFERENCES),
+        }
+    }
+    for (i, v) in spec.volumes.iter().enumerate() {
+        let at = |what: &str| format!("spec.volumes[{i}].{what}");
+        if v.secret.is_some() {
+            return refuse(at("secret"), NO_REFERENCES);
+        }
+        if v.config_map.is_some() {
+            return refuse(at("configMap"), NO_REFERENCES);
+        }
+        if v.projected.is_some() {
+            return refuse(at("projected"), NO_REFERENCES);
+        }
+        if let Some(source) = v.extra.keys().next() {
+            return refuse(
+                at(source),
+                "a static pod's volumes may be hostPath or emptyDir only (persistentVolumeClaim, csi and the other sources name API objects or credentials)",
+            );
+        }
+    }
+    check_containers("spec.containers", &spec.containers)?;
+    for field in ["initContainers", "ephemeralContainers"] {
+        let Some(value) = spec.extra.get(field) else {
+            continue;
+        };
+        let containers: Vec<Container> =
+            serde_json::from_value(value.clone()).map_err(|_| Refused {
+                field: format!("spec.{field}"),
+                why: "not a list of containers",
+            })?;
+        check_containers(&format!("spec.{field}"), &containers)?;
+    }
+    Ok(())
+}
+
+/// `env[].valueFrom` and `envFrom` of `containers` (at `path`).
+fn check_containers(path: &str, containers: &[Container]) -> Result<(), Refused> {
+    for (i, c) in containers.iter().enumerate() {
+        for (j, e) in c.env.iter().enumerate() {
+            let Some(from) = &e.value_from else { continue };
+            let which = if from.secret_key_ref.is_some() {
+                "secretKeyRef"
+            } else if from.config_map_key_ref.is_some() {
+                "configMapKeyRef"
+            } else {
+                continue;
+            };
+            return Err(Refused {
+                field: format!("{path}[{i}].env[{j}].valueFrom.{which}"),
+                why: NO_REFERENCES,
+            });
+        }
+        if !c.env_from.is_empty() {
+            return Err(Refused {
+                field: format!("{path}[{i}].envFrom"),
+                why: NO_REFERENCES,
+            });
+        }
+    }
+    Ok(())
+}
 
 /// Whether `m` is a mirror pod.
 pub fn is_mirror(m: &Manifest) -> bool {
@@ -144,5 +256,94 @@ mod tests {
         let o = orphaned(&[node("n2")], &pods);
         assert_eq!(o.len(), 1);
         assert!(o[0].is_mirror());
+    }
+
+    fn spec_with(json: serde_json::Value) -> Pod {
+        let mut v = serde_json::to_value(static_pod()).unwrap();
+        for (k, x) in json.as_object().unwrap() {
+            v["spec"][k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_static_pod_that_references_an_api_object_has_no_mirror() {
+        use serde_json::json;
+        assert_eq!(check_static_pod(&static_pod()), Ok(()));
+        let ok = spec_with(json!({
+            "volumes": [{"name": "h", "hostPath": {"path": "/var/log"}}, {"name": "e", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "i", "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}],
+            "automountServiceAccountToken": false,
+        }));
+        assert_eq!(check_static_pod(&ok), Ok(()));
+        let c = |env: serde_json::Value| json!([{"name": "c", "image": "i", "env": env}]);
+        for (spec, field) in [
+            (
+                json!({"volumes": [{"name": "v", "secret": {"secretName": "s"}}]}),
+                "spec.volumes[0].secret",
+            ),
+            (
+                json!({"volumes": [{"name": "h", "emptyDir": {}}, {"name": "v", "configMap": {"name": "c"}}]}),
+                "spec.volumes[1].configMap",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "projected": {"sources": [{"downwardAPI": {"items": []}}]}}]}),
+                "spec.volumes[0].projected",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "d"}}]}),
+                "spec.volumes[0].persistentVolumeClaim",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "csi": {"driver": "x"}}]}),
+                "spec.volumes[0].csi",
+            ),
+            (
+                json!({"containers": c(json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]))}),
+                "spec.containers[0].env[0].valueFrom.secretKeyRef",
+            ),
+            (
+                json!({"containers": c(json!([{"name": "P", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]))}),
+                "spec.containers[0].env[0].valueFrom.configMapKeyRef",
+            ),
+            (
+                json!({"containers": [{"name": "c", "image": "i", "envFrom": [{"secretRef": {"name": "s"}}]}]}),
+                "spec.containers[0].envFrom",
+            ),
+            (
+                json!({"initContainers": [{"name": "c", "image": "i", "envFrom": [{"configMapRef": {"name": "c"}}]}]}),
+                "spec.initContainers[0].envFrom",
+            ),
+            (
+                json!({"ephemeralContainers": "nonsense"}),
+                "spec.ephemeralContainers",
+            ),
+            (
+                json!({"imagePullSecrets": [{"name": "s"}]}),
+                "spec.imagePullSecrets",
+            ),
+            (
+                json!({"serviceAccountName": "default"}),
+                "spec.serviceAccountName",
+            ),
+            (json!({"serviceAccount": "default"}), "spec.serviceAccount"),
+            (
+                json!({"automountServiceAccountToken": true}),
+                "spec.automountServiceAccountToken",
+            ),
+            (
+                json!({"resourceClaims": [{"name": "r"}]}),
+                "spec.resourceClaims",
+            ),
+        ] {
+            let e = check_static_pod(&spec_with(spec.clone())).expect_err(&spec.to_string());
+            assert_eq!(e.field, field, "{spec}");
+        }
+        let mut owned = static_pod();
+        owned.metadata.owner_references = vec![OwnerReference::default()];
+        assert_eq!(
+            check_static_pod(&owned).unwrap_err().field,
+            "metadata.ownerReferences"
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! that read, retried on a conflict.
 
 use super::discovery::has_status;
-use super::patch::{json_patch, merge_patch, strategic};
+use super::patch::{json_patch, merge_patch, strategic, JsonPatchError};
 use super::query::Query;
 use super::status::{json_response, Refusal};
 use super::Target;
@@ -337,7 +337,14 @@ pub async fn patch(objects: &Objects, req: WriteRequest) -> Result<Response, Ref
         let mut v = serde_json::to_value(&old).unwrap_or(Value::Null);
         match ty {
             PatchType::Json => {
-                json_patch(&mut v, &body).map_err(|e| Refusal::bad_request(e.to_string()))?
+                json_patch(&mut v, &body, crate::limits::MAX_OBJECT_BYTES).map_err(|e| match e {
+                    JsonPatchError::Invalid(e) => Refusal::bad_request(e.to_string()),
+                    JsonPatchError::TooLarge(m) => Refusal::new(
+                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                        "RequestEntityTooLarge",
+                        m,
+                    ),
+                })?
             }
             PatchType::Merge => merge_patch(&mut v, &body),
             PatchType::Strategic | PatchType::Apply => {

@@ -301,6 +301,7 @@ pub fn run(
             let msg = tokio::select! {
                 m = inbound.message() => m,
                 _ = tx.closed() => break,
+                _ = remote.replaced() => break,
                 r = node_objects.changed() => {
                     if r.is_err() {
                         break;

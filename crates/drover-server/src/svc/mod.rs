@@ -10,8 +10,7 @@
 //!
 //! | service | calls | who |
 //! |---|---|---|
-//! | `Store` ([`store`]) | get, list, watch | admin, viewer, member |
-//! | `Store` | write | admin, member |
+//! | `Store` ([`store`]) | get, list, watch, write (raw keys) | admin, member |
 //! | `Objects` ([`objects`]) | get, list, watch | admin, viewer, member |
 //! | `Objects` | apply, update, delete | admin, member |
 //! | `Pods` ([`pods`]) | logs | admin, viewer, member |
@@ -65,6 +64,30 @@ fn capped(mut message: String) -> String {
     message.truncate(end);
     message.push_str(&format!("\u{2026} ({} more bytes)", total - end));
     message
+}
+
+/// Gives a reason code to tonic's own refusal of a message over a
+/// service's decoding limit (`OUT_OF_RANGE`, "decoded message length too
+/// large"), which tonic answers before any handler runs and so without
+/// one: `RequestEntityTooLarge`, so that a client says "too large" (not
+/// `Expired`, the other `OUT_OF_RANGE`, which always carries its reason).
+/// A layer over every gRPC service (`serve_grpc`); such a refusal comes
+/// before any message, in the response's headers.
+pub fn too_large_reason<B>(
+    mut r: tonic::codegen::http::Response<B>,
+) -> tonic::codegen::http::Response<B> {
+    let out_of_range = (tonic::Code::OutOfRange as i32).to_string();
+    let h = r.headers_mut();
+    if h.get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == out_of_range.as_bytes())
+        && !h.contains_key(drover_proto::reason::KEY)
+    {
+        h.insert(
+            drover_proto::reason::KEY,
+            tonic::codegen::http::HeaderValue::from_static(Reason::RequestEntityTooLarge.as_str()),
+        );
+    }
+    r
 }
 
 impl From<ApiError> for Status {

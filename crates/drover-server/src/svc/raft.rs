@@ -1,6 +1,7 @@
 //! `Raft`: the receiving side of the raft transport, and heartbeats
 //! relayed by followers. Members only: the caller's member certificate,
-//! and every message's sender must be that member.
+//! for an id in the membership (not removed), and every message's sender
+//! must be that member.
 
 use super::{authorize, status, Access};
 use crate::auth::Caller;
@@ -31,8 +32,22 @@ impl raft_server::Raft for RaftSvc {
                 return Err(Reason::MemberRemoved
                     .status(format!("member {:x} was removed from the cluster", b.from)))
             }
-            None if !b.from_addr.is_empty() => store.learn_peer(b.from, b.from_addr.clone()),
-            _ => {}
+            Some(_) => {}
+            // A member that joins knows no membership until the leader's
+            // first snapshot: it takes the leader's messages.
+            None if members.is_empty() => {
+                if !b.from_addr.is_empty() {
+                    store.learn_peer(b.from, b.from_addr.clone())
+                }
+            }
+            // A certificate of an id the cluster never added (or not yet:
+            // raft sends again once this member applied the change).
+            None => {
+                return Err(Reason::Forbidden.status(format!(
+                    "member {:016x} is not a member of this cluster: its certificate carries no raft messages",
+                    b.from
+                )))
+            }
         }
         for bytes in &b.msgs {
             let msg = raft::eraftpb::Message::parse_from_bytes(bytes)

@@ -1,6 +1,10 @@
-//! `Store`: the key/value API under the objects (`drover kv`). Admin token.
+//! `Store`: the key/value API under the objects (`drover kv`). Admins and
+//! members only, reads too: raw keys hold what the object API never shows
+//! a viewer (the replicated join tokens under `/drover/tokens/`, sealed,
+//! and whatever a future key holds), so a viewer reads objects through
+//! `Objects` and the Kubernetes API, never keys.
 
-use super::{admin, reader, status};
+use super::{admin, status};
 use crate::auth;
 use crate::ctx::{hops, Ctx};
 use crate::error::ApiError;
@@ -15,7 +19,7 @@ pub struct StoreSvc(pub Arc<Ctx>);
 #[tonic::async_trait]
 impl store_server::Store for StoreSvc {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
-        reader(&self.0, &req, "get")?;
+        admin(&self.0, &req, "kv get")?;
         let r = req.into_inner();
         let c = if r.local {
             Consistency::Local
@@ -30,7 +34,7 @@ impl store_server::Store for StoreSvc {
         &self,
         req: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
-        reader(&self.0, &req, "list")?;
+        admin(&self.0, &req, "kv list")?;
         let r = req.into_inner();
         let c = if r.local {
             Consistency::Local
@@ -45,7 +49,7 @@ impl store_server::Store for StoreSvc {
         &self,
         req: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        admin(&self.0, &req, "write")?;
+        admin(&self.0, &req, "kv write")?;
         let hops = hops(&req);
         let token = auth::token_of(&req).map(str::to_string);
         let body = req.into_inner();
@@ -59,7 +63,7 @@ impl store_server::Store for StoreSvc {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        reader(&self.0, &req, "watch")?;
+        admin(&self.0, &req, "kv watch")?;
         let r = req.into_inner();
         let mut w = self
             .0

@@ -12,6 +12,41 @@ use serde_json::Value;
 #[error("{0}")]
 pub struct PatchError(pub String);
 
+/// Why a JSON patch was not applied: a bad patch, or a document that its
+/// operations would make larger than the limit (checked after each one,
+/// so that `copy` cannot double a document until memory runs out).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonPatchError {
+    #[error("{0}")]
+    Invalid(#[from] PatchError),
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+/// The length of `v` encoded as JSON, counted without building the text.
+fn encoded_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a Value into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// What a value at `last` (a key or an index) adds to its parent's
+/// encoding, at most: the key, its quotes, the colon and a comma.
+fn entry_len(last: &str, v: &Value) -> usize {
+    last.len() + 4 + encoded_len(v)
+}
+
 /// RFC 7386: objects merge key by key, `null` removes a key, anything else
 /// (lists included) replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
@@ -77,16 +112,22 @@ fn get<'a>(doc: &'a Value, pointer: &str) -> Result<&'a Value, PatchError> {
         .ok_or_else(|| PatchError(format!("path {pointer:?} does not exist")))
 }
 
-fn add(doc: &mut Value, pointer: &str, value: Value) -> Result<(), PatchError> {
+/// Adds `value` at `pointer`; answers the value it replaced (an object's
+/// key that was there) and the pointer's last token.
+fn add(
+    doc: &mut Value,
+    pointer: &str,
+    value: Value,
+) -> Result<(Option<Value>, String), PatchError> {
     if pointer.is_empty() {
-        *doc = value;
-        return Ok(());
+        let old = std::mem::replace(doc, value);
+        return Ok((Some(old), String::new()));
     }
     let (p, last) = parent(doc, pointer)?;
     match p {
         Value::Object(m) => {
-            m.insert(last, value);
-            Ok(())
+            let old = m.insert(last.clone(), value);
+            Ok((old, last))
         }
         Value::Array(a) => {
             let i = if last == "-" {
@@ -98,7 +139,7 @@ fn add(doc: &mut Value, pointer: &str, value: Value) -> Result<(), PatchError> {
                     .ok_or_else(|| PatchError(format!("path {pointer:?}: index out of range")))?
             };
             a.insert(i, value);
-            Ok(())
+            Ok((None, last))
         }
         _ => Err(PatchError(format!(
             "path {pointer:?}: the parent is neither an object nor a list"
@@ -121,18 +162,24 @@ fn remove(doc: &mut Value, pointer: &str) -> Result<Value, PatchError> {
 }
 
 /// RFC 6902: `add`, `remove`, `replace`, `move`, `copy`, `test`, in order;
-/// all or nothing.
-pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
+/// all or nothing. The document may not grow past `max_bytes` encoded
+/// (the object size limit, [`crate::limits::MAX_OBJECT_BYTES`]): its size
+/// is followed op by op, and the op that would cross it is refused before
+/// the next one runs.
+pub fn json_patch(doc: &mut Value, patch: &Value, max_bytes: usize) -> Result<(), JsonPatchError> {
     let Some(ops) = patch.as_array() else {
-        return Err(PatchError("a JSON patch is a list of operations".into()));
+        return Err(PatchError("a JSON patch is a list of operations".into()).into());
     };
     if ops.len() > MAX_JSON_PATCH_OPS {
         return Err(PatchError(format!(
             "a JSON patch may hold at most {MAX_JSON_PATCH_OPS} operations, this one has {}",
             ops.len()
-        )));
+        ))
+        .into());
     }
     let mut work = doc.clone();
+    // An upper bound of the encoded size of `work`.
+    let mut size = encoded_len(&work);
     for (i, op) in ops.iter().enumerate() {
         let field = |k: &str| {
             op.get(k)
@@ -145,40 +192,76 @@ pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
                 .cloned()
                 .ok_or_else(|| PatchError(format!("operation {i}: \"value\" is missing")))
         };
+        // Adds `v` at `path`, following the size.
+        let put = |work: &mut Value, size: &mut usize, v: Value| -> Result<(), PatchError> {
+            let grows = encoded_len(&v);
+            let (old, last) = add(work, path, v)?;
+            if path.is_empty() {
+                *size = grows;
+            } else {
+                *size += last.len() + 4 + grows;
+                if let Some(old) = old {
+                    *size = size.saturating_sub(entry_len(&last, &old));
+                }
+            }
+            Ok(())
+        };
+        let take = |work: &mut Value, size: &mut usize, from: &str| -> Result<Value, PatchError> {
+            let v = remove(work, from)?;
+            let last = tokens(from)?.pop().unwrap_or_default();
+            *size = size.saturating_sub(entry_len(&last, &v));
+            Ok(v)
+        };
         match field("op")? {
-            "add" => add(&mut work, path, value()?)?,
+            "add" => put(&mut work, &mut size, value()?)?,
             "remove" => {
-                remove(&mut work, path)?;
+                take(&mut work, &mut size, path)?;
             }
             "replace" => {
-                remove(&mut work, path)?;
-                add(&mut work, path, value()?)?;
+                take(&mut work, &mut size, path)?;
+                put(&mut work, &mut size, value()?)?;
             }
             "move" => {
                 let from = field("from")?;
-                let v = remove(&mut work, from)?;
-                add(&mut work, path, v)?;
+                let v = take(&mut work, &mut size, from)?;
+                put(&mut work, &mut size, v)?;
             }
             "copy" => {
-                let v = get(&work, field("from")?)?.clone();
-                add(&mut work, path, v)?;
+                let from = get(&work, field("from")?)?;
+                // Refused before the copy is made.
+                if size + path.len() + 4 + encoded_len(from) > max_bytes {
+                    return Err(too_large(i, max_bytes));
+                }
+                let v = from.clone();
+                put(&mut work, &mut size, v)?;
             }
             "test" => {
                 if get(&work, path)? != &value()? {
                     return Err(PatchError(format!(
                         "operation {i}: test failed: {path:?} holds another value"
-                    )));
+                    ))
+                    .into());
                 }
             }
             other => {
                 return Err(PatchError(format!(
                     "operation {i}: {other:?} is not one of add, remove, replace, move, copy, test"
-                )))
+                ))
+                .into())
             }
+        }
+        if size > max_bytes {
+            return Err(too_large(i, max_bytes));
         }
     }
     *doc = work;
     Ok(())
+}
+
+fn too_large(op: usize, max_bytes: usize) -> JsonPatchError {
+    JsonPatchError::TooLarge(format!(
+        "operation {op} of the JSON patch makes the object larger than the limit of {max_bytes} bytes (the object size limit); nothing was patched"
+    ))
 }
 
 #[cfg(test)]
@@ -210,6 +293,7 @@ mod tests {
                 {"op": "test", "path": "/k", "value": "w"},
                 {"op": "add", "path": "/meta~1x", "value": 1},
             ]),
+            1 << 20,
         )
         .unwrap();
         assert_eq!(
@@ -220,11 +304,45 @@ mod tests {
         let failed = json_patch(
             &mut d,
             &json!([{"op": "remove", "path": "/k"}, {"op": "test", "path": "/k", "value": 1}]),
+            1 << 20,
         );
         assert!(failed.is_err());
         assert_eq!(d, before, "all or nothing");
-        assert!(json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
-        assert!(json_patch(&mut d, &json!([{"op": "jump", "path": "/k"}])).is_err());
-        assert!(json_patch(&mut d, &json!({"op": "add"})).is_err());
+        let big = 1 << 20;
+        assert!(json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}]), big).is_err());
+        assert!(json_patch(&mut d, &json!([{"op": "jump", "path": "/k"}]), big).is_err());
+        assert!(json_patch(&mut d, &json!({"op": "add"}), big).is_err());
+    }
+
+    #[test]
+    fn a_json_patch_may_not_grow_the_document_past_the_limit() {
+        // `copy` doubles the document each time: refused at the op that
+        // crosses the limit, the document untouched.
+        let mut d = json!({"a": "x".repeat(1000)});
+        let before = d.clone();
+        let ops: Vec<Value> = (0..30)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
+            .collect();
+        let e = json_patch(&mut d, &Value::Array(ops), 64 << 10).unwrap_err();
+        assert!(
+            matches!(&e, JsonPatchError::TooLarge(m) if m.contains("65536")),
+            "{e}"
+        );
+        assert_eq!(d, before);
+        // Replacing one key over and over does not add up.
+        let ops: Vec<Value> = (0..500)
+            .map(|_| json!({"op": "add", "path": "/b", "value": "y".repeat(500)}))
+            .collect();
+        json_patch(&mut d, &Value::Array(ops), 4 << 10).unwrap();
+        // Nor does moving a value back and forth.
+        let ops: Vec<Value> = (0..500)
+            .flat_map(|_| {
+                [
+                    json!({"op": "move", "from": "/b", "path": "/c"}),
+                    json!({"op": "move", "from": "/c", "path": "/b"}),
+                ]
+            })
+            .collect();
+        json_patch(&mut d, &Value::Array(ops), 4 << 10).unwrap();
     }
 }
