@@ -187,12 +187,16 @@ pub(crate) struct Certified {
 
 /// Gets a certificate for node `name`: with the node token (a join, over
 /// TLS pinned to the CA digest the token carries) or, with `renew`, over
-/// the node's own authenticated channel.
+/// the node's own authenticated channel. A join keeps the key of `kept`
+/// (the node's last certificate, expired or not) when there is one: a
+/// node's name belongs to the key that first joined as it, so the node
+/// itself may always join again, and no other key may.
 pub(crate) async fn certify(
     server: &str,
     name: &str,
     token: Option<&JoinToken>,
     renew: Option<&NodeTls>,
+    kept: Option<&NodeTls>,
     node: &[u8],
     timeout: Duration,
 ) -> Result<Certified, Status> {
@@ -206,8 +210,11 @@ pub(crate) async fn certify(
             (cred, current.channel(server)?, String::new())
         }
         (None, Some(t)) => {
-            let cred = Credential::generate(&cn)
-                .map_err(|e| Status::internal(format!("cannot make a key: {e}")))?;
+            let cred = match kept {
+                Some(k) => k.cred.renew_request(&cn),
+                None => Credential::generate(&cn),
+            }
+            .map_err(|e| Status::internal(format!("cannot make a key: {e}")))?;
             let pinned = drover_pki::tls::pinned_client_config(&t.ca_digest)
                 .map_err(|e| Status::internal(e.to_string()))?;
             let ep = endpoint(server, timeout)?;

@@ -543,8 +543,11 @@ async fn a_node_away_longer_than_its_certificate_joins_again_with_its_token() {
     while std::time::SystemTime::now() <= expiry {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Back with its node token: it joins again (once its Node is no longer
-    // Ready) instead of being refused forever with its expired certificate.
+    // Back with its node token: it joins again with its own key (its name
+    // belongs to that key) instead of being refused forever with its
+    // expired certificate.
+    let owner = |n: &drover_api::Node| n.metadata.annotations.get("drover.io/node-key").cloned();
+    let key = owner(&s.node("away").await.expect("away")).expect("a key is recorded");
     let agent = start_agent(o, None);
     wait_until(
         "away Ready with a new certificate",
@@ -555,6 +558,11 @@ async fn a_node_away_longer_than_its_certificate_joins_again_with_its_token() {
         },
     )
     .await;
+    assert_eq!(
+        owner(&s.node("away").await.expect("away")).as_deref(),
+        Some(key.as_str()),
+        "the same key"
+    );
     agent.stop(STOP).await;
     s.shutdown().await;
 }

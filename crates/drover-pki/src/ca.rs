@@ -195,6 +195,7 @@ impl Ca {
             cert_pem: cert.pem(),
             serial: crate::hex(&serial.to_bytes()),
             not_after: now + ttl,
+            key: crate::sha256_hex(public.der_bytes()),
         })
     }
 }
@@ -203,6 +204,24 @@ impl Ca {
 mod tests {
     use super::*;
     use crate::cert::{Credential, PeerCert};
+
+    #[test]
+    fn the_key_digest_follows_the_key_not_the_request() {
+        let now = SystemTime::now();
+        let ca = Ca::create("test", now).unwrap();
+        let role = Role::Node("edge-1".into());
+        let ttl = Duration::from_secs(3600);
+        let cred = Credential::generate("a").unwrap();
+        let first = ca.sign_csr(&cred.csr_pem, &role, &[], ttl, now).unwrap();
+        let again = cred.renew_request("b").unwrap();
+        let second = ca.sign_csr(&again.csr_pem, &role, &[], ttl, now).unwrap();
+        assert_eq!(first.key.len(), 64);
+        assert_eq!(first.key, second.key, "a new request for the same key");
+        assert_ne!(first.serial, second.serial);
+        let other = Credential::generate("a").unwrap();
+        let third = ca.sign_csr(&other.csr_pem, &role, &[], ttl, now).unwrap();
+        assert_ne!(first.key, third.key, "another key");
+    }
 
     #[test]
     fn a_csr_gets_the_role_the_ca_chooses_and_round_trips() {

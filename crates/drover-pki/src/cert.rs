@@ -69,6 +69,10 @@ pub struct Issued {
     /// The serial number, hex.
     pub serial: String,
     pub not_after: SystemTime,
+    /// SHA-256 (hex) of the certified public key: what a node's name is
+    /// bound to, so that only the key that first took a name renews or
+    /// rejoins it.
+    pub key: String,
 }
 
 /// What a verified peer certificate says.

@@ -460,6 +460,7 @@ impl Link {
                 other => {
                     // An expired certificate renews nothing: join again
                     // with the node token when there is one.
+                    let kept = other.clone();
                     let other = other.filter(|c| !(c.expired(wall) && token.is_some()));
                     let joining = other.is_none();
                     let got = wire::certify(
@@ -467,6 +468,7 @@ impl Link {
                         &name,
                         token.as_ref(),
                         other.as_deref(),
+                        kept.as_deref(),
                         &hello.node,
                         timeout.max(Duration::from_secs(5)),
                     )

@@ -1,10 +1,19 @@
 //! Which certificate speaks for a node: the serial of its current node
 //! certificate, kept on the Node as the annotation [`CERT_ANNOTATION`].
 //!
-//! - A join (node token) binds a new certificate to the name: it creates
-//!   the Node, or takes over one that is not Ready; a name held by a Ready
-//!   node with another certificate is refused.
-//! - A renewal rebinds from the caller's current serial to the new one.
+//! - A name belongs to the key that first joined as it: the Node keeps the
+//!   SHA-256 of that public key as the annotation [`KEY_ANNOTATION`]. A join
+//!   (node token) with that key rebinds the name to the new certificate
+//!   (the node itself, back after its certificate expired or its data dir
+//!   lost the certificate), Ready or not; a join with any other key is
+//!   refused, however long the node has been away, until an admin frees
+//!   the name by deleting the Node (`drover delete node NAME`). The node
+//!   token alone never takes over a node.
+//! - A Node bound before keys were recorded (no [`KEY_ANNOTATION`]) keeps
+//!   the older rule once: a join takes it over only when it is not Ready.
+//!   Its next join or renewal records the key.
+//! - A renewal rebinds from the caller's current serial to the new one,
+//!   for the same key.
 //! - A session is allowed only for the bound serial, and ends when the
 //!   binding changes or the Node is deleted: deleting a node revokes its
 //!   certificate.
@@ -15,6 +24,28 @@ use drover_api::{Kind, Manifest, Node, ObjectMeta};
 
 /// The annotation that holds the serial (hex) of a node's certificate.
 pub const CERT_ANNOTATION: &str = "drover.io/node-cert-serial";
+
+/// The annotation that holds the SHA-256 (hex) of the public key that owns
+/// a node's name.
+pub const KEY_ANNOTATION: &str = "drover.io/node-key";
+
+/// The key (SHA-256 of the public key, hex) that owns a node's name, if
+/// recorded.
+pub fn bound_key(node: &Node) -> Option<&str> {
+    node.metadata
+        .annotations
+        .get(KEY_ANNOTATION)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The refusal of a join or renewal as node `name` with a key other than
+/// the one that owns the name.
+pub fn taken(name: &str) -> ApiError {
+    ApiError::Conflict(format!(
+        "node {name} belongs to the key that first joined as it, and this agent has another key: a node that is away keeps its name. Choose another --name; or, if the machine that held {name} is gone for good, `drover delete node {name}` frees the name"
+    ))
+}
 
 /// The serial bound to a node, if any.
 pub fn bound_serial(node: &Node) -> Option<&str> {
@@ -33,8 +64,9 @@ pub fn revoked(name: &str) -> ApiError {
 }
 
 impl Objects {
-    /// Binds certificate `serial` to node `name`. `from`: the serial the
-    /// caller holds now (a renewal), or `None` (a join with the node token).
+    /// Binds certificate `serial`, of public key `key` (SHA-256, hex), to
+    /// node `name`. `from`: the serial the caller holds now (a renewal), or
+    /// `None` (a join with the node token).
     ///
     /// `described`: on a join, the Node as the agent describes it (its
     /// labels, taints, capacity, allocatable, system info): a Node the join
@@ -44,6 +76,7 @@ impl Objects {
         &self,
         name: &str,
         serial: &str,
+        key: &str,
         from: Option<&str>,
         described: Option<&Node>,
     ) -> Result<(), ApiError> {
@@ -72,14 +105,27 @@ impl Objects {
                     n.metadata
                         .annotations
                         .insert(CERT_ANNOTATION.into(), serial.into());
+                    n.metadata
+                        .annotations
+                        .insert(KEY_ANNOTATION.into(), key.into());
                     self.create(Manifest::Node(Box::new(n))).await.map(|_| ())
                 }
                 (Some(mut n), from) => {
                     let current = bound_serial(&n).map(str::to_string);
+                    let owner = bound_key(&n).map(str::to_string);
+                    if owner.as_deref().is_some_and(|o| o != key) {
+                        if attempt == 0 {
+                            continue;
+                        }
+                        tracing::warn!(node = %name, "refused a {} as node {name} with a key other than the one that owns the name", if from.is_some() { "renewal" } else { "join" });
+                        return Err(taken(name));
+                    }
                     match from {
                         Some(old) if current.as_deref() != Some(old) && attempt == 0 => continue,
                         Some(old) if current.as_deref() != Some(old) => return Err(revoked(name)),
                         Some(_) => {}
+                        // The owner itself joining again: its name is its own.
+                        None if owner.is_some() => {}
                         None => {
                             if current.is_some() && n.is_ready() && attempt == 0 {
                                 continue;
@@ -104,6 +150,9 @@ impl Objects {
                     n.metadata
                         .annotations
                         .insert(CERT_ANNOTATION.into(), serial.into());
+                    n.metadata
+                        .annotations
+                        .insert(KEY_ANNOTATION.into(), key.into());
                     self.update(Manifest::Node(Box::new(n))).await.map(|_| ())
                 }
             };

@@ -142,7 +142,13 @@ impl ClusterSvc {
             .map_err(super::status)?;
         let described = described_node(r, from.is_none())?;
         Objects::new(ctx.clone())
-            .bind_node_cert(&r.node, &issued.serial, from.as_deref(), described.as_ref())
+            .bind_node_cert(
+                &r.node,
+                &issued.serial,
+                &issued.key,
+                from.as_deref(),
+                described.as_ref(),
+            )
             .await
             .map_err(super::status)?;
         if described.is_some() {
