@@ -262,6 +262,10 @@ fn place(object: &mut Value, namespace: &str, position: Position, errors: &mut V
     }
 }
 
+/// The most YAML documents one manifest stream may hold (a stream is also
+/// bounded by the request size, 16 MiB).
+pub const MAX_DOCUMENTS: usize = 10_000;
+
 fn read_documents(text: &str) -> Result<Vec<Value>, ParseError> {
     if text.trim_start().starts_with('{') {
         serde_json::Deserializer::from_str(text)
@@ -272,8 +276,23 @@ fn read_documents(text: &str) -> Result<Vec<Value>, ParseError> {
         // As Kubernetes' YAML 1.1 reader: `defaultMode: 0644` is octal.
         let mut options = serde_saphyr::Options::default();
         options.legacy_octal_numbers = true;
+        // The reader's budget bounds the work a stream can cost (nodes,
+        // events, aliases); its document count is raised from 1,024 so
+        // that a generated file of a few thousand objects applies in one
+        // go, as with kubectl.
+        let mut budget = serde_saphyr::Budget::default();
+        budget.max_documents = MAX_DOCUMENTS;
+        options.budget = Some(budget);
         let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
-            .map_err(|e| ParseError::Yaml(e.to_string()))?;
+            .map_err(|e| match e.without_snippet() {
+                serde_saphyr::Error::Budget {
+                    breach: serde_saphyr::budget::BudgetBreach::Documents { .. },
+                    ..
+                } => ParseError::Yaml(format!(
+                    "more than {MAX_DOCUMENTS} YAML documents in one stream: split the file and apply the parts one after the other"
+                )),
+                e => ParseError::Yaml(e.to_string()),
+            })?;
         Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
     }
 }

@@ -372,3 +372,23 @@ fn a_new_pod_needs_a_node_name_unless_it_is_a_daemon_set_pod_pinned_to_its_node(
         );
     }
 }
+
+#[test]
+fn a_stream_of_thousands_of_documents_parses_and_one_past_the_limit_is_refused_clearly() {
+    let doc =
+        |i: usize| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}}}\n");
+    let text: String = (0..3_000).map(doc).collect();
+    assert_eq!(
+        parse_manifests(&text).expect("3,000 documents").len(),
+        3_000
+    );
+    let max = drover_api::manifest::MAX_DOCUMENTS;
+    let text: String = (0..=max).map(doc).collect();
+    let e = parse_manifests(&text).expect_err("one document past the limit");
+    let said = e.to_string();
+    assert!(
+        said.contains(&format!("more than {max} YAML documents")),
+        "{said}"
+    );
+    assert!(said.contains("split the file"), "{said}");
+}
