@@ -76,7 +76,7 @@ async fn a_node_that_is_away_keeps_its_name_until_an_admin_deletes_it() {
     let e = join(&s, "node-b", &stranger)
         .await
         .expect_err("the node token takes over a node that is away");
-    assert_eq!(e.code(), Code::Aborted, "{}", e.message());
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     assert!(
         e.message().contains("belongs to the key"),
         "{}",
@@ -131,7 +131,7 @@ async fn a_node_that_is_away_keeps_its_name_until_an_admin_deletes_it() {
         })
         .await
         .expect_err("a renewal onto another key");
-    assert_eq!(e.code(), Code::Aborted, "{}", e.message());
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     agent.kill().await;
 
     // An admin frees the name: then a new machine may take it.
@@ -175,6 +175,6 @@ async fn a_node_bound_before_keys_were_recorded_is_bound_to_the_key_of_its_next_
     let e = join(&s, "old-1", &Credential::generate("y").unwrap())
         .await
         .expect_err("bound to a key now");
-    assert_eq!(e.code(), Code::Aborted, "{}", e.message());
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     s.shutdown().await;
 }

@@ -426,7 +426,7 @@ async fn a_name_held_by_a_ready_node_is_refused_and_a_deleted_node_is_revoked_wi
         })
         .await
         .expect_err("a Ready node's name");
-    assert_eq!(e.code(), Code::Aborted, "{}", e.message());
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     assert!(
         e.message().contains("belongs to the key"),
         "{}",

@@ -42,8 +42,8 @@ pub fn bound_key(node: &Node) -> Option<&str> {
 /// The refusal of a join or renewal as node `name` with a key other than
 /// the one that owns the name.
 pub fn taken(name: &str) -> ApiError {
-    ApiError::Conflict(format!(
-        "node {name} belongs to the key that first joined as it, and this agent has another key: a node that is away keeps its name. Choose another --name; or, if the machine that held {name} is gone for good, `drover delete node {name}` frees the name"
+    ApiError::Forbidden(format!(
+        "node {name} belongs to the key that first joined as it, and this agent has another key: a node that is away keeps its name. Choose another --name (`drover sim`: --prefix); or, if the machine that held {name} is gone for good, `drover delete node {name}` frees the name"
     ))
 }
 
