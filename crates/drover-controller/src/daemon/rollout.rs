@@ -68,8 +68,10 @@ const PATCH_DIRECTIVE: &str = "$patch";
 /// The data is a strategic merge patch: `kubectl rollout undo` sends it as
 /// is, and the directive makes it replace the template instead of merging
 /// into it (without it an env var or annotation added since would stay).
-/// The template's `metadata.creationTimestamp` is `null`, as Go writes an
-/// unset time.
+/// As Go's `json.Marshal` writes a template, its `metadata.creationTimestamp`
+/// is `null` and every container has `resources` (`{}` when empty): kubectl
+/// compares these bytes with the DaemonSet's template marshalled the same
+/// way to say "skipped rollback (current template already matches …)".
 pub fn revision_data(template: &PodTemplateSpec) -> serde_json::Value {
     let mut t = serde_json::to_value(template).unwrap_or_default();
     if let serde_json::Value::Object(m) = &mut t {
@@ -79,6 +81,17 @@ pub fn revision_data(template: &PodTemplateSpec) -> serde_json::Value {
         if let serde_json::Value::Object(meta) = meta {
             meta.entry("creationTimestamp")
                 .or_insert(serde_json::Value::Null);
+        }
+        if let Some(spec) = m.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+            let containers = spec
+                .get_mut("containers")
+                .and_then(serde_json::Value::as_array_mut);
+            for c in containers.into_iter().flatten() {
+                if let Some(c) = c.as_object_mut() {
+                    c.entry("resources")
+                        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+                }
+            }
         }
         m.insert(PATCH_DIRECTIVE.to_owned(), "replace".into());
     }

@@ -465,6 +465,8 @@ fn revision_data_is_what_kubernetes_daemon_controller_writes() {
     // getPatch: {"spec":{"template":{...,"$patch":"replace"}}} and nothing else.
     let mut template = serde_json::to_value(&d.spec.template).unwrap();
     template["metadata"]["creationTimestamp"] = serde_json::Value::Null;
+    assert!(template["spec"]["containers"][0].get("resources").is_none());
+    template["spec"]["containers"][0]["resources"] = serde_json::json!({});
     template["$patch"] = "replace".into();
     assert_eq!(data, serde_json::json!({"spec": {"template": template}}));
     let spec = data.as_object().unwrap();
@@ -534,4 +536,27 @@ fn a_revision_with_another_directive_holds_no_template() {
     let mut r = revision(&d, "busybox:1", 1);
     r.data["spec"]["template"]["$patch"] = "delete".into();
     assert_eq!(revision_template(&r), None);
+}
+
+#[test]
+fn revision_data_keeps_resources_and_fills_them_in_every_container() {
+    let mut d = ds("busybox:1");
+    d.spec.template.spec.containers[0]
+        .resources
+        .limits
+        .insert("cpu".into(), "100m".into());
+    d.spec.template.spec.containers.push(drover_api::Container {
+        name: "second".into(),
+        image: "busybox:1".into(),
+        ..Default::default()
+    });
+    let data = revision_data(&d.spec.template);
+    let spec = &data["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["containers"][0]["resources"],
+        serde_json::json!({"limits": {"cpu": "100m"}})
+    );
+    assert_eq!(spec["containers"][1]["resources"], serde_json::json!({}));
+    let rev = new_revision(&d, "h", 1);
+    assert_eq!(revision_template(&rev).as_ref(), Some(&d.spec.template));
 }
