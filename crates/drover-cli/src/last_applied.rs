@@ -1,7 +1,8 @@
 //! The `kubectl.kubernetes.io/last-applied-configuration` annotation, as
 //! `kubectl apply` writes it (`GetModifiedConfiguration` in
 //! `k8s.io/kubectl/pkg/util/apply.go`): the object as the user gave it
-//! (its namespace filled in), without that annotation, encoded as Go's
+//! (its namespace filled in), without that annotation (but with an
+//! `annotations` map, `{}` when there is no other), encoded as Go's
 //! `encoding/json` encodes it (compact, keys sorted, `<`, `>`, `&`, U+2028
 //! and U+2029 escaped, a newline at the end). `drover apply` writes it so
 //! that a later `kubectl apply` computes its three-way patch from it (and
@@ -15,7 +16,8 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 
 /// The annotation's value for a manifest: the manifest with its namespace
 /// defaulted (kubectl's resource builder sets it), without `status` and
-/// without the annotation itself (an annotations map left empty goes).
+/// without the annotation itself (an annotations map left empty stays, as
+/// `{}`).
 pub fn configuration(m: &Manifest) -> Result<String, serde_json::Error> {
     let mut m = m.clone();
     m.default_namespace();
@@ -23,6 +25,15 @@ pub fn configuration(m: &Manifest) -> Result<String, serde_json::Error> {
     let mut v = serde_json::to_value(&m)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("status");
+        // kubectl sets the annotations without its own, an empty map
+        // when no other is left: `"annotations":{}`, never absent.
+        if let Some(meta) = o
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.entry("annotations")
+                .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        }
     }
     let mut text = go_escape(&serde_json::to_string(&v)?);
     text.push('\n');
@@ -72,7 +83,7 @@ mod tests {
         assert_eq!(
             configuration(&m).unwrap(),
             concat!(
-                r#"{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"labels":{"a":"1","b":"2"},"name":"web","namespace":"default"},"#,
+                r#"{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"annotations":{},"labels":{"a":"1","b":"2"},"name":"web","namespace":"default"},"#,
                 r#""spec":{"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"#,
                 r#""spec":{"containers":[{"args":["a\u003cb \u0026\u0026 c\u003ed"],"image":"busybox:1","name":"c"}]}}}}"#,
                 "\n"
