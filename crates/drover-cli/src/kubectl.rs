@@ -137,7 +137,9 @@ pub fn parse_sources_in(sources: &[Source], namespace: Option<&str>) -> Result<V
 
 /// `drover apply -f FILE|DIR|- …`: every object of every file is sent in one
 /// request, so the server refuses them all if one is invalid, or if one
-/// has a field no Kubernetes object has while `validate` is strict.
+/// has a field no Kubernetes object has while `validate` is strict. Each
+/// object carries the last-applied annotation, as kubectl's
+/// ([`crate::last_applied`]).
 pub async fn apply(
     c: &Client,
     sources: &[Source],
@@ -147,7 +149,10 @@ pub async fn apply(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
-    let manifests = parse_sources_in(sources, namespace)?;
+    let mut manifests = parse_sources_in(sources, namespace)?;
+    for m in &mut manifests {
+        crate::last_applied::annotate(m)?;
+    }
     let list = printers::list_value(&manifests);
     let text = serde_json::to_string(&list)?;
     let results = c

@@ -12,6 +12,7 @@ pub mod errors;
 pub mod events;
 pub mod field_selector;
 pub mod kubectl;
+pub mod last_applied;
 pub mod log;
 pub mod logs;
 pub mod printers;

@@ -59,15 +59,71 @@ pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -
         .collect()
 }
 
-/// The `data` of a ControllerRevision for a template: `{"spec":{"template":…}}`.
+/// The strategic-merge directive Kubernetes' daemon controller puts in a
+/// revision's template (`getPatch` in `pkg/controller/daemon/update.go`).
+const PATCH_DIRECTIVE: &str = "$patch";
+
+/// The `data` of a ControllerRevision for a template, as Kubernetes'
+/// `getPatch` writes it: `{"spec":{"template":{…,"$patch":"replace"}}}`.
+/// The data is a strategic merge patch: `kubectl rollout undo` sends it as
+/// is, and the directive makes it replace the template instead of merging
+/// into it (without it an env var or annotation added since would stay).
+/// As Go's `json.Marshal` writes a template, its `metadata.creationTimestamp`
+/// is `null` and every container has `resources` (`{}` when empty): kubectl
+/// compares these bytes with the DaemonSet's template marshalled the same
+/// way to say "skipped rollback (current template already matches …)".
 pub fn revision_data(template: &PodTemplateSpec) -> serde_json::Value {
-    serde_json::json!({ "spec": { "template": template } })
+    let mut t = serde_json::to_value(template).unwrap_or_default();
+    if let serde_json::Value::Object(m) = &mut t {
+        let meta = m
+            .entry("metadata")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let serde_json::Value::Object(meta) = meta {
+            meta.entry("creationTimestamp")
+                .or_insert(serde_json::Value::Null);
+        }
+        if let Some(spec) = m.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+            let containers = spec
+                .get_mut("containers")
+                .and_then(serde_json::Value::as_array_mut);
+            for c in containers.into_iter().flatten() {
+                if let Some(c) = c.as_object_mut() {
+                    c.entry("resources")
+                        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+                }
+            }
+        }
+        m.insert(PATCH_DIRECTIVE.to_owned(), "replace".into());
+    }
+    serde_json::json!({ "spec": { "template": t } })
 }
 
 /// The template a ControllerRevision holds, if its data is well formed.
+/// Both forms are read: Kubernetes' (with `"$patch": "replace"`) and the
+/// one drover wrote before (the bare template).
 pub fn revision_template(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
-    let template = revision.data.get("spec")?.get("template")?;
-    serde_json::from_value(template.clone()).ok()
+    let mut template = revision.data.get("spec")?.get("template")?.clone();
+    if let Some(m) = template.as_object_mut() {
+        match m.remove(PATCH_DIRECTIVE) {
+            None => {}
+            Some(v) if v == "replace" => {}
+            // Another directive would not restore the template as it is.
+            Some(_) => return None,
+        }
+    }
+    serde_json::from_value(template).ok()
+}
+
+/// Whether a revision's data is in the form drover wrote before it wrote
+/// Kubernetes' (a template without the `$patch` directive): such a revision
+/// is rewritten, so that `kubectl rollout undo` to it replaces the template.
+fn in_old_form(revision: &ControllerRevision) -> bool {
+    revision
+        .data
+        .get("spec")
+        .and_then(|s| s.get("template"))
+        .and_then(serde_json::Value::as_object)
+        .is_some_and(|t| !t.contains_key(PATCH_DIRECTIVE))
 }
 
 /// Whether a revision holds exactly this template.
@@ -88,9 +144,10 @@ pub struct RevisionPlan {
     pub revision: i64,
     /// A revision to create (the template is new).
     pub create: Option<ControllerRevision>,
-    /// Revisions to write back: an old revision reused for the current
-    /// template, renumbered to the newest (compare-and-swap on its
-    /// resourceVersion).
+    /// Revisions to write back (compare-and-swap on their
+    /// resourceVersion): an old revision reused for the current template,
+    /// renumbered to the newest; revisions in drover's old data form
+    /// rewritten in Kubernetes' (the same template).
     pub update: Vec<ControllerRevision>,
     /// Old revisions to delete: beyond `revisionHistoryLimit`, or duplicates
     /// of the current one; never one a live pod uses.
@@ -199,7 +256,32 @@ pub fn plan_revisions<'a>(
             to_kill -= 1;
         }
     }
+    upgrade_old_forms(&mut plan, &owned);
     plan
+}
+
+/// Revisions written in drover's old form and kept by the plan get their
+/// data in Kubernetes' form (the same template; a renumbered one keeps its
+/// new number).
+fn upgrade_old_forms(plan: &mut RevisionPlan, owned: &[&ControllerRevision]) {
+    for rev in owned.iter().filter(|r| in_old_form(r)) {
+        let name = &rev.metadata.name;
+        if plan.delete.iter().any(|d| &d.metadata.name == name) {
+            continue;
+        }
+        let Some(template) = revision_template(rev) else {
+            continue;
+        };
+        let data = revision_data(&template);
+        match plan.update.iter_mut().find(|u| &u.metadata.name == name) {
+            Some(u) => u.data = data,
+            None => {
+                let mut upgraded = (*rev).clone();
+                upgraded.data = data;
+                plan.update.push(upgraded);
+            }
+        }
+    }
 }
 
 /// `<ds>-<hash>`.

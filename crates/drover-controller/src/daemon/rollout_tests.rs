@@ -457,3 +457,106 @@ fn a_revision_without_its_hash_label_takes_the_hash_from_its_name() {
     r.metadata.name = "other".into();
     assert_eq!(revision_hash(&d, &r), "other");
 }
+
+#[test]
+fn revision_data_is_what_kubernetes_daemon_controller_writes() {
+    let d = ds("busybox:1");
+    let data = revision_data(&d.spec.template);
+    // getPatch: {"spec":{"template":{...,"$patch":"replace"}}} and nothing else.
+    let mut template = serde_json::to_value(&d.spec.template).unwrap();
+    template["metadata"]["creationTimestamp"] = serde_json::Value::Null;
+    assert!(template["spec"]["containers"][0].get("resources").is_none());
+    template["spec"]["containers"][0]["resources"] = serde_json::json!({});
+    template["$patch"] = "replace".into();
+    assert_eq!(data, serde_json::json!({"spec": {"template": template}}));
+    let spec = data.as_object().unwrap();
+    assert_eq!(spec.len(), 1, "only spec: {data}");
+    assert_eq!(
+        spec["spec"].as_object().unwrap().len(),
+        1,
+        "only spec.template: {data}"
+    );
+    // Read back as the same template, directive and null time dropped.
+    let rev = new_revision(&d, &template_hash(&d.spec.template, None), 1);
+    assert_eq!(rev.data, data);
+    assert_eq!(revision_template(&rev).as_ref(), Some(&d.spec.template));
+    assert!(revision_template(&rev).unwrap().extra.is_empty());
+}
+
+#[test]
+fn revisions_in_the_old_form_still_match_and_are_rewritten() {
+    let d = ds("busybox:1");
+    let old_form = |image: &str, n: i64| {
+        let mut r = revision(&d, image, n);
+        let mut t = d.spec.template.clone();
+        t.spec.containers[0].image = image.into();
+        r.data = serde_json::json!({"spec": {"template": t}});
+        r
+    };
+    let old = [old_form("busybox:2", 1), old_form("busybox:1", 2)];
+    // The bare template of before is read as the same template.
+    assert_eq!(revision_template(&old[1]).as_ref(), Some(&d.spec.template));
+    let plan = plan_revisions(&d, &old, []);
+    assert!(
+        plan.create.is_none(),
+        "the old-form revision of the template matches"
+    );
+    assert_eq!(plan.current, old[1].metadata.name);
+    assert_eq!(plan.hash, revision_hash(&d, &old[1]));
+    assert_eq!(plan.revision, 2);
+    // Both rewritten in Kubernetes' form, same names, numbers and templates.
+    let mut update = plan.update.clone();
+    update.sort_by_key(|r| r.revision);
+    assert_eq!(update.len(), 2, "{update:?}");
+    for (u, o) in update.iter().zip(&old) {
+        assert_eq!(u.metadata.name, o.metadata.name);
+        assert_eq!(u.revision, o.revision);
+        assert_eq!(revision_template(u), revision_template(o));
+        assert_eq!(u.data["spec"]["template"]["$patch"], "replace");
+    }
+    // Once rewritten, nothing more to write.
+    let again = plan_revisions(&d, &update, []);
+    assert!(again.create.is_none() && again.update.is_empty() && again.delete.is_empty());
+    // A renumbered old-form revision is rewritten once, with its new number.
+    let d1 = ds("busybox:2");
+    let plan = plan_revisions(&d1, &old, []);
+    let current: Vec<_> = plan
+        .update
+        .iter()
+        .filter(|u| u.metadata.name == old[0].metadata.name)
+        .collect();
+    assert_eq!(current.len(), 1);
+    assert_eq!(current[0].revision, 3);
+    assert_eq!(current[0].data["spec"]["template"]["$patch"], "replace");
+}
+
+#[test]
+fn a_revision_with_another_directive_holds_no_template() {
+    let d = ds("busybox:1");
+    let mut r = revision(&d, "busybox:1", 1);
+    r.data["spec"]["template"]["$patch"] = "delete".into();
+    assert_eq!(revision_template(&r), None);
+}
+
+#[test]
+fn revision_data_keeps_resources_and_fills_them_in_every_container() {
+    let mut d = ds("busybox:1");
+    d.spec.template.spec.containers[0]
+        .resources
+        .limits
+        .insert("cpu".into(), "100m".into());
+    d.spec.template.spec.containers.push(drover_api::Container {
+        name: "second".into(),
+        image: "busybox:1".into(),
+        ..Default::default()
+    });
+    let data = revision_data(&d.spec.template);
+    let spec = &data["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["containers"][0]["resources"],
+        serde_json::json!({"limits": {"cpu": "100m"}})
+    );
+    assert_eq!(spec["containers"][1]["resources"], serde_json::json!({}));
+    let rev = new_revision(&d, "h", 1);
+    assert_eq!(revision_template(&rev).as_ref(), Some(&d.spec.template));
+}

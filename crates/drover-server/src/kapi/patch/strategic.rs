@@ -338,4 +338,31 @@ mod tests {
         assert!(apply(&mut t, &json!({"containers": [{"image": "x"}]})).is_err());
         assert!(apply(&mut t, &json!([1])).is_err());
     }
+
+    /// A ControllerRevision's data as `kubectl rollout undo` sends it: the
+    /// template is replaced whole, what the revision does not name goes.
+    #[test]
+    fn a_revision_replaces_the_template() {
+        let ds = json!({"metadata": {"name": "hello", "labels": {"app": "hello"}},
+            "spec": {"selector": {"matchLabels": {"app": "hello"}}, "template": {
+                "metadata": {"labels": {"app": "hello"}, "annotations": {"kubectl.kubernetes.io/restartedAt": "t"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:2", "env": [{"name": "FOO", "value": "bar"}]}],
+                    "nodeSelector": {"a": "b"}}}}});
+        let revision = json!({"spec": {"template": {
+            "$patch": "replace",
+            "metadata": {"creationTimestamp": null, "labels": {"app": "hello"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1", "resources": {}}]}}}});
+        let out = patched(ds, revision);
+        assert_eq!(
+            out["spec"]["template"],
+            json!({"metadata": {"labels": {"app": "hello"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1", "resources": {}}]}})
+        );
+        assert_eq!(
+            out["spec"]["selector"],
+            json!({"matchLabels": {"app": "hello"}}),
+            "the rest stays"
+        );
+        assert_eq!(out["metadata"]["name"], "hello");
+    }
 }
