@@ -133,7 +133,7 @@ class Rollouts(Run):
         print(f"# load at start: {open('/proc/loadavg').read().split()[:3]}", file=sys.stderr, flush=True)
         self.server, grpc, token = self.start_server()
         t0 = time.monotonic()
-        self.sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token", token,
+        self.sim = self.start(["sim", "--server", f"127.0.0.1:{grpc}", "--token-file", token,
                                "--nodes", str(n)], "sim.log")
         self.wait(f"{n} nodes Ready", lambda: self.nodes_ready(True), 600)
         fig(f"n{n}.join_all_ready", time.monotonic() - t0, "s")

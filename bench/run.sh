@@ -8,10 +8,22 @@
 #
 # Figures: one `system.name: value unit` line each on stdout, then a
 # markdown table of drover/etcd ratios. Diagnostics on stderr ('#').
+# BENCH_PROFILE=dev runs the debug build instead (.ci/bench-smoke: the
+# figures are then only a smoke test's). `--systems drover` needs no etcd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v etcd >/dev/null; then
+want_etcd=1
+prev=""
+for a in "$@"; do
+  case $a in
+    --systems=*) [[ ${a#--systems=} == *etcd* ]] || want_etcd=0 ;;
+    *) [[ $prev == --systems && $a != *etcd* ]] && want_etcd=0 ;;
+  esac
+  prev=$a
+done
+
+if [[ $want_etcd == 1 ]] && ! command -v etcd >/dev/null; then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     echo "# installing etcd-server (Debian)" >&2
     apt-get update -qq >&2
@@ -23,5 +35,8 @@ if ! command -v etcd >/dev/null; then
 fi
 
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -p drover -p drover-bench >&2
-exec "$TARGET/release/drover-bench" --drover-bin "$TARGET/release/drover" "$@"
+PROFILE=${BENCH_PROFILE:-release}
+DIR=$PROFILE
+[[ $PROFILE == dev ]] && DIR=debug
+cargo build --profile "$PROFILE" -p drover -p drover-bench >&2
+exec "$TARGET/$DIR/drover-bench" --drover-bin "$TARGET/$DIR/drover" "$@"

@@ -13,7 +13,8 @@
 //! - `long_run` (ignored): ≥ 200 faults, the figures of docs/reliability.md:
 //!   `cargo nextest run -p drover --test fleet_faults --run-ignored only --no-capture long_run`
 //!
-//! `DROVER_TESTBED_SEED=N` replays a schedule (the run prints its seed);
+//! Every run draws a new seed and prints it first (`testbed seed: N, replay
+//! with DROVER_TESTBED_SEED=N`); `DROVER_TESTBED_SEED=N` replays a schedule;
 //! `DROVER_TESTBED_FAULTS=N` changes how many faults;
 //! `DROVER_TESTBED_KINDS=cut-agents,kill-agent` draws only those kinds;
 //! `DROVER_TESTBED_HOLD_SCALE=1.0` scales the hold times.
@@ -59,7 +60,8 @@ fn check(report: &Report) {
     if !report.violations.is_empty() {
         println!("{}", report.logs);
         panic!(
-            "seed {}: {} violation(s):\n{}",
+            "seed {} (replay with DROVER_TESTBED_SEED={}): {} violation(s):\n{}",
+            report.seed,
             report.seed,
             report.violations.len(),
             report.violations.join("\n")
@@ -67,8 +69,24 @@ fn check(report: &Report) {
     }
 }
 
-fn config(default_seed: u64, default_faults: u64) -> Config {
-    let seed = env_u64("DROVER_TESTBED_SEED").unwrap_or(default_seed);
+/// A seed no earlier run used: std's per-process random hash keys, with the
+/// clock and the process id.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    // Kept short enough to type.
+    h.finish() % 1_000_000_000
+}
+
+fn config(default_faults: u64) -> Config {
+    let seed = env_u64("DROVER_TESTBED_SEED").unwrap_or_else(random_seed);
+    println!("testbed seed: {seed}, replay with DROVER_TESTBED_SEED={seed}");
     let mut cfg = Config::short(seed, PathBuf::from(env!("CARGO_BIN_EXE_drover")));
     cfg.faults = env_u64("DROVER_TESTBED_FAULTS").unwrap_or(default_faults) as usize;
     if let Ok(kinds) = std::env::var("DROVER_TESTBED_KINDS") {
@@ -100,7 +118,7 @@ async fn short_run() {
     if !engine() {
         return;
     }
-    let report = run(config(11, 20)).await.expect("the testbed runs");
+    let report = run(config(20)).await.expect("the testbed runs");
     check(&report);
 }
 
@@ -110,7 +128,7 @@ async fn long_run() {
     if !engine() {
         return;
     }
-    let mut cfg = config(2026, 200);
+    let mut cfg = config(200);
     cfg.hold_scale = 1.0;
     let report = run(cfg).await.expect("the testbed runs");
     check(&report);

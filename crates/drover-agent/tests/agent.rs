@@ -389,9 +389,10 @@ async fn an_agent_moves_past_servers_that_do_not_answer() {
     let s = TestServer::start(&tmp.path().join("server")).await;
     // A port nothing listens on, then the real server: whichever the agent
     // tries first, it ends up on the one that answers.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead_addr = dead.local_addr().unwrap().to_string();
-    drop(dead);
+    // Held (bound, never listening) for the whole test, so that nothing
+    // else can take it meanwhile.
+    let (_dead, dead_addr) = drover_testkit::refusing_port();
+    let dead_addr = dead_addr.to_string();
     for seed in [1, 2, 3] {
         let mut o = AgentOptions::new(
             vec![dead_addr.clone(), s.addr.clone()],

@@ -457,12 +457,10 @@ async fn a_host_network_pods_http_get_probe_goes_to_the_node() {
         return;
     };
     let s = &env.s;
-    // A port free on the host now (the pod shares the host's network).
-    let port = std::net::TcpListener::bind("0.0.0.0:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // The pod shares the host's network and its httpd binds the port
+    // itself, so nothing can hold it for it: a port free on the host below
+    // the kernel's ephemeral range, which no outgoing connection takes.
+    let port = drover_testkit::host_port();
     s.apply(&format!(
         "apiVersion: v1
 kind: Pod

@@ -1,4 +1,5 @@
-//! The manifests users bring (copies of `../shared/manifests/`) are read
+//! The manifests users bring (copies of `../shared/manifests/` in
+//! `tests/data`, inside the repository) are read
 //! unchanged: every DaemonSet and Pod parses, validates, keeps every field,
 //! and the Deployment is refused with a clear reason.
 
@@ -220,23 +221,37 @@ fn specific_fields_are_read() {
     assert_eq!(pod.metadata.namespace, "default");
 }
 
-/// The shared directory, when present beside the repository, holds the
-/// same files: every DaemonSet and Pod there is accepted too.
+/// The copies in `tests/data` (of `../shared/manifests/`, kept in the
+/// repository so that the test never depends on what lies beside it) are
+/// all listed in [`MANIFESTS`], and every DaemonSet and Pod among them is
+/// accepted. A missing or empty directory fails: it is part of the repository.
 #[test]
-fn the_shared_manifests_parse_too() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/manifests");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!(
-            "{} not found; the copies in tests/data were checked",
-            dir.display()
-        );
-        return;
-    };
-    for entry in entries.flatten() {
+fn every_copied_manifest_is_listed_and_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (the manifests are part of the repository)",
+                dir.display()
+            )
+        })
+        .flatten()
+        .filter(|e| e.path().extension().and_then(|x| x.to_str()) == Some("yaml"))
+        .collect();
+    let mut on_disk: Vec<String> = entries
+        .iter()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let listed: Vec<String> = MANIFESTS.iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(
+        on_disk,
+        listed,
+        "the manifests in {} and MANIFESTS differ: list each copy there",
+        dir.display()
+    );
+    for entry in &entries {
         let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
         let text = std::fs::read_to_string(&path).expect("readable");
         match parse_manifests(&text) {
             Ok(manifests) => {

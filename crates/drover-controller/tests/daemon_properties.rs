@@ -10,6 +10,7 @@
 //! succeeded, being deleted, duplicates, on missing nodes or none).
 
 mod oracle;
+mod seed;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -22,7 +23,6 @@ use drover_api::{
 use drover_controller::daemon::{self, DaemonSetPlan, DeletionReason, FailedPodBackoff, PlanInput};
 use drover_controller::Timestamp;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -455,14 +455,7 @@ fn by_node(pods: &[Pod]) -> BTreeMap<String, Vec<&Pod>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
-        cases: 512,
-        // A fixed seed: every run tries the same cases (a failure found
-        // while developing is kept in the regressions file as well).
-        rng_seed: proptest::test_runner::RngSeed::Fixed(1001),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(seed::config(512))]
 
     /// One plan, checked rule by rule against the oracle.
     #[test]

@@ -5,6 +5,7 @@
 //! planner's own `desired_taints` or deadline).
 
 mod oracle;
+mod seed;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,7 +14,6 @@ use drover_api::{ConditionStatus, Node, NodeCondition, TaintEffect};
 use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
 use drover_controller::Timestamp;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 
 use oracle::lifecycle;
 
@@ -109,14 +109,7 @@ fn ready_status(node: &Node) -> Option<ConditionStatus> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
-        cases: 1024,
-        // A fixed seed: every run tries the same cases (a failure found
-        // while developing is kept in the regressions file as well).
-        rng_seed: proptest::test_runner::RngSeed::Fixed(1001),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(seed::config(1024))]
 
     #[test]
     fn node_plans_follow_the_rules(
@@ -243,14 +236,7 @@ fn timeline_strategy() -> impl Strategy<Value = Timeline> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 512,
-        // A fixed seed: every run tries the same cases (a failure found
-        // while developing is kept in the regressions file as well).
-        rng_seed: proptest::test_runner::RngSeed::Fixed(1002),
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(seed::config(512))]
 
     #[test]
     fn ready_follows_heartbeats_over_time(timeline in timeline_strategy()) {

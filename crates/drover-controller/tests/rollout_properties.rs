@@ -38,6 +38,7 @@
 //! `OnDelete`: the old pods that never failed are still there).
 
 mod oracle;
+mod seed;
 
 use drover_api::{
     ConditionStatus, Container, DaemonSet, DaemonSetUpdateStrategyType, IntOrString, LabelSelector,
@@ -493,14 +494,7 @@ fn fault() -> impl proptest::strategy::Strategy<Value = (Fault, Index)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 512,
-        // A fixed seed: every run tries the same cases (a failure found
-        // while developing is kept in the regressions file as well).
-        rng_seed: proptest::test_runner::RngSeed::Fixed(1001),
-        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(seed::config(512))]
 
     #[test]
     fn rollouts_keep_kubernetes_guarantees(

@@ -217,6 +217,41 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
         assert!(std::time::Instant::now() < deadline, "status not written");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The writes of one report run concurrently, so web's being visible
+    // says nothing of the refused one: a later report (a barrier) is read
+    // only once the whole earlier one was handled, so once the barrier's
+    // write shows, the refused write is done or was never made.
+    let barrier = json!({"phase": "Running", "podIP": "10.0.0.8"});
+    tx.send(msg(agent_message::Msg::Statuses(pb::PodStatuses {
+        pods: vec![pb::PodStatusUpdate {
+            namespace: "default".into(),
+            name: "web".into(),
+            uid: uid.clone(),
+            status: serde_json::to_vec(&barrier).unwrap(),
+        }],
+    })))
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let p: Value = serde_json::from_slice(
+            &objects
+                .get(authed(get("po", "web"), &admin))
+                .await
+                .unwrap()
+                .into_inner()
+                .object,
+        )
+        .unwrap();
+        if p["status"]["podIP"] == "10.0.0.8" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the barrier status not written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let other: Value = serde_json::from_slice(
         &objects
             .get(authed(get("po", "other"), &admin))

@@ -42,7 +42,77 @@ pub struct Config {
     pub kinds: Vec<schedule::Kind>,
 }
 
+/// The least a run must have done for its checks to prove anything: a run
+/// whose workload hardly ran (a client that could not connect, a fleet
+/// that never served) finds no violation and must still fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Minimums {
+    pub acked_writes: usize,
+    pub register_ops: usize,
+    /// The Docker node's pod containers checked through faults of its
+    /// agent (0 when the run has no Docker agent or no fault of agents).
+    pub containers_checked: usize,
+}
+
+/// Per fault (each costs ~8 s of workload at 4 workers × 25 ops/s): about
+/// a quarter of what a short run does on a loaded 2-core machine (447
+/// acknowledged writes and 800 register operations a fault, see
+/// docs/reliability.md).
+const MIN_ACKED_WRITES_PER_FAULT: usize = 100;
+const MIN_REGISTER_OPS_PER_FAULT: usize = 200;
+/// A fault of the Docker node's agent checks its pods of the three
+/// DaemonSets; one may be mid-rollout.
+const MIN_CONTAINERS_CHECKED: usize = 2;
+
+impl Minimums {
+    /// The lines of what `report` did too little of (none when enough).
+    pub fn shortfalls(&self, report: &Report) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut short = |what: &str, got: usize, need: usize| {
+            if got < need {
+                out.push(format!(
+                    "the run did too little to prove anything: {got} {what}, at least {need} needed"
+                ));
+            }
+        };
+        short(
+            "acknowledged writes",
+            report.acked_writes,
+            self.acked_writes,
+        );
+        short(
+            "register operations checked for linearizability",
+            report.register_ops,
+            self.register_ops,
+        );
+        short(
+            "Docker node pod containers checked through faults of its agent",
+            report.docker.checked,
+            self.containers_checked,
+        );
+        out
+    }
+}
+
 impl Config {
+    /// What a run of this configuration must at least do (from its faults;
+    /// a Docker container check only when the schedule hits agents and the
+    /// fleet has a Docker agent, which the run then aims the first fault of
+    /// agents at).
+    pub fn minimums(&self, schedule: &[Fault]) -> Minimums {
+        let faults = schedule.len().max(1);
+        let agent_fault = schedule.iter().any(|f| f.kind.hits_agents());
+        Minimums {
+            acked_writes: MIN_ACKED_WRITES_PER_FAULT * faults,
+            register_ops: MIN_REGISTER_OPS_PER_FAULT * faults,
+            containers_checked: if agent_fault && self.fleet.docker_agents > 0 {
+                MIN_CONTAINERS_CHECKED
+            } else {
+                0
+            },
+        }
+    }
+
     /// The short run: ≥ 20 faults in a few minutes.
     pub fn short(seed: u64, bin: PathBuf) -> Config {
         Config {
@@ -403,12 +473,24 @@ async fn inject(
 /// Runs the whole testbed.
 pub async fn run(cfg: Config) -> Result<Report> {
     let t0 = Instant::now();
+    let mut planned = schedule::schedule_of(&cfg.kinds, cfg.seed, cfg.faults, cfg.hold_scale);
+    if cfg.fleet.docker_agents > 0 {
+        schedule::aim_first_agent_fault(&mut planned, cfg.fleet.agents as u64);
+    }
+    let minimums = cfg.minimums(&planned);
     let mut report = Report {
         seed: cfg.seed,
-        schedule: schedule::schedule_of(&cfg.kinds, cfg.seed, cfg.faults, cfg.hold_scale),
+        schedule: planned,
         ..Report::default()
     };
     say(t0, format!("seed {} — {} faults:", cfg.seed, cfg.faults));
+    say(
+        t0,
+        format!(
+            "the run must do at least {} acknowledged writes, {} register operations, {} Docker containers checked",
+            minimums.acked_writes, minimums.register_ops, minimums.containers_checked
+        ),
+    );
     for (i, f) in report.schedule.iter().enumerate() {
         println!("    {:3}. {f}", i + 1);
     }
@@ -589,6 +671,8 @@ pub async fn run(cfg: Config) -> Result<Report> {
     if let Err(e) = final_checks(&fleet, &eligible, history, &mut report, t0).await {
         report.violations.push(format!("final checks: {e}"));
     }
+    let shortfalls = minimums.shortfalls(&report);
+    report.violations.extend(shortfalls);
     report.wall = t0.elapsed();
     if !report.violations.is_empty() {
         report.logs = fleet.logs_tail(40);
@@ -781,4 +865,47 @@ async fn final_checks(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config::short(1, PathBuf::from("drover"))
+    }
+
+    #[test]
+    fn a_run_that_did_too_little_fails_whatever_else_it_saw() {
+        let cfg = cfg();
+        let plan = schedule::schedule(7, 20, 0.6);
+        let min = cfg.minimums(&plan);
+        assert_eq!(min.acked_writes, 2_000);
+        assert_eq!(min.register_ops, 4_000);
+        assert_eq!(min.containers_checked, 2);
+        let mut report = Report {
+            acked_writes: 2_000,
+            register_ops: 4_000,
+            ..Report::default()
+        };
+        report.docker.checked = 2;
+        assert!(min.shortfalls(&report).is_empty());
+        report.acked_writes = 1_999;
+        report.register_ops = 0;
+        report.docker.checked = 1;
+        let short = min.shortfalls(&report);
+        assert_eq!(short.len(), 3, "{short:?}");
+        assert!(short[0].contains("1999 acknowledged writes, at least 2000"));
+    }
+
+    #[test]
+    fn no_container_minimum_without_a_fault_of_agents_or_a_docker_agent() {
+        let mut cfg = cfg();
+        let servers_only = schedule::schedule_of(&[Kind::KillServer], 3, 4, 1.0);
+        assert_eq!(cfg.minimums(&servers_only).containers_checked, 0);
+        let plan = schedule::schedule(3, 8, 1.0);
+        assert_eq!(cfg.minimums(&plan).containers_checked, 2);
+        cfg.fleet.docker_agents = 0;
+        assert_eq!(cfg.minimums(&plan).containers_checked, 0);
+    }
 }

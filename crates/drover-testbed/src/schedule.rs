@@ -61,6 +61,11 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.name() == name)
     }
 
+    /// Whether the fault hits agents (its pick chooses among the agents).
+    pub fn hits_agents(self) -> bool {
+        matches!(self, Kind::KillAgent | Kind::PauseAgent | Kind::CutAgents)
+    }
+
     /// The range of hold times, in milliseconds, at scale 1.
     fn hold_ms(self) -> (u64, u64) {
         match self {
@@ -138,9 +143,44 @@ pub fn schedule_of(kinds: &[Kind], seed: u64, count: usize, scale: f64) -> Vec<F
     out
 }
 
+/// Aims the first fault of agents in `schedule` at the first of `agents`
+/// agents (the fleet's Docker agents come first), so that every run with
+/// a fault of agents checks the Docker node's containers through one, whatever
+/// the seed: its pick becomes the multiple of `agents` just below it. Answers
+/// whether there was such a fault.
+pub fn aim_first_agent_fault(schedule: &mut [Fault], agents: u64) -> bool {
+    match schedule.iter_mut().find(|f| f.kind.hits_agents()) {
+        Some(f) if agents > 0 => {
+            f.pick -= f.pick % agents;
+            true
+        }
+        Some(_) => true,
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_fault_of_agents_hits_the_first_agent_and_no_other_changes() {
+        for seed in 0..50 {
+            let mut s = schedule(seed, 20, 1.0);
+            let before = s.clone();
+            assert!(aim_first_agent_fault(&mut s, 5));
+            let first = s.iter().position(|f| f.kind.hits_agents()).unwrap();
+            assert_eq!(s[first].pick % 5, 0, "seed {seed}: {}", s[first]);
+            assert!(before[first].pick - s[first].pick < 5);
+            for (i, (a, b)) in s.iter().zip(&before).enumerate() {
+                if i != first {
+                    assert_eq!(a, b, "seed {seed}: fault {i}");
+                }
+            }
+        }
+        let mut servers_only = schedule_of(&[Kind::KillServer], 1, 5, 1.0);
+        assert!(!aim_first_agent_fault(&mut servers_only, 5));
+    }
 
     #[test]
     fn a_seed_gives_the_same_schedule_and_every_kind_appears() {

@@ -511,9 +511,11 @@ mod tests {
 
     #[tokio::test]
     async fn http_get_and_tcp_fail_on_a_closed_port_or_a_silent_server() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let closed = l.local_addr().unwrap().port();
-        drop(l);
+        // Bound and never listening, held for the whole test: refused, and
+        // nothing else can take the port meanwhile.
+        let held = tokio::net::TcpSocket::new_v4().unwrap();
+        held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let closed = held.local_addr().unwrap().port();
         let p = http(IntOrString::Int(i32::from(closed)), "/");
         let (o, msg) = probe_once(&NoExec, &target("127.0.0.1"), &p).await;
         assert_eq!(o, Outcome::Failure);
@@ -551,6 +553,7 @@ mod tests {
         assert!(msg.contains("no response within"), "{msg}");
         assert!(t.elapsed() < secs(3));
         drop(silent);
+        drop(held);
     }
 
     #[tokio::test]
