@@ -341,6 +341,12 @@ struct ServerArgs {
     /// Bootstrap only: the admin token to use instead of a generated one.
     #[arg(long)]
     admin_token: Option<String>,
+    /// Connections one IP address may hold open, both ports together
+    /// [default: 1024, or an eighth of what the descriptor limit allows].
+    /// Raise it for more agents behind one NAT, or a `drover sim` of more
+    /// than about a thousand nodes.
+    #[arg(long)]
+    max_connections_per_address: Option<usize>,
     /// How long node certificates live; agents renew theirs after two thirds of it.
     #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
     node_cert_ttl: Duration,

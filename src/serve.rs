@@ -24,6 +24,7 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
         anyhow::bail!("--node-cert-ttl {:?}: at least 5s", a.node_cert_ttl);
     }
     opts.node_cert_ttl = a.node_cert_ttl;
+    opts.max_connections_per_address = a.max_connections_per_address;
     opts.tick = tick;
     opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;
     opts.snapshot_every = a.snapshot_every.max(1);

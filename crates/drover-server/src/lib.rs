@@ -11,7 +11,7 @@
 //! 1. leaves: [`error`] ([`ApiError`]), [`auth`] (who calls), [`identity`],
 //!    [`trust`] (CA, certificates, tokens), [`heartbeats`], [`sessions`]
 //!    (agent sessions' log/exec streams), [`transport`] (raft messages out),
-//!    [`limits`] (every limit);
+//!    [`limits`] (every limit), [`fds`] (the descriptor limit);
 //! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
 //!    sessions) and forwarding to the leader;
 //! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
@@ -21,7 +21,8 @@
 //!    heartbeat relay;
 //! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`]
 //!    and [`kapi`], the Kubernetes API on the HTTP port;
-//! 7. this file: wiring.
+//! 7. [`ports`] (both ports served over TLS, one connection gate) and
+//!    this file: wiring.
 //!
 //! Start-up, in order: read or create the identity (`server.json`) and the
 //! trust ([`trust`]: a new CA at bootstrap; a joining member first calls
