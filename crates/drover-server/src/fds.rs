@@ -2,6 +2,9 @@
 //! at start where the system allows, and read to size the connection
 //! limits ([`crate::limits::connection_limits`]).
 
+// `rlim_t` is `u64` on Linux, not on every system: the casts stay.
+#![allow(clippy::unnecessary_cast)]
+
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoFile {

@@ -139,7 +139,9 @@ pub const FD_RESERVE: u64 = 1024;
 /// [`MAX_CONNECTIONS_PER_ADDRESS`] capped to an eighth of the total.
 pub fn connection_limits(nofile: u64, per_address: Option<usize>) -> drover_pki::net::Limits {
     let reserve = FD_RESERVE.min(nofile / 4);
-    let total = usize::try_from(nofile - reserve).unwrap_or(usize::MAX).max(8);
+    let total = usize::try_from(nofile - reserve)
+        .unwrap_or(usize::MAX)
+        .max(8);
     let per_ip = match per_address {
         Some(n) => n.clamp(1, total),
         None => MAX_CONNECTIONS_PER_ADDRESS.min(total / 8).max(1),

@@ -592,7 +592,11 @@ async fn idle_connections_do_not_keep_a_client_waiting() {
     let mut idle = Vec::new();
     for i in 0..2000 {
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
-        let from = if i % 2 == 0 { "127.0.0.2:0" } else { "127.0.0.3:0" };
+        let from = if i % 2 == 0 {
+            "127.0.0.2:0"
+        } else {
+            "127.0.0.3:0"
+        };
         sock.bind(from.parse().unwrap()).unwrap();
         idle.push(sock.connect(s.server.grpc_addr).await.unwrap());
     }
