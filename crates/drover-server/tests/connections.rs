@@ -217,3 +217,87 @@ async fn one_address_is_capped_across_both_ports_while_others_are_served() {
     drop(held);
     s.shutdown().await;
 }
+
+/// `GET path` over HTTP/1.1 with a client certificate of `role` (or none)
+/// and `token` (or none): the status line's code.
+async fn get_as(
+    s: &TestServer,
+    role: Option<drover_pki::Role>,
+    token: Option<&str>,
+    path: &str,
+) -> u16 {
+    let ident = role.map(|r| {
+        let (issued, key) = s
+            .server
+            .trust
+            .ca
+            .issue(
+                &r,
+                &[],
+                Duration::from_secs(600),
+                std::time::SystemTime::now(),
+            )
+            .unwrap();
+        (issued.cert_pem, key)
+    });
+    let cfg = drover_pki::tls::client_config(
+        &s.ca,
+        ident.as_ref().map(|(c, k)| (c.as_str(), k.as_str())),
+    )
+    .unwrap();
+    let mut cfg = (*cfg).clone();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tcp_from("127.0.0.1", http(s)).await.unwrap();
+    let mut c = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from(drover_pki::SERVER_NAME).unwrap(), tcp)
+        .await
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    c.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: drover\r\n{auth}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (_, body) = closed_within(&mut c, Duration::from_secs(10))
+        .await
+        .expect("an answer");
+    let head = String::from_utf8_lossy(&body);
+    head.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_viewer_certificate_reads_metrics_and_status_and_a_node_certificate_does_not() {
+    use drover_pki::Role;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("s")).await;
+    let admin = s.server.identity.admin_token.clone();
+    for path in ["/metrics", "/status"] {
+        assert_eq!(
+            get_as(&s, Some(Role::Viewer("scraper".into())), None, path).await,
+            200,
+            "{path}"
+        );
+        assert_eq!(
+            get_as(&s, Some(Role::Admin("ops".into())), None, path).await,
+            200,
+            "{path}"
+        );
+        assert_eq!(get_as(&s, None, Some(&admin), path).await, 200, "{path}");
+        assert_eq!(
+            get_as(&s, Some(Role::Node("n1".into())), None, path).await,
+            403,
+            "{path}"
+        );
+        assert_eq!(get_as(&s, None, None, path).await, 401, "{path}");
+        assert_eq!(
+            get_as(&s, None, Some("drover-admin-nope"), path).await,
+            403,
+            "{path}"
+        );
+    }
+    s.shutdown().await;
+}
