@@ -147,7 +147,11 @@ class Run:
         grpc, http = free_port(), free_port()
         server = self.start(["server", "--data-dir", os.path.join(self.work, "server"),
                              "--listen", f"127.0.0.1:{grpc}", "--http", f"127.0.0.1:{http}",
-                             "--node-timeout", "5s"], "server.log")
+                             "--node-timeout", "5s",
+                             # One connection per simulated node, all from
+                             # 127.0.0.1: above the default cap of one address.
+                             "--max-connections-per-address", str(self.n + 1000)],
+                            "server.log")
         token = os.path.join(self.work, "server", "node-token")
         self.wait("client.yaml and node-token",
                   lambda: os.path.exists(self.cfg) and os.path.exists(token), 30)

@@ -9,7 +9,7 @@ use drover_cli::commands::{self, KvOutput};
 use drover_cli::kubectl::{self, DeleteOptions, DryRun, GetOptions, Shell};
 use drover_cli::printers::Output;
 use drover_cli::{Client, ClientConfig};
-use serve::{run_server, shutdown_signal};
+use serve::{run_server, shutdown_signal, ServerArgs};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -316,58 +316,6 @@ struct Namespaces {
 }
 
 #[derive(Args)]
-#[command(args_conflicts_with_subcommands = true)]
-struct ServerArgs {
-    #[command(subcommand)]
-    cmd: Option<ServerCmd>,
-    /// Where the member keeps its identity, log and state.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// gRPC address to listen on (client API, raft, agents) [default: 127.0.0.1:7600].
-    /// Port 0 picks a free port, recorded in DATA_DIR/server.json and client.yaml;
-    /// a restart from the data dir binds that port again.
-    #[arg(long)]
-    listen: Option<String>,
-    /// HTTP address to listen on (health, status) [default: 127.0.0.1:7680].
-    /// Port 0 as for --listen.
-    #[arg(long)]
-    http: Option<String>,
-    /// gRPC address other members and clients use, if not --listen.
-    #[arg(long)]
-    advertise: Option<String>,
-    /// Join the cluster of the member at this address instead of bootstrapping.
-    #[arg(long)]
-    join: Option<String>,
-    /// Bootstrap only: the admin token to use instead of a generated one.
-    #[arg(long)]
-    admin_token: Option<String>,
-    /// How long node certificates live; agents renew theirs after two thirds of it.
-    #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
-    node_cert_ttl: Duration,
-    /// Raft tick in milliseconds.
-    #[arg(long, default_value_t = 100)]
-    tick_ms: u64,
-    /// Election timeout in milliseconds (randomised up to twice as long).
-    #[arg(long, default_value_t = 1000)]
-    election_timeout_ms: u64,
-    /// Compact the raft log every N applied entries.
-    #[arg(long, default_value_t = 10_000)]
-    snapshot_every: u64,
-    /// Entries kept behind the applied index on compaction.
-    #[arg(long, default_value_t = 5_000)]
-    keep_entries: u64,
-    /// A node silent this long turns NotReady (Unknown) with the unreachable taints.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
-    node_timeout: Duration,
-    /// A node unreachable this long is removed, with its pods.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
-    node_gc_after: Duration,
-    /// Events older than this (since they last occurred) are deleted.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
-    event_ttl: Duration,
-}
-
-#[derive(Args)]
 struct UpArgs {
     /// Where the server and the local node keep their state [default: ~/.local/share/drover].
     #[arg(long)]
@@ -508,7 +456,7 @@ enum RolloutCmd {
 }
 
 #[derive(Subcommand)]
-enum ServerCmd {
+pub(crate) enum ServerCmd {
     /// Remove this data dir's member from its cluster.
     Leave {
         #[arg(long)]

@@ -2,9 +2,70 @@
 //! the member run until SIGTERM/Ctrl-C or its removal; and the signal that
 //! stops the long-running commands.
 
-use crate::ServerArgs;
+use crate::ServerCmd;
 use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// The flags of `drover server`.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ServerArgs {
+    #[command(subcommand)]
+    pub(crate) cmd: Option<ServerCmd>,
+    /// Where the member keeps its identity, log and state.
+    #[arg(long)]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// gRPC address to listen on (client API, raft, agents) [default: 127.0.0.1:7600].
+    /// Port 0 picks a free port, recorded in DATA_DIR/server.json and client.yaml;
+    /// a restart from the data dir binds that port again.
+    #[arg(long)]
+    pub(crate) listen: Option<String>,
+    /// HTTP address to listen on (health, status) [default: 127.0.0.1:7680].
+    /// Port 0 as for --listen.
+    #[arg(long)]
+    pub(crate) http: Option<String>,
+    /// gRPC address other members and clients use, if not --listen.
+    #[arg(long)]
+    pub(crate) advertise: Option<String>,
+    /// Join the cluster of the member at this address instead of bootstrapping.
+    #[arg(long)]
+    pub(crate) join: Option<String>,
+    /// Bootstrap only: the admin token to use instead of a generated one.
+    #[arg(long)]
+    pub(crate) admin_token: Option<String>,
+    /// Connections one IP address may hold open, both ports together
+    /// [default: 1024, or an eighth of what the descriptor limit allows].
+    /// Raise it for more agents behind one NAT, or a `drover sim` of more
+    /// than about a thousand nodes.
+    #[arg(long)]
+    pub(crate) max_connections_per_address: Option<usize>,
+    /// How long node certificates live; agents renew theirs after two thirds of it.
+    #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
+    pub(crate) node_cert_ttl: Duration,
+    /// Raft tick in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) tick_ms: u64,
+    /// Election timeout in milliseconds (randomised up to twice as long).
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) election_timeout_ms: u64,
+    /// Compact the raft log every N applied entries.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) snapshot_every: u64,
+    /// Entries kept behind the applied index on compaction.
+    #[arg(long, default_value_t = 5_000)]
+    pub(crate) keep_entries: u64,
+    /// A node silent this long turns NotReady (Unknown) with the unreachable taints.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub(crate) node_timeout: Duration,
+    /// A node unreachable this long is removed, with its pods.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub(crate) node_gc_after: Duration,
+    /// Events older than this (since they last occurred) are deleted.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub(crate) event_ttl: Duration,
+}
 
 /// Runs a member with the flags of `drover server` until it is told to stop
 /// or removed from the cluster.
@@ -24,6 +85,7 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
         anyhow::bail!("--node-cert-ttl {:?}: at least 5s", a.node_cert_ttl);
     }
     opts.node_cert_ttl = a.node_cert_ttl;
+    opts.max_connections_per_address = a.max_connections_per_address;
     opts.tick = tick;
     opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;
     opts.snapshot_every = a.snapshot_every.max(1);

@@ -111,11 +111,17 @@ impl ServerTls {
     }
 }
 
-/// Bounds on a listener's connections.
+/// Bounds on a server's connections (one [`Gate`] may count the
+/// connections of several listeners).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// A connection that has not finished its TLS handshake by then is closed.
+    /// A connection that has not finished its TLS handshake by then (from
+    /// its accept) is closed.
     pub handshake_timeout: Duration,
+    /// A connection whose first request has not arrived by then (from the
+    /// end of its handshake) is closed: the whole HTTP/2 preface, or an
+    /// HTTP/1.1 request's header through its empty line.
+    pub first_request_timeout: Duration,
     /// Open connections from one IP address.
     pub per_ip: usize,
     /// Open connections in all.
@@ -126,8 +132,9 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             handshake_timeout: Duration::from_secs(10),
-            per_ip: 12_000,
-            total: 16_000,
+            first_request_timeout: Duration::from_secs(10),
+            per_ip: 1024,
+            total: 4096,
         }
     }
 }
@@ -147,14 +154,77 @@ struct Counts {
     per_ip: HashMap<IpAddr, usize>,
 }
 
+/// The open connections of the listeners that share it, against one
+/// [`Limits`]: a server gives its ports one gate, so that one address
+/// holds at most `per_ip` connections across all of them.
+pub struct Gate {
+    limits: Limits,
+    counts: Mutex<Counts>,
+    /// When a refusal was last logged (one line per 10 s at most).
+    refused_logged: Mutex<Option<std::time::Instant>>,
+}
+
+impl Gate {
+    pub fn new(limits: Limits) -> Arc<Gate> {
+        Arc::new(Gate {
+            limits,
+            counts: Mutex::new(Counts::default()),
+            refused_logged: Mutex::new(None),
+        })
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Connections open in all (handshakes under way included).
+    pub fn open(&self) -> usize {
+        self.counts.lock().map(|c| c.total).unwrap_or(0)
+    }
+
+    /// Connections open from `ip`.
+    pub fn open_from(&self, ip: IpAddr) -> usize {
+        self.counts
+            .lock()
+            .map(|c| c.per_ip.get(&ip).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// A slot for a new connection from `ip`, or `None` over a limit.
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Guard> {
+        let mut c = self.counts.lock().ok()?;
+        let mine = c.per_ip.get(&ip).copied().unwrap_or(0);
+        if c.total >= self.limits.total || mine >= self.limits.per_ip {
+            let (total, l) = (c.total, self.limits);
+            drop(c);
+            if let Ok(mut last) = self.refused_logged.lock() {
+                if last.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    tracing::warn!(
+                        "refusing connections from {ip}: {mine} open from it, {total} in all (limits {} per address, {} in all)",
+                        l.per_ip, l.total
+                    );
+                    *last = Some(std::time::Instant::now());
+                }
+            }
+            return None;
+        }
+        c.total += 1;
+        *c.per_ip.entry(ip).or_insert(0) += 1;
+        Some(Guard {
+            gate: self.clone(),
+            ip,
+        })
+    }
+}
+
 struct Guard {
-    counts: Arc<Mutex<Counts>>,
+    gate: Arc<Gate>,
     ip: IpAddr,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Ok(mut c) = self.counts.lock() {
+        if let Ok(mut c) = self.gate.counts.lock() {
             c.total = c.total.saturating_sub(1);
             if let Some(n) = c.per_ip.get_mut(&self.ip) {
                 *n -= 1;
@@ -166,11 +236,60 @@ impl Drop for Guard {
     }
 }
 
+/// The HTTP/2 connection preface.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Waits for a connection's first request: closes it at `deadline` unless
+/// its bytes so far hold the HTTP/2 preface or an HTTP/1.1 header through
+/// its empty line. Only the first bytes of a connection are looked at.
+struct FirstRequest {
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    timeout: Duration,
+    seen: usize,
+    /// The bytes so far are a prefix of the HTTP/2 preface.
+    h2: bool,
+    /// The last four bytes.
+    tail: u32,
+}
+
+impl FirstRequest {
+    fn new(timeout: Duration) -> FirstRequest {
+        FirstRequest {
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            timeout,
+            seen: 0,
+            h2: true,
+            tail: 0,
+        }
+    }
+
+    /// Takes in bytes read; true once the first request has arrived.
+    fn scan(&mut self, bytes: &[u8]) -> bool {
+        for &b in bytes {
+            if self.h2 && H2_PREFACE[self.seen] != b {
+                self.h2 = false;
+            }
+            self.seen += 1;
+            self.tail = (self.tail << 8) | u32::from(b);
+            if self.h2 {
+                if self.seen == H2_PREFACE.len() {
+                    return true;
+                }
+            } else if self.tail == 0x0d0a_0d0a || self.tail & 0xffff == 0x0a0a {
+                return true;
+            }
+        }
+        false
+    }
+}
+
 /// A server-side TLS connection.
 pub struct TlsConn {
     inner: tokio_rustls::server::TlsStream<TcpStream>,
     info: PeerInfo,
     _guard: Guard,
+    /// Until the first request has arrived.
+    first: Option<FirstRequest>,
     /// Ready once the listener's owner cuts every connection (see
     /// [`incoming_until`]); from then on every read and write fails.
     cut: Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -201,7 +320,25 @@ impl AsyncRead for TlsConn {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         self.check_cut(cx)?;
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        if let Some(f) = &mut self.first {
+            if f.deadline.as_mut().poll(cx).is_ready() {
+                let t = f.timeout;
+                self.first = None;
+                tracing::debug!("{} sent no request within {t:?}", self.info.remote);
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no request within {t:?} of the TLS handshake"),
+                )));
+            }
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let (Poll::Ready(Ok(())), Some(f)) = (&r, &mut self.first) {
+            if f.scan(&buf.filled()[before..]) {
+                self.first = None;
+            }
+        }
+        r
     }
 }
 
@@ -247,23 +384,23 @@ impl tonic::transport::server::Connected for TlsConn {
 pub fn incoming(l: TcpListener, tls: Arc<ServerTls>, limits: Limits) -> mpsc::Receiver<TlsConn> {
     // A sender that is dropped at once never cuts.
     let (_never, cut) = watch::channel(false);
-    incoming_until(l, tls, limits, cut)
+    incoming_until(l, tls, Gate::new(limits), cut)
 }
 
 /// [`incoming`], and once `cut` turns true every connection it handed out
 /// fails its next read or write (at once if it waits on one), so the tasks
 /// serving them end and drop what they hold: a stopping server is not kept
-/// alive by a client that keeps its connection open.
+/// alive by a client that keeps its connection open. The connections are
+/// counted in `gate`, which other listeners may share.
 pub fn incoming_until(
     l: TcpListener,
     tls: Arc<ServerTls>,
-    limits: Limits,
+    gate: Arc<Gate>,
     cut: watch::Receiver<bool>,
 ) -> mpsc::Receiver<TlsConn> {
     let (tx, rx) = mpsc::channel(256);
-    let counts = Arc::new(Mutex::new(Counts::default()));
+    let limits = gate.limits();
     tokio::spawn(async move {
-        let mut refused_logged = std::time::Instant::now() - Duration::from_secs(60);
         loop {
             let accepted = tokio::select! {
                 _ = tx.closed() => return,
@@ -278,27 +415,9 @@ pub fn incoming_until(
                     continue;
                 }
             };
-            let guard = {
-                let Ok(mut c) = counts.lock() else { return };
-                let ip = remote.ip();
-                let mine = c.per_ip.get(&ip).copied().unwrap_or(0);
-                if c.total >= limits.total || mine >= limits.per_ip {
-                    if refused_logged.elapsed() > Duration::from_secs(10) {
-                        tracing::warn!(
-                            "refusing connections from {ip}: {mine} open from it, {} in all (limits {} per address, {} in all)",
-                            c.total, limits.per_ip, limits.total
-                        );
-                        refused_logged = std::time::Instant::now();
-                    }
-                    drop(tcp);
-                    continue;
-                }
-                c.total += 1;
-                *c.per_ip.entry(ip).or_insert(0) += 1;
-                Guard {
-                    counts: counts.clone(),
-                    ip,
-                }
+            let Some(guard) = gate.admit(remote.ip()) else {
+                drop(tcp);
+                continue;
             };
             let _ = tcp.set_nodelay(true);
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.get());
@@ -334,6 +453,7 @@ pub fn incoming_until(
                     inner: stream,
                     info: PeerInfo { remote, cert },
                     _guard: guard,
+                    first: Some(FirstRequest::new(limits.first_request_timeout)),
                     cut: Box::pin(async move {
                         if cut.wait_for(|c| *c).await.is_err() {
                             // Its sender is gone without cutting: never.

@@ -112,6 +112,7 @@ async fn connections_over_the_limit_are_closed_and_idle_handshakes_time_out() {
         handshake_timeout: Duration::from_millis(300),
         per_ip: 2,
         total: 100,
+        ..Limits::default()
     })
     .await;
     let cfg = tls::client_config(f.ca.cert_pem(), None).unwrap();
@@ -139,4 +140,55 @@ async fn connections_over_the_limit_are_closed_and_idle_handshakes_time_out() {
     .await
     .expect("closed within the deadline");
     assert!(matches!(n, Ok(0) | Err(_)));
+}
+
+/// Reads from `conn` until it ends (what the server's side sees: the
+/// connection serving code reads, and gets the timeout as an error).
+async fn read_to_end(conn: &mut net::TlsConn) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let n = conn.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(all);
+        }
+        all.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test]
+async fn a_connection_without_a_first_request_times_out_and_one_with_it_does_not() {
+    use tokio::io::AsyncWriteExt;
+    let mut f = server(Limits {
+        first_request_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    })
+    .await;
+    let cfg = tls::client_config(f.ca.cert_pem(), None).unwrap();
+    let cases: [(&[u8], bool); 5] = [
+        (b"", false),
+        // Half a header, half a preface.
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n", false),
+        (b"PRI * HTTP/2.0\r\n\r\nSM", false),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", true),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", true),
+    ];
+    for (sent, complete) in cases {
+        let mut c = dial(f.addr, cfg.clone()).await.unwrap();
+        c.write_all(sent).await.unwrap();
+        c.flush().await.unwrap();
+        let mut conn = f.conns.recv().await.unwrap();
+        let t = std::time::Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(2), read_to_end(&mut conn)).await;
+        let what = String::from_utf8_lossy(sent);
+        if complete {
+            // Still open past the timeout: the read waits on the client.
+            assert!(r.is_err(), "{what:?}: {r:?}");
+        } else {
+            let e = r.expect("closed within 2 s").expect_err("a timeout");
+            assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{what:?}: {e}");
+            assert!(t.elapsed() >= Duration::from_millis(250), "{what:?}");
+        }
+    }
 }

@@ -6,16 +6,17 @@
 //! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
 //! about the cluster (member ids, terms, errors) leaks to whoever can reach
 //! the port. `/status` tells it all and needs the admin token
-//! (`authorization: Bearer T`): without one it answers 401, with another
-//! one 403. `/metrics` (the Prometheus text format, [`crate::metrics`])
-//! needs the admin token the same way: it names DaemonSets and counts
-//! nodes and pods.
+//! (`authorization: Bearer T`) or a viewer, admin or member certificate
+//! (a scraper need not hold admin): without one it answers 401, with
+//! another token or a node certificate 403. `/metrics` (the Prometheus
+//! text format, [`crate::metrics`]) needs the same: it names DaemonSets
+//! and counts nodes and pods.
 
 use crate::auth::same_token;
 use crate::cache::Informer;
 use crate::ctx::Ctx;
 use crate::metrics::{DaemonSetFacts, Facts};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -29,8 +30,8 @@ pub fn router(ctx: Arc<Ctx>, informer: Informer) -> Router {
         .route("/status", get(status))
         .route("/metrics", {
             let informer = informer.clone();
-            get(move |State(ctx): State<Arc<Ctx>>, headers: HeaderMap| {
-                metrics(ctx, informer.clone(), headers)
+            get(move |State(ctx): State<Arc<Ctx>>, req: Request| {
+                metrics(ctx, informer.clone(), req)
             })
         })
         .fallback(crate::kapi::handle)
@@ -40,13 +41,9 @@ pub fn router(ctx: Arc<Ctx>, informer: Informer) -> Router {
 
 /// `/metrics`: the admin's; the values read now from this member's store
 /// and informer (see `docs/metrics.md`).
-async fn metrics(
-    ctx: Arc<Ctx>,
-    informer: Informer,
-    headers: HeaderMap,
-) -> axum::response::Response {
+async fn metrics(ctx: Arc<Ctx>, informer: Informer, req: Request) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if let Err(refused) = admin(&ctx, &headers) {
+    if let Err(refused) = reader(&ctx, &req) {
         return refused.into_response();
     }
     let leader = ctx.store.leader();
@@ -130,6 +127,28 @@ async fn health(State(ctx): State<Arc<Ctx>>) -> (StatusCode, Json<Value>) {
     }
 }
 
+/// Lets in a viewer, admin or member certificate (unexpired), else
+/// [`admin`]'s token check; a node certificate is refused (403).
+fn reader(ctx: &Ctx, req: &Request) -> Result<(), (StatusCode, Json<Value>)> {
+    use drover_pki::Role;
+    let cert = req
+        .extensions()
+        .get::<ConnectInfo<crate::kapi::Peer>>()
+        .and_then(|c| c.0 .0.as_ref())
+        .and_then(|p| p.cert.clone())
+        .filter(|c| c.not_after > std::time::SystemTime::now());
+    match cert.as_ref().map(|c| &c.role) {
+        Some(Role::Viewer(_) | Role::Admin(_) | Role::Member(_)) => Ok(()),
+        Some(Role::Node(n)) => Err((
+            StatusCode::FORBIDDEN,
+            Json(json!({
+                "error": format!("node {n}'s certificate may not read /status or /metrics: use a viewer certificate (drover access issue NAME --role viewer) or the admin token")
+            })),
+        )),
+        None => admin(ctx, req.headers()),
+    }
+}
+
 /// Refuses a request without the admin token (401) or with another (403).
 /// A member still joining has no admin token yet: 503.
 fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)> {
@@ -150,7 +169,7 @@ fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)
         None => Err((
             StatusCode::UNAUTHORIZED,
             Json(json!({
-                "error": "/status needs the admin token: send `authorization: Bearer T` with the token from the server's client.yaml"
+                "error": "/status and /metrics need the admin token (send `authorization: Bearer T` with the token from the server's client.yaml) or a viewer certificate (drover access issue NAME --role viewer)"
             })),
         )),
         Some(t) if same_token(t, &token) => Ok(()),
@@ -163,8 +182,8 @@ fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)
     }
 }
 
-async fn status(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> (StatusCode, Json<Value>) {
-    if let Err(refused) = admin(&ctx, &headers) {
+async fn status(State(ctx): State<Arc<Ctx>>, req: Request) -> (StatusCode, Json<Value>) {
+    if let Err(refused) = reader(&ctx, &req) {
         return refused;
     }
     match ctx.store.status().await {

@@ -11,7 +11,7 @@
 //! 1. leaves: [`error`] ([`ApiError`]), [`auth`] (who calls), [`identity`],
 //!    [`trust`] (CA, certificates, tokens), [`heartbeats`], [`sessions`]
 //!    (agent sessions' log/exec streams), [`transport`] (raft messages out),
-//!    [`limits`] (every limit);
+//!    [`limits`] (every limit), [`fds`] (the descriptor limit);
 //! 2. [`ctx`]: what every part shares (store, tokens, heartbeats,
 //!    sessions) and forwarding to the leader;
 //! 3. [`api`]: the object API ([`api::Objects`]), answering [`ApiError`];
@@ -21,7 +21,8 @@
 //!    heartbeat relay;
 //! 6. [`svc`]: the gRPC services, where errors become statuses; [`http`]
 //!    and [`kapi`], the Kubernetes API on the HTTP port;
-//! 7. this file: wiring.
+//! 7. [`ports`] (both ports served over TLS, one connection gate) and
+//!    this file: wiring.
 //!
 //! Start-up, in order: read or create the identity (`server.json`) and the
 //! trust ([`trust`]: a new CA at bootstrap; a joining member first calls
@@ -38,6 +39,7 @@ pub mod auth;
 pub mod cache;
 pub mod ctx;
 pub mod error;
+pub mod fds;
 pub mod heartbeats;
 pub mod http;
 pub mod identity;
@@ -45,6 +47,7 @@ pub mod kapi;
 pub mod limits;
 pub mod loops;
 pub mod metrics;
+pub mod ports;
 pub mod sessions;
 pub mod svc;
 pub mod transport;
@@ -52,13 +55,10 @@ pub mod trust;
 
 pub use error::ApiError;
 pub use loops::controller::ControllerConfig;
+pub use ports::MAX_STREAMS;
 
 use anyhow::{bail, Context, Result};
 use drover_proto::v1::cluster_client::ClusterClient;
-use drover_proto::v1::{
-    agent_server::AgentServer, cluster_server::ClusterServer, objects_server::ObjectsServer,
-    pods_server::PodsServer, raft_server::RaftServer, store_server::StoreServer,
-};
 use drover_store::{Init, Member, Store, StoreConfig};
 use identity::Identity;
 use std::net::SocketAddr;
@@ -96,6 +96,13 @@ pub struct ServerOptions {
     pub keep_entries: u64,
     /// Node timeout and garbage-collection horizon.
     pub controller: ControllerConfig,
+    /// Connections one IP address may hold open across both ports
+    /// (`--max-connections-per-address`; default
+    /// [`limits::MAX_CONNECTIONS_PER_ADDRESS`]).
+    pub max_connections_per_address: Option<usize>,
+    /// Every connection limit and timeout at once, instead of those derived
+    /// from the descriptor limit ([`limits::connection_limits`]); for tests.
+    pub connection_limits: Option<drover_pki::net::Limits>,
 }
 
 impl ServerOptions {
@@ -115,6 +122,8 @@ impl ServerOptions {
             snapshot_every: 10_000,
             keep_entries: 5_000,
             controller: ControllerConfig::default(),
+            max_connections_per_address: None,
+            connection_limits: None,
         }
     }
 }
@@ -134,6 +143,8 @@ pub struct Server {
     pub trust: Arc<trust::Trust>,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// The connections of both ports, counted against one set of limits.
+    pub connections: Arc<drover_pki::net::Gate>,
     shutdown: watch::Sender<bool>,
     /// Cuts every client connection once the grace period is over.
     cut: watch::Sender<bool>,
@@ -243,6 +254,16 @@ impl Server {
         let http_l = bind(&http, "http").await?;
         let grpc_addr = grpc_l.local_addr()?;
         let http_addr = http_l.local_addr()?;
+        let connections = drover_pki::net::Gate::new(opts.connection_limits.unwrap_or_else(|| {
+            let nofile = fds::raise_nofile().map_or(1024, |n| n.soft);
+            let l = limits::connection_limits(nofile, opts.max_connections_per_address);
+            tracing::info!(
+                "connections: at most {} per address across both ports, {} in all",
+                l.per_ip,
+                l.total
+            );
+            l
+        }));
 
         let hosts_for = |addr: &str| trust::hosts_of(&[addr, &listen]);
         let (identity, init, trust) = match existing {
@@ -368,17 +389,19 @@ impl Server {
                 shutdown_rx.clone(),
             )),
             tokio::spawn(loops::heartbeats::relay(ctx.clone(), shutdown_rx.clone())),
-            tokio::spawn(serve_grpc(
+            tokio::spawn(ports::serve_grpc(
                 grpc_l,
                 ctx.clone(),
                 informer.clone(),
+                connections.clone(),
                 shutdown_rx.clone(),
                 cut_rx.clone(),
             )),
-            tokio::spawn(serve_http(
+            tokio::spawn(ports::serve_http(
                 http_l,
                 ctx.clone(),
                 informer.clone(),
+                connections.clone(),
                 shutdown_rx.clone(),
                 cut_rx,
             )),
@@ -392,6 +415,7 @@ impl Server {
             trust,
             grpc_addr,
             http_addr,
+            connections,
             shutdown,
             cut,
             tasks,
@@ -623,128 +647,6 @@ fn server_list(store: &Store, me: &Identity) -> Vec<String> {
         }
     }
     servers
-}
-
-async fn serve_grpc(
-    l: TcpListener,
-    ctx: Arc<ctx::Ctx>,
-    cache: cache::Informer,
-    mut stop: watch::Receiver<bool>,
-    cut: watch::Receiver<bool>,
-) {
-    use limits::{MAX_RAFT_MESSAGE_BYTES as MAX_MESSAGE, MAX_REQUEST_BYTES};
-    use tokio_stream::StreamExt;
-    let incoming =
-        drover_pki::net::incoming_until(l, ctx.trust.grpc.clone(), Default::default(), cut);
-    let incoming =
-        tokio_stream::wrappers::ReceiverStream::new(incoming).map(Ok::<_, std::io::Error>);
-    let r = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .max_concurrent_streams(Some(MAX_STREAMS))
-        .http2_keepalive_interval(Some(Duration::from_secs(10)))
-        .layer(tower::util::MapResponseLayer::new(
-            svc::too_large_reason::<tonic::body::Body>,
-        ))
-        .add_service(
-            StoreServer::new(svc::store::StoreSvc(ctx.clone()))
-                .max_decoding_message_size(MAX_REQUEST_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE),
-        )
-        .add_service(ClusterServer::new(svc::cluster::ClusterSvc(ctx.clone())))
-        .add_service(AgentServer::new(svc::agent::AgentSvc {
-            ctx: ctx.clone(),
-            objects: api::Objects::new(ctx.clone()),
-            cache: cache.clone(),
-            hello_timeout: limits::HELLO_TIMEOUT,
-        }))
-        .add_service(
-            ObjectsServer::new(svc::objects::ObjectsSvc(
-                api::Objects::new(ctx.clone()),
-                cache,
-            ))
-            .max_decoding_message_size(MAX_REQUEST_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE),
-        )
-        .add_service(PodsServer::new(svc::pods::PodsSvc {
-            ctx: ctx.clone(),
-            objects: api::Objects::new(ctx.clone()),
-        }))
-        .add_service(
-            RaftServer::new(svc::raft::RaftSvc(ctx))
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE),
-        )
-        .serve_with_incoming_shutdown(incoming, async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await;
-    if let Err(e) = r {
-        tracing::error!("the gRPC server failed: {e}");
-    }
-}
-
-/// HTTP/2 streams one connection may have open at once.
-pub const MAX_STREAMS: u32 = 200;
-
-/// The HTTP port's connections, after their TLS handshake.
-struct TlsHttp {
-    rx: tokio::sync::mpsc::Receiver<drover_pki::net::TlsConn>,
-    local: SocketAddr,
-}
-
-impl axum::serve::Listener for TlsHttp {
-    type Io = drover_pki::net::TlsConn;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(c) => {
-                let remote = c.info().remote;
-                (c, remote)
-            }
-            // The accept loop only ends when this listener is dropped.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
-}
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsHttp>>
-    for kapi::Peer
-{
-    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsHttp>) -> Self {
-        kapi::Peer(Some(stream.io().info().clone()))
-    }
-}
-
-async fn serve_http(
-    l: TcpListener,
-    ctx: Arc<ctx::Ctx>,
-    informer: cache::Informer,
-    mut stop: watch::Receiver<bool>,
-    cut: watch::Receiver<bool>,
-) {
-    let local = match l.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::error!("the HTTP port has no address: {e}");
-            return;
-        }
-    };
-    let rx = drover_pki::net::incoming_until(l, ctx.trust.http.clone(), Default::default(), cut);
-    let app =
-        http::router(ctx.clone(), informer).into_make_service_with_connect_info::<kapi::Peer>();
-    let r = axum::serve(TlsHttp { rx, local }, app)
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await;
-    if let Err(e) = r {
-        tracing::error!("the HTTP server failed: {e}");
-    }
 }
 
 /// Rewrites client.yaml when the membership changes, and the token files

@@ -98,3 +98,75 @@ pub const MAX_STATIC_PODS_PER_REPORT: usize = 64;
 /// Mirror pods one node may have: a new one beyond is refused, logged at
 /// warn (the node's other mirrors stay).
 pub const MAX_MIRROR_PODS_PER_NODE: usize = 64;
+
+/// How long a connection may take from its accept to the end of its TLS
+/// handshake: 10 s, Go's `http.Transport.TLSHandshakeTimeout` (and the
+/// handshake part of kube-apiserver's 32 s `ReadHeaderTimeout`, stricter
+/// for the same reason as [`FIRST_REQUEST_TIMEOUT`]). A connection that
+/// never starts TLS is closed then, and frees its slot.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may take, after its TLS handshake, to send its
+/// first request whole (the HTTP/2 preface, or an HTTP/1.1 request's
+/// header through its empty line): 5 s. kube-apiserver allows 32 s
+/// (`ReadHeaderTimeout`); drover's callers are programs (agents, the CLI,
+/// kubectl, a scraper) that send their request as soon as they connect,
+/// and every silent connection takes a slot of [`MAX_CONNECTIONS_PER_ADDRESS`]
+/// from the legitimate clients behind the same address. On the HTTP port
+/// every later HTTP/1.1 request's header has the same time, from the end
+/// of the previous response (so an idle keep-alive connection is closed
+/// then; HTTP/2 connections stay, their peers answering pings).
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default of the connections one IP address may hold open across both
+/// ports (gRPC and HTTP) together: 1024, or an eighth of
+/// [`connection_limits`]' total where that is lower. An agent holds one
+/// connection per member it talks to, so several hundred nodes behind one
+/// NAT fit; `drover server --max-connections-per-address` raises it (a
+/// `drover sim` of more nodes from one machine needs that). One more is
+/// closed at its accept, before any TLS.
+pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 1024;
+
+/// File descriptors a member keeps out of the reach of its clients'
+/// connections (the store's files, raft connections to its peers, logs):
+/// 1024, or a quarter of the descriptor limit where that is lower.
+pub const FD_RESERVE: u64 = 1024;
+
+/// The connection limits of a member whose descriptor limit is `nofile`:
+/// in all, `nofile` less [`FD_RESERVE`], so that clients can never take
+/// the process's last descriptors; per address, `per_address` (the
+/// `--max-connections-per-address` flag, capped to the total) or
+/// [`MAX_CONNECTIONS_PER_ADDRESS`] capped to an eighth of the total.
+pub fn connection_limits(nofile: u64, per_address: Option<usize>) -> drover_pki::net::Limits {
+    let reserve = FD_RESERVE.min(nofile / 4);
+    let total = usize::try_from(nofile - reserve)
+        .unwrap_or(usize::MAX)
+        .max(8);
+    let per_ip = match per_address {
+        Some(n) => n.clamp(1, total),
+        None => MAX_CONNECTIONS_PER_ADDRESS.min(total / 8).max(1),
+    };
+    drover_pki::net::Limits {
+        handshake_timeout: TLS_HANDSHAKE_TIMEOUT,
+        first_request_timeout: FIRST_REQUEST_TIMEOUT,
+        per_ip,
+        total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_stay_below_the_descriptor_limit() {
+        let l = connection_limits(20_000, None);
+        assert_eq!((l.total, l.per_ip), (18_976, 1024));
+        let l = connection_limits(1024, None);
+        assert_eq!((l.total, l.per_ip), (768, 96));
+        let l = connection_limits(1 << 20, Some(20_000));
+        assert_eq!(l.per_ip, 20_000);
+        assert_eq!(connection_limits(1024, Some(5000)).per_ip, 768);
+        assert_eq!(connection_limits(4, None).per_ip, 1);
+    }
+}

@@ -587,10 +587,18 @@ async fn idle_connections_do_not_keep_a_client_waiting() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("s")).await;
     // 2,000 connections that never say hello (the fd limit of the test
-    // process bounds how many one test can hold).
+    // process bounds how many one test can hold), from two addresses other
+    // than the client's, 1,000 each (below the cap of one address).
     let mut idle = Vec::new();
-    for _ in 0..2000 {
-        idle.push(tokio::net::TcpStream::connect(&s.addr).await.unwrap());
+    for i in 0..2000 {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        let from = if i % 2 == 0 {
+            "127.0.0.2:0"
+        } else {
+            "127.0.0.3:0"
+        };
+        sock.bind(from.parse().unwrap()).unwrap();
+        idle.push(sock.connect(s.server.grpc_addr).await.unwrap());
     }
     let c = s.client();
     let t = Instant::now();
