@@ -4,13 +4,15 @@
 //!
 //! Everything here is pure: objects and "now" in, text out.
 
+use crate::custom_columns::{self, Column};
+use crate::jsonpath::Template;
 use crate::table;
 pub use drover_api::columns::*;
 use drover_api::{Kind, Manifest};
 use serde_json::{json, Value};
 
 /// `-o FORMAT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// The table with more columns.
     Wide,
@@ -20,6 +22,65 @@ pub enum Output {
     Yaml,
     /// `kind.group/name`, one per line.
     Name,
+    /// `jsonpath=TEMPLATE`: kubectl's template over the object or the `List`.
+    JsonPath(Template),
+    /// `jsonpath-as-json=TEMPLATE`: each path's results as a JSON list.
+    JsonPathAsJson(Template),
+    /// `custom-columns=HEADER:PATH,…`.
+    CustomColumns(Vec<Column>),
+}
+
+/// The formats `-o` takes, in kubectl's words.
+const FORMATS: &str = "custom-columns, json, jsonpath, jsonpath-as-json, name, wide, yaml";
+
+impl Output {
+    /// Reads `-o`'s value as kubectl does.
+    pub fn parse(s: &str) -> Result<Output, String> {
+        let (format, arg) = match s.split_once('=') {
+            Some((f, a)) => (f, Some(a)),
+            None => (s, None),
+        };
+        let template = |what: &str| -> Result<Template, String> {
+            match arg {
+                None | Some("") => Err(format!(
+                    "template format specified but no template given (-o {what}='{{.metadata.name}}')"
+                )),
+                Some(t) => Template::parse(t).map_err(|e| format!("error parsing jsonpath {t}, {e}")),
+            }
+        };
+        Ok(match (format, arg) {
+            ("wide", None) => Output::Wide,
+            ("json", None) => Output::Json,
+            ("yaml", None) => Output::Yaml,
+            ("name", None) => Output::Name,
+            ("jsonpath", _) => Output::JsonPath(template("jsonpath")?),
+            ("jsonpath-as-json", _) => Output::JsonPathAsJson(template("jsonpath-as-json")?),
+            ("custom-columns", _) => {
+                Output::CustomColumns(custom_columns::parse(arg.unwrap_or(""))?)
+            }
+            _ => {
+                return Err(format!(
+                    "unable to match a printer suitable for the output format {s:?}, allowed formats are: {FORMATS}"
+                ))
+            }
+        })
+    }
+
+    /// Whether this is a table (the default, wide or custom columns).
+    pub fn is_table(o: Option<&Output>) -> bool {
+        matches!(
+            o,
+            None | Some(Output::Wide) | Some(Output::CustomColumns(_))
+        )
+    }
+}
+
+/// `-o jsonpath-as-json`: each path's results as a JSON list, as kubectl.
+pub fn jsonpath_as_json(t: &Template, v: &Value) -> String {
+    t.results(v)
+        .into_iter()
+        .map(|r| to_json(&Value::Array(r.into_iter().cloned().collect())))
+        .collect()
 }
 
 /// A whole table, header included.
