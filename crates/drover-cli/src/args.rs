@@ -35,6 +35,10 @@ pub enum ClientCmd {
     Label(LabelArgs),
     /// Set (k=v) or remove (k-) annotations of an object.
     Annotate(LabelArgs),
+    /// Change fields of an object with a patch (strategic merge, JSON merge or JSON patch).
+    Patch(PatchArgs),
+    /// Edit an object in $KUBE_EDITOR or $EDITOR (vi) and write it back.
+    Edit(EditArgs),
     /// Set (k=v:Effect, k:Effect) or remove (k:Effect-, k-) taints of a node.
     Taint {
         /// node.
@@ -56,6 +60,8 @@ pub enum ClientCmd {
         #[arg(required = true)]
         nodes: Vec<String>,
     },
+    /// Cordon nodes and delete their pods (not daemon or static pods), then wait until they are gone.
+    Drain(DrainArgs),
     /// Events, oldest first.
     Events {
         #[command(flatten)]
@@ -163,6 +169,63 @@ pub struct LabelArgs {
     pub overwrite: bool,
     #[arg(short, long)]
     pub namespace: Option<String>,
+}
+
+/// `drover patch`.
+#[derive(Args)]
+pub struct PatchArgs {
+    /// The kind (or KIND/NAME).
+    pub kind: String,
+    pub name: Option<String>,
+    /// The patch, JSON or YAML, e.g. '{"spec":{"unschedulable":true}}'.
+    #[arg(
+        short = 'p',
+        long,
+        required_unless_present = "patch_file",
+        conflicts_with = "patch_file"
+    )]
+    pub patch: Option<String>,
+    /// Read the patch from this file.
+    #[arg(long)]
+    pub patch_file: Option<std::path::PathBuf>,
+    /// strategic (lists merged by their keys), merge (RFC 7386) or json (RFC 6902).
+    #[arg(long = "type", value_enum, default_value = "strategic")]
+    pub patch_type: crate::patch::PatchType,
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
+/// `drover edit`.
+#[derive(Args)]
+pub struct EditArgs {
+    /// The kind (or KIND/NAME).
+    pub kind: String,
+    pub name: Option<String>,
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// The format to edit in.
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    pub output: crate::editor::EditFormat,
+}
+
+/// `drover drain`.
+#[derive(Args)]
+pub struct DrainArgs {
+    /// The nodes to drain.
+    #[arg(required = true)]
+    pub nodes: Vec<String>,
+    /// Leave the pods of DaemonSets running (drain refuses without it when there are some).
+    #[arg(long)]
+    pub ignore_daemonsets: bool,
+    /// Delete pods with emptyDir volumes (their data is lost).
+    #[arg(long)]
+    pub delete_emptydir_data: bool,
+    /// Delete pods that no controller owns (they are not recreated).
+    #[arg(long)]
+    pub force: bool,
+    /// Give up waiting for the pods to go after this long (0: wait as long as it takes).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 /// `drover logs`.

@@ -85,6 +85,33 @@ pub async fn run(
             crate::annotate::annotate(&c, &a.kind, &a.name, &a.changes, a.overwrite, ns, out)
                 .await?
         }
+        ClientCmd::Patch(a) => {
+            let text = match (&a.patch, &a.patch_file) {
+                (Some(p), _) => p.clone(),
+                (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| {
+                    anyhow::anyhow!("--patch-file {}: cannot read it: {e}", f.display())
+                })?,
+                (None, None) => anyhow::bail!("give the patch with -p PATCH or --patch-file FILE"),
+            };
+            let c = client()?;
+            let (ns, name) = (a.namespace.as_deref(), a.name.as_deref());
+            crate::patch::patch(&c, &a.kind, name, &text, a.patch_type, ns, out).await?
+        }
+        ClientCmd::Edit(a) => {
+            let c = client()?;
+            let (ns, name) = (a.namespace.as_deref(), a.name.as_deref());
+            crate::editor::edit(&c, &a.kind, name, ns, a.output, out, err).await?
+        }
+        ClientCmd::Drain(a) => {
+            let c = client()?;
+            let o = crate::drain::DrainOptions {
+                ignore_daemonsets: a.ignore_daemonsets,
+                delete_emptydir_data: a.delete_emptydir_data,
+                force: a.force,
+                timeout: Some(a.timeout).filter(|t| !t.is_zero()),
+            };
+            crate::drain::drain(&c, &a.nodes, &o, out, err).await?
+        }
         ClientCmd::Taint {
             kind,
             name,
