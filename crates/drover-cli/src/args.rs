@@ -4,7 +4,6 @@
 
 use crate::create::CreateCmd;
 use crate::kubectl::DryRun;
-use crate::printers::Output;
 use clap::{Args, Subcommand};
 use std::time::Duration;
 
@@ -116,8 +115,8 @@ pub struct GetArgs {
     pub names: Vec<String>,
     /// wide, json, yaml, name, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE,
     /// custom-columns=HEADER:.field.path,…
-    #[arg(short, long, value_parser = Output::parse)]
-    pub output: Option<Output>,
+    #[arg(short, long)]
+    pub output: Option<String>,
     /// Label selector, e.g. app=web,tier!=db or 'env in (a,b)'.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,

@@ -3,10 +3,12 @@
 //! `EDITOR`, else `vi` opens it (an editor given with arguments, such as
 //! `code --wait`, runs through `sh -c`); lines starting with `#` are
 //! dropped; an unchanged file is "Edit cancelled, no changes made.", an
-//! empty one "Edit cancelled, saved file was empty.". The result is
-//! written with compare-and-swap on the version that was opened; a
-//! refusal (invalid, or changed meanwhile) reopens the file with the
-//! error on top, and saving that unchanged gives up with an error.
+//! empty one "Edit cancelled, saved file was empty.". What the user
+//! changed (a merge patch from the object opened to the one saved) is
+//! applied to the object as it is by then, as kubectl sends a patch, so a
+//! status written meanwhile is no conflict; a refusal reopens the file
+//! with the error on top, and saving that unchanged gives up with an
+//! error.
 
 use crate::client::{decode_object, ClientError};
 use crate::errors::{kube, refusal};
@@ -167,15 +169,7 @@ pub async fn edit(
                 continue;
             }
         };
-        let written = match decode_object(&serde_json::to_vec(&v)?) {
-            Ok(m) if m.name() != object.name() || Kind::of(&m) != kind => Err(anyhow!(
-                "the edited object is {}, not {}: edit cannot rename or change the kind",
-                m.reference(),
-                object.reference()
-            )),
-            Ok(m) => update(c, &m).await,
-            Err(e) => Err(anyhow!("the edited object is not valid: {e}")),
-        };
+        let written = write_edit(c, kind, ns, &name, &opened, &v).await;
         match written {
             Ok(m) => {
                 writeln!(out, "{} edited", m.reference())?;
@@ -189,14 +183,77 @@ pub async fn edit(
     }
 }
 
-async fn update(c: &Client, m: &Manifest) -> Result<Manifest> {
-    match c.update_object(m).await {
-        Ok(m) => Ok(m),
-        Err(e @ ClientError::Server { .. }) => {
-            Err(anyhow!("{}", refusal(&e).unwrap_or_else(|| e.to_string())))
+/// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed
+/// keys, removed ones as `null`; lists whole.
+pub fn merge_diff(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut p = serde_json::Map::new();
+            for (k, old) in a {
+                match b.get(k) {
+                    None => {
+                        p.insert(k.clone(), Value::Null);
+                    }
+                    Some(new) if new != old => {
+                        p.insert(k.clone(), merge_diff(old, new));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for (k, new) in b {
+                if !a.contains_key(k) {
+                    p.insert(k.clone(), new.clone());
+                }
+            }
+            Value::Object(p)
         }
-        Err(e) => Err(e.into()),
+        (_, to) => to.clone(),
     }
+}
+
+/// Writes what the user changed, as kubectl does: the difference between
+/// the object opened and the one saved, applied to the object as it is now
+/// (others may have written it meanwhile, e.g. its status) with
+/// compare-and-swap on that read, started over on a conflict. A
+/// `resourceVersion` the user changed is kept, so it is a precondition.
+async fn write_edit(
+    c: &Client,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    opened: &Value,
+    saved: &Value,
+) -> Result<Manifest> {
+    let diff = merge_diff(opened, saved);
+    let mut last = None;
+    for _ in 0..5 {
+        let current = c.get_object(kind.plural(), ns, name).await.map_err(kube)?;
+        let mut v = serde_json::to_value(&current)?;
+        drover_api::patch::merge_patch(&mut v, &diff);
+        let m = decode_object(&serde_json::to_vec(&v)?)
+            .map_err(|e| anyhow!("the edited object is not valid: {e}"))?;
+        if m.name() != current.name() || Kind::of(&m) != kind {
+            bail!(
+                "the edited object is {}, not {}: edit cannot rename or change the kind",
+                m.reference(),
+                current.reference()
+            );
+        }
+        match c.update_object(&m).await {
+            Ok(m) => return Ok(m),
+            Err(e)
+                if e.code() == Some(tonic::Code::Aborted)
+                    && diff["metadata"].get("resourceVersion").is_none() =>
+            {
+                last = Some(e)
+            }
+            Err(e @ ClientError::Server { .. }) => {
+                bail!("{}", refusal(&e).unwrap_or_else(|| e.to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(kube(last.expect("a conflict was seen")))
 }
 
 /// The saved text again, its comments replaced by the header and `errors`.
@@ -280,6 +337,21 @@ mod tests {
             other => panic!("expected a change, got {other:?}"),
         }
         assert!(read_saved("data: [unclosed", &obj()).is_err());
+    }
+
+    #[test]
+    fn the_difference_is_a_merge_patch() {
+        let a = json!({"metadata": {"name": "c", "resourceVersion": "7", "labels": {"x": "1", "y": "2"}}, "data": {"a": "1"}, "list": [1, 2]});
+        let b = json!({"metadata": {"name": "c", "resourceVersion": "7", "labels": {"x": "9"}}, "data": {"a": "1", "b": "2"}, "list": [2]});
+        let d = merge_diff(&a, &b);
+        assert_eq!(
+            d,
+            json!({"metadata": {"labels": {"x": "9", "y": null}}, "data": {"b": "2"}, "list": [2]})
+        );
+        let mut x = a.clone();
+        drover_api::patch::merge_patch(&mut x, &d);
+        assert_eq!(x, b);
+        assert_eq!(merge_diff(&a, &a), json!({}));
     }
 
     #[test]

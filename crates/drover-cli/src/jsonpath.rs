@@ -117,7 +117,10 @@ impl Template {
                 let (path, body) = stack.pop().expect("a range is open");
                 let path = path.expect("only ranges are pushed");
                 push(&mut stack, Node::Range(path, body));
-            } else if let Some(p) = action.strip_prefix("range ") {
+            } else if let Some(p) = action
+                .strip_prefix("range")
+                .filter(|p| p.starts_with(|c: char| c.is_whitespace() || c == '.' || c == '['))
+            {
                 stack.push((Some(parse_path(p.trim())?), Vec::new()));
             } else if action.starts_with('"') || action.starts_with('\'') {
                 let (s, tail) = quoted(action)?;
@@ -635,6 +638,7 @@ mod tests {
             "[a][b]"
         );
         assert_eq!(run("{range .items[*]}{$.kind}{end}", &v), "ListList");
+        assert_eq!(run("{range.items[*]}{.metadata.name}{end}", &v), "ab");
     }
 
     #[test]

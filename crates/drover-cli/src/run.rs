@@ -5,6 +5,7 @@
 
 use crate::args::{ClientCmd, RolloutCmd};
 use crate::kubectl::{self, DeleteOptions, GetOptions};
+use crate::printers::Output;
 use crate::{rollout, Client};
 use anyhow::Result;
 use std::future::Future;
@@ -36,11 +37,15 @@ pub async fn run(
             .await?
         }
         ClientCmd::Get(a) => {
+            let output = match &a.output {
+                Some(o) => Some(Output::parse(o).map_err(|e| anyhow::anyhow!("{e}"))?),
+                None => None,
+            };
             let c = client()?;
             let o = GetOptions {
                 kind: a.kind,
                 names: a.names,
-                output: a.output,
+                output,
                 selector: a.selector,
                 field_selector: a.field_selector,
                 namespace: a.ns.namespace,
