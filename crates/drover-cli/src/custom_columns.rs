@@ -9,7 +9,6 @@
 //! Pure: objects in, cells out.
 
 use crate::jsonpath::{self, Template};
-use crate::printers::object_value;
 use crate::table;
 use drover_api::Manifest;
 
@@ -69,7 +68,7 @@ fn split_columns(spec: &str) -> Vec<&str> {
 
 /// One object's cells.
 pub fn cells(cols: &[Column], m: &Manifest) -> Vec<String> {
-    let v = object_value(m);
+    let v = serde_json::to_value(m).unwrap_or(serde_json::Value::Null);
     cols.iter()
         .map(|c| {
             let vals: Vec<String> = c

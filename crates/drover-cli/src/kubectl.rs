@@ -8,12 +8,12 @@
 //! objects it does what it can and reports every failure at the end.
 
 use crate::client::{Client, ClientError, ObjectWatch};
-use crate::custom_columns::{self, LabelColumns};
+use crate::custom_columns::LabelColumns;
 use crate::describe;
 use crate::edit;
 use crate::errors::{kube, refusal, server_line, Reported};
 use crate::field_selector::{FieldSelector, Filter};
-use crate::printers::{self, Output, TableOptions};
+use crate::printers::{self, print_objects, table_headers, table_row, Output, TableOptions};
 use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};
 use drover_api::selector::Selector;
@@ -211,86 +211,6 @@ fn no_resources(kind: Kind, ns: &str) -> String {
     } else {
         "No resources found".into()
     }
-}
-
-/// Prints objects in a `get` output format.
-#[allow(clippy::too_many_arguments)]
-fn print_objects(
-    kind: Kind,
-    items: &[Manifest],
-    single: bool,
-    output: Option<&Output>,
-    topts: &TableOptions,
-    extra: &LabelColumns,
-    widths: &mut Widths,
-    out: &mut impl Write,
-) -> Result<()> {
-    let whole = || {
-        if single && items.len() == 1 {
-            printers::object_value(&items[0])
-        } else {
-            printers::list_value(items)
-        }
-    };
-    match output {
-        None | Some(Output::Wide) | Some(Output::CustomColumns(_)) => {
-            if !items.is_empty() {
-                let rows: Vec<Vec<String>> = items
-                    .iter()
-                    .map(|m| table_row(m, output, topts, extra))
-                    .collect();
-                let headers = table_headers(kind, output, topts, extra);
-                let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-                write!(out, "{}", table::render_with(widths, &headers, &rows))?;
-            }
-        }
-        Some(Output::Json) => write!(out, "{}", printers::to_json(&whole()))?,
-        Some(Output::Yaml) => write!(out, "{}", printers::to_yaml(&whole()))?,
-        Some(Output::JsonPath(t)) => write!(out, "{}", t.render(&whole()))?,
-        Some(Output::JsonPathAsJson(t)) => {
-            write!(out, "{}", printers::jsonpath_as_json(t, &whole()))?
-        }
-        Some(Output::Name) => {
-            for m in items {
-                writeln!(out, "{}", printers::name(m))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The headers of a `get` table: the kind's (or the custom columns), then
-/// the label columns.
-fn table_headers(
-    kind: Kind,
-    output: Option<&Output>,
-    topts: &TableOptions,
-    extra: &LabelColumns,
-) -> Vec<String> {
-    if let Some(Output::CustomColumns(cols)) = output {
-        return custom_columns::headers(cols);
-    }
-    let mut h: Vec<String> = printers::headers(kind, topts)
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    h.extend(extra.headers());
-    h
-}
-
-/// One row of a `get` table, as [`table_headers`] heads it.
-fn table_row(
-    m: &Manifest,
-    output: Option<&Output>,
-    topts: &TableOptions,
-    extra: &LabelColumns,
-) -> Vec<String> {
-    if let Some(Output::CustomColumns(cols)) = output {
-        return custom_columns::cells(cols, m);
-    }
-    let mut r = printers::row(m, topts);
-    r.extend(extra.cells(m));
-    r
 }
 
 /// kubectl's two ways to name objects: `KIND NAME…` or `KIND/NAME…` (one

@@ -1,15 +1,20 @@
-//! What `get` prints: kubectl's tables (with `-o wide` and `-A`), and the
-//! `-o json`, `-o yaml` and `-o name` forms. The columns themselves are
-//! `drover_api::columns` (shared with the server's `Table` answers).
+//! What `get` prints: kubectl's tables (with `-o wide` and `-A`, the label
+//! columns of `-L` and `--show-labels`), and the `-o json`, `-o yaml`,
+//! `-o name`, `-o jsonpath[-as-json]=` and `-o custom-columns=` forms. The
+//! columns themselves are `drover_api::columns` (shared with the server's
+//! `Table` answers).
 //!
 //! Everything here is pure: objects and "now" in, text out.
 
-use crate::custom_columns::{self, Column};
+use crate::custom_columns::{self, Column, LabelColumns};
 use crate::jsonpath::Template;
 use crate::table;
+use crate::table::Widths;
+use anyhow::Result;
 pub use drover_api::columns::*;
 use drover_api::{Kind, Manifest};
 use serde_json::{json, Value};
+use std::io::Write;
 
 /// `-o FORMAT`.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +137,84 @@ pub fn to_yaml(v: &Value) -> String {
 /// `-o name`: `daemonset.apps/x`.
 pub fn name(m: &Manifest) -> String {
     m.reference()
+}
+
+/// Prints objects in a `get` output format.
+#[allow(clippy::too_many_arguments)]
+pub fn print_objects(
+    kind: Kind,
+    items: &[Manifest],
+    single: bool,
+    output: Option<&Output>,
+    topts: &TableOptions,
+    extra: &LabelColumns,
+    widths: &mut Widths,
+    out: &mut impl Write,
+) -> Result<()> {
+    let whole = || {
+        if single && items.len() == 1 {
+            object_value(&items[0])
+        } else {
+            list_value(items)
+        }
+    };
+    match output {
+        None | Some(Output::Wide) | Some(Output::CustomColumns(_)) => {
+            if !items.is_empty() {
+                let rows: Vec<Vec<String>> = items
+                    .iter()
+                    .map(|m| table_row(m, output, topts, extra))
+                    .collect();
+                let headers = table_headers(kind, output, topts, extra);
+                let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+                write!(out, "{}", table::render_with(widths, &headers, &rows))?;
+            }
+        }
+        Some(Output::Json) => write!(out, "{}", to_json(&whole()))?,
+        Some(Output::Yaml) => write!(out, "{}", to_yaml(&whole()))?,
+        Some(Output::JsonPath(t)) => write!(out, "{}", t.render(&whole()))?,
+        Some(Output::JsonPathAsJson(t)) => write!(out, "{}", jsonpath_as_json(t, &whole()))?,
+        Some(Output::Name) => {
+            for m in items {
+                writeln!(out, "{}", name(m))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The headers of a `get` table: the kind's (or the custom columns), then
+/// the label columns.
+pub fn table_headers(
+    kind: Kind,
+    output: Option<&Output>,
+    topts: &TableOptions,
+    extra: &LabelColumns,
+) -> Vec<String> {
+    if let Some(Output::CustomColumns(cols)) = output {
+        return custom_columns::headers(cols);
+    }
+    let mut h: Vec<String> = headers(kind, topts)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    h.extend(extra.headers());
+    h
+}
+
+/// One row of a `get` table, as [`table_headers`] heads it.
+pub fn table_row(
+    m: &Manifest,
+    output: Option<&Output>,
+    topts: &TableOptions,
+    extra: &LabelColumns,
+) -> Vec<String> {
+    if let Some(Output::CustomColumns(cols)) = output {
+        return custom_columns::cells(cols, m);
+    }
+    let mut r = row(m, topts);
+    r.extend(extra.cells(m));
+    r
 }
 
 #[cfg(test)]
