@@ -418,6 +418,22 @@ fn annotate_patch_edit_and_the_output_formats() {
         lines[1][5..],
         ["bare", "front", "app=bare,app.kubernetes.io/tier=front"]
     );
+    // Several kinds: one table of custom columns, as kubectl's.
+    let kinds = cli.ok(&[
+        "get",
+        "ds,pods",
+        "-o",
+        "custom-columns=KIND:.kind,NAME:.metadata.name",
+    ]);
+    let firsts: Vec<&str> = kinds
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        firsts,
+        ["KIND", "DaemonSet", "Pod", "Pod", "Pod", "Pod"],
+        "{kinds}"
+    );
     let o = cli.run(&["get", "pods", "-o", "foo"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(

@@ -326,16 +326,21 @@ pub async fn get(
     let mut widths = Widths::default();
     let extra = o.labels();
     let output = o.output.as_ref();
-    print_objects(
-        kind,
-        &items,
-        single,
-        output,
-        &topts,
-        &extra,
-        &mut widths,
-        out,
-    )?;
+    // -w with a template: each object on its own, as the changes that follow.
+    let one_by_one = o.watch
+        && matches!(
+            output,
+            Some(Output::JsonPath(_) | Output::JsonPathAsJson(_))
+        );
+    let groups: Vec<&[Manifest]> = if one_by_one {
+        items.chunks(1).collect()
+    } else {
+        vec![&items[..]]
+    };
+    for g in groups {
+        let single = single || one_by_one;
+        print_objects(kind, g, single, output, &topts, &extra, &mut widths, out)?;
+    }
     let table_output = Output::is_table(output);
     if items.is_empty() && errors.is_empty() && table_output && !o.watch {
         writeln!(err, "{}", no_resources(kind, &ns))?;
@@ -428,8 +433,7 @@ async fn get_kinds(
         if list.items.is_empty() {
             continue;
         }
-        if Output::is_table(o.output.as_ref()) {
-            let custom = matches!(o.output, Some(Output::CustomColumns(_)));
+        if matches!(o.output, None | Some(Output::Wide)) {
             let name_col = usize::from(o.all_namespaces && kind.namespaced());
             let extra = o.labels();
             let rows: Vec<Vec<String>> = list
@@ -437,7 +441,7 @@ async fn get_kinds(
                 .iter()
                 .map(|m| {
                     let mut r = table_row(m, o.output.as_ref(), &topts, &extra);
-                    if let Some(cell) = r.get_mut(name_col).filter(|_| !custom) {
+                    if let Some(cell) = r.get_mut(name_col) {
                         *cell = printers::name(m);
                     }
                     r
@@ -449,9 +453,10 @@ async fn get_kinds(
         }
         all.extend(list.items);
     }
-    if Output::is_table(o.output.as_ref()) {
+    if matches!(o.output, None | Some(Output::Wide)) {
         write!(out, "{}", sections.join("\n"))?
     } else {
+        // One table of custom columns for every kind, as kubectl prints it.
         print_objects(
             Kind::Pod,
             &all,
