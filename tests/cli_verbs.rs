@@ -379,6 +379,25 @@ fn annotate_patch_edit_and_the_output_formats() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(images(), "busybox:5");
 
+    // A refused edit is reopened with the refusal on top; saved unchanged,
+    // edit gives up, says why, and nothing is written.
+    let o = cli
+        .cmd(&["edit", "ds", "fluent"])
+        .env("EDITOR", r"sed -i s/image:.busybox:5/image:\x20/")
+        .output()
+        .expect("edit");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let said = text(&o.stderr);
+    assert!(
+        said.ends_with("error: Edit cancelled, no valid changes were saved.\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("image"),
+        "the refusal names the field: {said}"
+    );
+    assert_eq!(images(), "busybox:5");
+
     // get -o jsonpath / custom-columns, --show-labels, -L.
     let nodes = cli.jsonpath(
         &["get", "nodes"],

@@ -151,6 +151,10 @@ pub async fn edit(
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         if !errors.is_empty() && text == last_text {
+            // The refusal the user saw in the file, then kubectl's words.
+            for e in &errors {
+                writeln!(err, "{e}")?;
+            }
             bail!("Edit cancelled, no valid changes were saved.");
         }
         let v = match read_saved(&text, &opened) {
