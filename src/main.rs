@@ -6,8 +6,7 @@ mod up;
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use drover_cli::commands::{self, KvOutput};
-use drover_cli::kubectl::{self, DeleteOptions, DryRun, GetOptions, Shell};
-use drover_cli::printers::Output;
+use drover_cli::kubectl::{self, Shell};
 use drover_cli::{Client, ClientConfig};
 use serve::{run_server, shutdown_signal, ServerArgs};
 use std::io::Write;
@@ -99,220 +98,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KvCmd,
     },
-    /// Create a ConfigMap or a Secret from literals and files.
-    Create {
-        #[command(subcommand)]
-        what: drover_cli::create::CreateCmd,
-    },
-    /// Create or update objects from manifests (YAML or JSON), all or nothing.
-    Apply {
-        /// A manifest file, a directory (its *.yaml, *.yml, *.json) or - for stdin; repeatable.
-        #[arg(short = 'f', long = "filename", required = true)]
-        files: Vec<String>,
-        /// Validate and show what would happen, write nothing.
-        #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
-        dry_run: Option<DryRun>,
-        /// Namespace for objects that name none (an object naming another is refused).
-        #[arg(short, long)]
-        namespace: Option<String>,
-        /// Fields that no Kubernetes object has (typos): strict refuses the
-        /// objects, warn applies them with a warning, ignore applies them
-        /// silently (kubectl's --validate; true = strict, false = ignore).
-        #[arg(long, value_name = "MODE", default_value = "strict", num_args = 0..=1, default_missing_value = "strict", require_equals = true, value_parser = parse_validate)]
-        validate: drover_api::FieldValidation,
-    },
-    /// List objects, or show some by name: ds, pods, nodes, events, cm, secrets, ns, sa, pc…
-    Get {
-        /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions,
-        /// cm|configmaps, secrets, ns|namespaces, sa|serviceaccounts, pc|priorityclasses.
-        kind: String,
-        /// Names (every object of the kind when none).
-        names: Vec<String>,
-        #[arg(short, long, value_enum)]
-        output: Option<Output>,
-        /// Label selector, e.g. app=web,tier!=db or 'env in (a,b)'.
-        #[arg(short = 'l', long)]
-        selector: Option<String>,
-        /// Field selector, e.g. involvedObject.name=web-abc,type=Warning (events), spec.nodeName=n1 (pods).
-        #[arg(long)]
-        field_selector: Option<String>,
-        #[command(flatten)]
-        ns: Namespaces,
-        /// After listing, print one line per change.
-        #[arg(short, long)]
-        watch: bool,
-    },
-    /// Show an object in detail, with its events (a DaemonSet also says why nodes have no pod).
-    Describe {
-        /// ds, pod or node.
-        kind: String,
-        /// Names (every object of the kind when none).
-        names: Vec<String>,
-        #[arg(short, long)]
-        namespace: Option<String>,
-    },
-    /// Delete objects by name, by label selector, or as listed in manifests.
-    Delete {
-        /// ds, pod or node (not with -f).
-        kind: Option<String>,
-        /// Names of the objects to delete.
-        names: Vec<String>,
-        #[arg(short = 'l', long)]
-        selector: Option<String>,
-        /// Every object of the kind in the namespace.
-        #[arg(long)]
-        all: bool,
-        /// Delete the objects these manifests describe.
-        #[arg(short = 'f', long = "filename")]
-        files: Vec<String>,
-        #[arg(short, long)]
-        namespace: Option<String>,
-    },
-    /// Set (k=v) or remove (k-) labels of an object.
-    Label {
-        /// node, ds or pod.
-        kind: String,
-        name: String,
-        /// k=v to set, k- to remove.
-        #[arg(required = true)]
-        labels: Vec<String>,
-        /// Allow changing the value of an existing label.
-        #[arg(long)]
-        overwrite: bool,
-        #[arg(short, long)]
-        namespace: Option<String>,
-    },
-    /// Add (k=v:Effect, k:Effect) or remove (k:Effect-, k-) taints of a node.
-    Taint {
-        /// node.
-        kind: String,
-        name: String,
-        #[arg(required = true)]
-        taints: Vec<String>,
-        /// Allow replacing a taint with the same key and effect.
-        #[arg(long)]
-        overwrite: bool,
-    },
-    /// Mark nodes unschedulable (daemon pods still run there).
-    Cordon {
-        #[arg(required = true)]
-        nodes: Vec<String>,
-    },
-    /// Mark nodes schedulable again.
-    Uncordon {
-        #[arg(required = true)]
-        nodes: Vec<String>,
-    },
-    /// Events, oldest first.
-    Events {
-        #[command(flatten)]
-        ns: Namespaces,
-        /// After listing, print each new or repeated event as it happens.
-        #[arg(short, long)]
-        watch: bool,
-    },
-    /// Print the log of a container (carried over the node agent's own connection).
-    Logs(LogsArgs),
-    /// Run a command in a container and exit with its code: drover exec POD [-c C] -- CMD [ARGS…].
-    /// Non-interactive: -i/-t are not supported yet; stdout and stderr arrive together on stdout.
-    Exec(ExecArgs),
-    /// Manage the rollout of a DaemonSet: status, history, undo, restart.
-    Rollout {
-        #[command(subcommand)]
-        cmd: RolloutCmd,
-    },
+    #[command(flatten)]
+    Client(drover_cli::args::ClientCmd),
     /// Print a shell completion script (e.g. `drover completion bash > /etc/bash_completion.d/drover`).
     Completion {
         #[arg(value_enum)]
         shell: Shell,
     },
-}
-
-#[derive(Args)]
-struct LogsArgs {
-    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
-    target: String,
-    /// The container; needed when the pod has several.
-    #[arg(short, long)]
-    container: Option<String>,
-    /// Keep printing new output until the container exits (Ctrl-C ends it).
-    #[arg(short, long)]
-    follow: bool,
-    /// Only the last N lines (-1: all).
-    #[arg(long, allow_negative_numbers = true)]
-    tail: Option<i64>,
-    /// Only output newer than this, e.g. 30s, 5m, 2h.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    since: Option<Duration>,
-    /// Prefix each line with its time (RFC 3339).
-    #[arg(long)]
-    timestamps: bool,
-    /// The previous, terminated instance of the container (before its last restart).
-    #[arg(short, long)]
-    previous: bool,
-    /// The namespace [default: default].
-    #[arg(short, long)]
-    namespace: Option<String>,
-}
-
-#[derive(Args)]
-struct ExecArgs {
-    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
-    target: String,
-    /// The container [default: the pod's first].
-    #[arg(short, long)]
-    container: Option<String>,
-    /// The namespace [default: default].
-    #[arg(short, long)]
-    namespace: Option<String>,
-    /// The command is killed after this long.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
-    timeout: Duration,
-    /// Pass stdin to the command (its end closes the command's stdin).
-    #[arg(short = 'i', long)]
-    stdin: bool,
-    /// Allocate a terminal: not supported (kubectl exec -it is).
-    #[arg(short = 't', long)]
-    tty: bool,
-    /// The command and its arguments, after --.
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
-}
-
-/// The process's stdin as an async reader: a thread copies it (blocking
-/// reads) into a pipe, and ends it at stdin's end. A thread still blocked
-/// reading when the command ends does not keep the process alive.
-fn stdin_reader() -> tokio::io::DuplexStream {
-    use std::io::Read;
-    use tokio::io::AsyncWriteExt;
-    let (mut w, r) = tokio::io::duplex(64 * 1024);
-    let rt = tokio::runtime::Handle::current();
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 32 * 1024];
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            let n = match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if rt.block_on(w.write_all(&buf[..n])).is_err() {
-                break;
-            }
-        }
-        let _ = rt.block_on(w.shutdown());
-    });
-    r
-}
-
-/// `-n NS` or `-A`.
-#[derive(Args)]
-struct Namespaces {
-    /// The namespace [default: default].
-    #[arg(short, long, conflicts_with = "all_namespaces")]
-    namespace: Option<String>,
-    /// Every namespace.
-    #[arg(short = 'A', long)]
-    all_namespaces: bool,
 }
 
 #[derive(Args)]
@@ -409,50 +201,6 @@ struct SimArgs {
     /// How long a simulated container takes to become ready.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     ready_delay: Duration,
-}
-
-/// `drover rollout …` (kubectl's, for DaemonSets).
-#[derive(Subcommand)]
-enum RolloutCmd {
-    /// Wait until the rollout is done (updated = available = desired).
-    Status {
-        /// ds/NAME (or `ds NAME`).
-        target: String,
-        name: Option<String>,
-        #[arg(short, long)]
-        namespace: Option<String>,
-        /// Keep waiting (-w=false prints the state once).
-        #[arg(short, long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-        watch: bool,
-        /// Give up after this long (e.g. 2m) with an error; 0 waits forever.
-        #[arg(long, value_parser = humantime::parse_duration)]
-        timeout: Option<Duration>,
-    },
-    /// Revisions and change causes; one revision's template with --revision N.
-    History {
-        target: String,
-        name: Option<String>,
-        #[arg(short, long)]
-        namespace: Option<String>,
-        #[arg(long)]
-        revision: Option<i64>,
-    },
-    /// Roll back to the previous revision (or --to-revision N).
-    Undo {
-        target: String,
-        name: Option<String>,
-        #[arg(short, long)]
-        namespace: Option<String>,
-        #[arg(long)]
-        to_revision: Option<i64>,
-    },
-    /// Replace every pod (sets the template annotation kubectl.kubernetes.io/restartedAt).
-    Restart {
-        target: String,
-        name: Option<String>,
-        #[arg(short, long)]
-        namespace: Option<String>,
-    },
 }
 
 #[derive(Subcommand)]
@@ -583,6 +331,10 @@ fn main() {
         }
     };
     if let Err(e) = rt.block_on(run(cli)) {
+        // `drover get pods | head -1`: the reader went away; end quietly.
+        if drover_cli::run::is_closed_pipe(&e) {
+            std::process::exit(0);
+        }
         eprintln!("{}", drover_cli::error_text(&e));
         // 98 when an address to bind is in use (drover_server::EXIT_ADDR_IN_USE).
         std::process::exit(drover_server::exit_status(&e));
@@ -716,212 +468,18 @@ async fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Cmd::Create { what } => {
-            let c = client(&cli.conn)?;
-            drover_cli::create::create(&c, &what, &mut out).await?
-        }
-        Cmd::Apply {
-            files,
-            dry_run,
-            namespace,
-            validate,
-        } => {
-            let sources = kubectl::read_sources(&files, &mut std::io::stdin())?;
-            let c = client(&cli.conn)?;
-            kubectl::apply(
-                &c,
-                &sources,
-                namespace.as_deref(),
-                dry_run,
-                validate,
+        Cmd::Client(cmd) => {
+            let code = drover_cli::run::run(
+                cmd,
+                || client(&cli.conn),
+                shutdown_signal(),
                 &mut out,
                 &mut err,
             )
-            .await?
-        }
-        Cmd::Get {
-            kind,
-            names,
-            output,
-            selector,
-            field_selector,
-            ns,
-            watch,
-        } => {
-            let c = client(&cli.conn)?;
-            let o = GetOptions {
-                kind,
-                names,
-                output,
-                selector,
-                field_selector,
-                namespace: ns.namespace,
-                all_namespaces: ns.all_namespaces,
-                watch,
-            };
-            kubectl::get(&c, &o, &mut out, &mut err).await?
-        }
-        Cmd::Describe {
-            kind,
-            names,
-            namespace,
-        } => {
-            let c = client(&cli.conn)?;
-            kubectl::describe(&c, &kind, &names, namespace.as_deref(), &mut out).await?
-        }
-        Cmd::Delete {
-            kind,
-            names,
-            selector,
-            all,
-            files,
-            namespace,
-        } => {
-            let sources = if files.is_empty() {
-                Vec::new()
-            } else {
-                kubectl::read_sources(&files, &mut std::io::stdin())?
-            };
-            let c = client(&cli.conn)?;
-            let o = DeleteOptions {
-                kind,
-                names,
-                selector,
-                all,
-                namespace,
-                sources,
-            };
-            kubectl::delete(&c, &o, &mut out).await?
-        }
-        Cmd::Label {
-            kind,
-            name,
-            labels,
-            overwrite,
-            namespace,
-        } => {
-            let c = client(&cli.conn)?;
-            kubectl::label(
-                &c,
-                &kind,
-                &name,
-                &labels,
-                overwrite,
-                namespace.as_deref(),
-                &mut out,
-            )
-            .await?
-        }
-        Cmd::Taint {
-            kind,
-            name,
-            taints,
-            overwrite,
-        } => {
-            let c = client(&cli.conn)?;
-            kubectl::taint(&c, &kind, &name, &taints, overwrite, &mut out).await?
-        }
-        Cmd::Cordon { nodes } => {
-            let c = client(&cli.conn)?;
-            kubectl::cordon(&c, &nodes, true, &mut out).await?
-        }
-        Cmd::Uncordon { nodes } => {
-            let c = client(&cli.conn)?;
-            kubectl::cordon(&c, &nodes, false, &mut out).await?
-        }
-        Cmd::Events { ns, watch } => {
-            let c = client(&cli.conn)?;
-            drover_cli::events::events(
-                &c,
-                ns.namespace.as_deref(),
-                ns.all_namespaces,
-                watch,
-                &mut out,
-                &mut err,
-            )
-            .await?
-        }
-        Cmd::Logs(a) => {
-            let c = client(&cli.conn)?;
-            let o = drover_cli::logs::LogsOptions {
-                target: a.target,
-                container: a.container,
-                namespace: a.namespace,
-                follow: a.follow,
-                tail: a.tail,
-                since: a.since,
-                timestamps: a.timestamps,
-                previous: a.previous,
-            };
-            drover_cli::logs::logs(&c, &o, &mut out, &mut err, shutdown_signal()).await?
-        }
-        Cmd::Exec(a) => {
-            if a.tty {
-                anyhow::bail!("drover exec: -t (a terminal) is not supported; use -i for stdin, or kubectl exec -it (DATA_DIR/kubeconfig)");
-            }
-            let c = client(&cli.conn)?;
-            let o = drover_cli::logs::ExecOptions {
-                target: a.target,
-                container: a.container,
-                namespace: a.namespace,
-                command: a.command,
-                timeout: Some(a.timeout),
-            };
-            let code = if a.stdin {
-                drover_cli::logs::exec_with_stdin(&c, &o, stdin_reader(), &mut out, &mut err)
-                    .await?
-            } else {
-                drover_cli::logs::exec(&c, &o, &mut out, &mut err).await?
-            };
-            out.flush()?;
+            .await?;
             if code != 0 {
+                out.flush()?;
                 std::process::exit(code);
-            }
-        }
-        Cmd::Rollout { cmd } => {
-            use drover_cli::rollout;
-            let c = client(&cli.conn)?;
-            let ns = |n: &Option<String>| n.clone().unwrap_or_else(|| "default".into());
-            match cmd {
-                RolloutCmd::Status {
-                    target,
-                    name,
-                    namespace,
-                    watch,
-                    timeout,
-                } => {
-                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
-                    let timeout = timeout.filter(|t| !t.is_zero());
-                    let live = std::io::IsTerminal::is_terminal(&std::io::stdout());
-                    rollout::status(&c, &name, &ns(&namespace), watch, timeout, live, &mut out)
-                        .await?
-                }
-                RolloutCmd::History {
-                    target,
-                    name,
-                    namespace,
-                    revision,
-                } => {
-                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
-                    rollout::history_cmd(&c, &name, &ns(&namespace), revision, &mut out).await?
-                }
-                RolloutCmd::Undo {
-                    target,
-                    name,
-                    namespace,
-                    to_revision,
-                } => {
-                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
-                    rollout::undo(&c, &name, &ns(&namespace), to_revision, &mut out).await?
-                }
-                RolloutCmd::Restart {
-                    target,
-                    name,
-                    namespace,
-                } => {
-                    let name = rollout::daemon_set_name(&target, name.as_deref())?;
-                    rollout::restart(&c, &name, &ns(&namespace), &mut out).await?
-                }
             }
         }
         Cmd::Completion { shell } => kubectl::completion(shell, &mut Cli::command(), &mut out)?,
@@ -939,10 +497,4 @@ fn join_target(conn: &Conn) -> Result<(Vec<String>, String)> {
     };
     let token = conn.token()?.unwrap_or_default();
     Ok((drover_agent::flags::parse_servers(servers)?, token))
-}
-
-/// `--validate`'s values, as kubectl takes them.
-fn parse_validate(s: &str) -> Result<drover_api::FieldValidation, String> {
-    drover_api::FieldValidation::parse(s)
-        .ok_or_else(|| format!("{s:?}: use strict, warn or ignore (or true/false)"))
 }

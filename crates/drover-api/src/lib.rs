@@ -53,6 +53,7 @@ pub mod manifest;
 pub mod meta;
 pub mod node_affinity;
 pub mod openapi;
+pub mod patch;
 pub mod pod_config;
 pub mod quantity;
 pub mod scheduling_v1;

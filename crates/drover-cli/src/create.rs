@@ -64,7 +64,7 @@ pub struct Sources {
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
     pub dry_run: Option<DryRun>,
     /// Print the object (yaml, json or name) instead of `configmap/NAME created`.
-    #[arg(short, long, value_enum)]
+    #[arg(short, long, value_parser = Output::parse)]
     pub output: Option<Output>,
 }
 
@@ -198,7 +198,7 @@ pub async fn create(c: &Client, cmd: &CreateCmd, out: &mut impl Write) -> Result
     let kind = drover_api::Kind::of(&object);
     let print = |object: &Manifest, out: &mut dyn Write, action: &str| -> Result<()> {
         let v = printers::object_value(object);
-        match s.output {
+        match &s.output {
             Some(Output::Json) => write!(out, "{}", printers::to_json(&v))?,
             Some(Output::Yaml) => write!(out, "{}", printers::to_yaml(&v))?,
             Some(Output::Name) => writeln!(out, "{}", printers::name(object))?,

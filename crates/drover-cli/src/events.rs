@@ -95,6 +95,7 @@ pub async fn events(
         &Filter::default(),
         list.resource_version,
         None,
+        &Default::default(),
         widths,
         out,
     )

@@ -8,11 +8,12 @@
 //! objects it does what it can and reports every failure at the end.
 
 use crate::client::{Client, ClientError, ObjectWatch};
+use crate::custom_columns::LabelColumns;
 use crate::describe;
 use crate::edit;
 use crate::errors::{kube, refusal, server_line, Reported};
 use crate::field_selector::{FieldSelector, Filter};
-use crate::printers::{self, Output, TableOptions};
+use crate::printers::{self, print_objects, table_headers, table_row, Output, TableOptions};
 use crate::table::{self, Widths};
 use anyhow::{anyhow, bail, Context, Result};
 use drover_api::selector::Selector;
@@ -185,6 +186,19 @@ pub struct GetOptions {
     pub namespace: Option<String>,
     pub all_namespaces: bool,
     pub watch: bool,
+    /// `--show-labels`.
+    pub show_labels: bool,
+    /// `-L key,…`.
+    pub label_columns: Vec<String>,
+}
+
+impl GetOptions {
+    fn labels(&self) -> LabelColumns {
+        LabelColumns {
+            keys: self.label_columns.clone(),
+            show_labels: self.show_labels,
+        }
+    }
 }
 
 /// The namespace a list or watch covers: empty for all (and for nodes).
@@ -202,46 +216,6 @@ fn no_resources(kind: Kind, ns: &str) -> String {
     } else {
         "No resources found".into()
     }
-}
-
-/// Prints objects in a `get` output format.
-fn print_objects(
-    kind: Kind,
-    items: &[Manifest],
-    single: bool,
-    output: Option<Output>,
-    topts: &TableOptions,
-    widths: &mut Widths,
-    out: &mut impl Write,
-) -> Result<()> {
-    match output {
-        None | Some(Output::Wide) => {
-            if !items.is_empty() {
-                let rows: Vec<Vec<String>> =
-                    items.iter().map(|m| printers::row(m, topts)).collect();
-                let headers = printers::headers(kind, topts);
-                write!(out, "{}", table::render_with(widths, &headers, &rows))?;
-            }
-        }
-        Some(Output::Json) | Some(Output::Yaml) => {
-            let v = if single && items.len() == 1 {
-                printers::object_value(&items[0])
-            } else {
-                printers::list_value(items)
-            };
-            if output == Some(Output::Json) {
-                write!(out, "{}", printers::to_json(&v))?;
-            } else {
-                write!(out, "{}", printers::to_yaml(&v))?;
-            }
-        }
-        Some(Output::Name) => {
-            for m in items {
-                writeln!(out, "{}", printers::name(m))?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// kubectl's two ways to name objects: `KIND NAME…` or `KIND/NAME…` (one
@@ -355,8 +329,24 @@ pub async fn get(
     items.retain(|m| filter.fields.matches(m));
     let single = o.names.len() == 1 && !o.watch;
     let mut widths = Widths::default();
-    print_objects(kind, &items, single, o.output, &topts, &mut widths, out)?;
-    let table_output = matches!(o.output, None | Some(Output::Wide));
+    let extra = o.labels();
+    let output = o.output.as_ref();
+    // -w with a template: each object on its own, as the changes that follow.
+    let one_by_one = o.watch
+        && matches!(
+            output,
+            Some(Output::JsonPath(_) | Output::JsonPathAsJson(_))
+        );
+    let groups: Vec<&[Manifest]> = if one_by_one {
+        items.chunks(1).collect()
+    } else {
+        vec![&items[..]]
+    };
+    for g in groups {
+        let single = single || one_by_one;
+        print_objects(kind, g, single, output, &topts, &extra, &mut widths, out)?;
+    }
+    let table_output = Output::is_table(output);
     if items.is_empty() && errors.is_empty() && table_output && !o.watch {
         writeln!(err, "{}", no_resources(kind, &ns))?;
     }
@@ -372,7 +362,8 @@ pub async fn get(
             &o.names,
             &filter,
             resource_version,
-            o.output,
+            output,
+            &extra,
             widths,
             out,
         )
@@ -449,35 +440,38 @@ async fn get_kinds(
         }
         if matches!(o.output, None | Some(Output::Wide)) {
             let name_col = usize::from(o.all_namespaces && kind.namespaced());
+            let extra = o.labels();
             let rows: Vec<Vec<String>> = list
                 .items
                 .iter()
                 .map(|m| {
-                    let mut r = printers::row(m, &topts);
+                    let mut r = table_row(m, o.output.as_ref(), &topts, &extra);
                     if let Some(cell) = r.get_mut(name_col) {
                         *cell = printers::name(m);
                     }
                     r
                 })
                 .collect();
-            sections.push(table::render(&printers::headers(kind, &topts), &rows));
+            let headers = table_headers(kind, o.output.as_ref(), &topts, &extra);
+            let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+            sections.push(table::render(&headers, &rows));
         }
         all.extend(list.items);
     }
-    match o.output {
-        None | Some(Output::Wide) => write!(out, "{}", sections.join("\n"))?,
-        output => {
-            let kind = Kind::parse("pods")?;
-            print_objects(
-                kind,
-                &all,
-                false,
-                output,
-                &topts,
-                &mut Widths::default(),
-                out,
-            )?
-        }
+    if matches!(o.output, None | Some(Output::Wide)) {
+        write!(out, "{}", sections.join("\n"))?
+    } else {
+        // One table of custom columns for every kind, as kubectl prints it.
+        print_objects(
+            Kind::Pod,
+            &all,
+            false,
+            o.output.as_ref(),
+            &topts,
+            &LabelColumns::default(),
+            &mut Widths::default(),
+            out,
+        )?
     }
     if all.is_empty() {
         let ns = if o.all_namespaces {
@@ -507,7 +501,8 @@ pub(crate) async fn watch(
     names: &[String],
     filter: &Filter,
     mut resource_version: String,
-    output: Option<Output>,
+    output: Option<&Output>,
+    extra: &LabelColumns,
     mut widths: Widths,
     out: &mut impl Write,
 ) -> Result<()> {
@@ -566,16 +561,17 @@ pub(crate) async fn watch(
             continue;
         }
         match output {
-            None | Some(Output::Wide) => {
+            None | Some(Output::Wide) | Some(Output::CustomColumns(_)) => {
                 let topts = TableOptions {
-                    wide: output == Some(Output::Wide),
+                    wide: output == Some(&Output::Wide),
                     all_namespaces: ns.is_empty() && kind.namespaced(),
                     now: SystemTime::now(),
                 };
-                let row = printers::row(&m, &topts);
+                let row = table_row(&m, output, &topts, extra);
                 let row: Vec<&str> = row.iter().map(String::as_str).collect();
                 if !printed_header {
-                    let headers = printers::headers(kind, &topts);
+                    let headers = table_headers(kind, output, &topts, extra);
+                    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
                     widths.fit(&headers);
                     widths.fit(&row);
                     write!(out, "{}", widths.line(&headers))?;
@@ -591,6 +587,12 @@ pub(crate) async fn watch(
                 out,
                 "---\n{}",
                 printers::to_yaml(&printers::object_value(&m))
+            )?,
+            Some(Output::JsonPath(t)) => write!(out, "{}", t.render(&printers::object_value(&m)))?,
+            Some(Output::JsonPathAsJson(t)) => write!(
+                out,
+                "{}",
+                printers::jsonpath_as_json(t, &printers::object_value(&m))
             )?,
             Some(Output::Name) => writeln!(out, "{}", printers::name(&m))?,
         }
@@ -819,7 +821,7 @@ pub async fn delete(c: &Client, o: &DeleteOptions, out: &mut impl Write) -> Resu
 /// compare-and-swap on the version read, and starts over on a conflict.
 /// `f` returns the message to print and whether anything changed (nothing
 /// is written when not).
-async fn read_modify_write<F>(
+pub(crate) async fn read_modify_write<F>(
     c: &Client,
     kind: Kind,
     namespace: &str,

@@ -3,20 +3,29 @@
 //! kubectl-style object commands, [`logs`] for `logs` and `exec`) and what
 //! they print ([`printers`], [`describe`], [`table`]).
 
+pub mod annotate;
+pub mod args;
 pub mod client;
 pub mod commands;
 pub mod create;
+pub mod custom_columns;
 pub mod describe;
+pub mod drain;
 pub mod edit;
+pub mod editor;
 pub mod errors;
 pub mod events;
+pub mod exec;
 pub mod field_selector;
+pub mod jsonpath;
 pub mod kubectl;
 pub mod last_applied;
 pub mod log;
 pub mod logs;
+pub mod patch;
 pub mod printers;
 pub mod rollout;
+pub mod run;
 pub mod table;
 pub mod tabwriter;
 pub use drover_api::timefmt;

@@ -60,6 +60,9 @@ pub struct ExecOptions {
     /// `--timeout`: the command is killed after this long (None: the
     /// server's default, 5 minutes).
     pub timeout: Option<Duration>,
+    /// `-t` with `-i` on a terminal: the command gets a terminal (its
+    /// output arrives as one stream, in the terminal's raw bytes).
+    pub tty: bool,
 }
 
 /// Stdin is sent in pieces of at most this many bytes.
@@ -181,7 +184,7 @@ pub async fn exec(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
-    run_exec(c, o, None, out, err).await
+    run_exec(c, o, None, None, out, err).await
 }
 
 /// `drover exec -i`: [`exec`] with `stdin` streamed to the command; its
@@ -193,7 +196,21 @@ pub async fn exec_with_stdin(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
-    run_exec(c, o, Some(Box::new(stdin)), out, err).await
+    run_exec(c, o, Some(Box::new(stdin)), None, out, err).await
+}
+
+/// `drover exec -it`: [`exec_with_stdin`] with a terminal: each size
+/// received on `resizes` (the first one at once) is sent as a terminal
+/// resize.
+pub async fn exec_with_tty(
+    c: &Client,
+    o: &ExecOptions,
+    stdin: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    resizes: tokio::sync::mpsc::Receiver<pb::TerminalSize>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
+    run_exec(c, o, Some(Box::new(stdin)), Some(resizes), out, err).await
 }
 
 type Stdin = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
@@ -227,6 +244,7 @@ async fn run_exec(
     c: &Client,
     o: &ExecOptions,
     stdin: Option<Stdin>,
+    resizes: Option<tokio::sync::mpsc::Receiver<pb::TerminalSize>>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
@@ -252,17 +270,31 @@ async fn run_exec(
         }),
         relayed: false,
         stdin: stdin.is_some(),
-        tty: false,
+        tty: o.tty && stdin.is_some(),
     };
     let (mut stream, feeder) = match stdin {
         None => (c.pod_exec(req).await.map_err(kube)?, None),
         Some(stdin) => {
             let (tx, rx) = tokio::sync::mpsc::channel(2);
+            let resizer = resizes.map(|mut resizes| {
+                let tx = tx.clone();
+                AbortOnDrop(tokio::spawn(async move {
+                    while let Some(size) = resizes.recv().await {
+                        let m = pb::PodExecInput {
+                            resize: Some(size),
+                            ..Default::default()
+                        };
+                        if tx.send(m).await.is_err() {
+                            return;
+                        }
+                    }
+                }))
+            });
             let feeder = tokio::spawn(feed(stdin, tx));
             // Ends with the call (the output): the feeder may wait on a
             // stdin that never ends.
             let stream = c.pod_exec_stream(req, rx).await;
-            (stream.map_err(kube)?, Some(AbortOnDrop(feeder)))
+            (stream.map_err(kube)?, Some((AbortOnDrop(feeder), resizer)))
         }
     };
     let mut code = None;

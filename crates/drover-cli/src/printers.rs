@@ -1,16 +1,23 @@
-//! What `get` prints: kubectl's tables (with `-o wide` and `-A`), and the
-//! `-o json`, `-o yaml` and `-o name` forms. The columns themselves are
-//! `drover_api::columns` (shared with the server's `Table` answers).
+//! What `get` prints: kubectl's tables (with `-o wide` and `-A`, the label
+//! columns of `-L` and `--show-labels`), and the `-o json`, `-o yaml`,
+//! `-o name`, `-o jsonpath[-as-json]=` and `-o custom-columns=` forms. The
+//! columns themselves are `drover_api::columns` (shared with the server's
+//! `Table` answers).
 //!
 //! Everything here is pure: objects and "now" in, text out.
 
+use crate::custom_columns::{self, Column, LabelColumns};
+use crate::jsonpath::Template;
 use crate::table;
+use crate::table::Widths;
+use anyhow::Result;
 pub use drover_api::columns::*;
 use drover_api::{Kind, Manifest};
 use serde_json::{json, Value};
+use std::io::Write;
 
 /// `-o FORMAT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// The table with more columns.
     Wide,
@@ -20,6 +27,65 @@ pub enum Output {
     Yaml,
     /// `kind.group/name`, one per line.
     Name,
+    /// `jsonpath=TEMPLATE`: kubectl's template over the object or the `List`.
+    JsonPath(Template),
+    /// `jsonpath-as-json=TEMPLATE`: each path's results as a JSON list.
+    JsonPathAsJson(Template),
+    /// `custom-columns=HEADER:PATH,…`.
+    CustomColumns(Vec<Column>),
+}
+
+/// The formats `-o` takes, in kubectl's words.
+const FORMATS: &str = "custom-columns, json, jsonpath, jsonpath-as-json, name, wide, yaml";
+
+impl Output {
+    /// Reads `-o`'s value as kubectl does.
+    pub fn parse(s: &str) -> Result<Output, String> {
+        let (format, arg) = match s.split_once('=') {
+            Some((f, a)) => (f, Some(a)),
+            None => (s, None),
+        };
+        let template = |what: &str| -> Result<Template, String> {
+            match arg {
+                None | Some("") => Err(format!(
+                    "template format specified but no template given (-o {what}='{{.metadata.name}}')"
+                )),
+                Some(t) => Template::parse(t).map_err(|e| format!("error parsing jsonpath {t}, {e}")),
+            }
+        };
+        Ok(match (format, arg) {
+            ("wide", None) => Output::Wide,
+            ("json", None) => Output::Json,
+            ("yaml", None) => Output::Yaml,
+            ("name", None) => Output::Name,
+            ("jsonpath", _) => Output::JsonPath(template("jsonpath")?),
+            ("jsonpath-as-json", _) => Output::JsonPathAsJson(template("jsonpath-as-json")?),
+            ("custom-columns", _) => {
+                Output::CustomColumns(custom_columns::parse(arg.unwrap_or(""))?)
+            }
+            _ => {
+                return Err(format!(
+                    "unable to match a printer suitable for the output format {s:?}, allowed formats are: {FORMATS}"
+                ))
+            }
+        })
+    }
+
+    /// Whether this is a table (the default, wide or custom columns).
+    pub fn is_table(o: Option<&Output>) -> bool {
+        matches!(
+            o,
+            None | Some(Output::Wide) | Some(Output::CustomColumns(_))
+        )
+    }
+}
+
+/// `-o jsonpath-as-json`: each path's results as a JSON list, as kubectl.
+pub fn jsonpath_as_json(t: &Template, v: &Value) -> String {
+    t.results(v)
+        .into_iter()
+        .map(|r| to_json(&Value::Array(r.into_iter().cloned().collect())))
+        .collect()
 }
 
 /// A whole table, header included.
@@ -71,6 +137,84 @@ pub fn to_yaml(v: &Value) -> String {
 /// `-o name`: `daemonset.apps/x`.
 pub fn name(m: &Manifest) -> String {
     m.reference()
+}
+
+/// Prints objects in a `get` output format.
+#[allow(clippy::too_many_arguments)]
+pub fn print_objects(
+    kind: Kind,
+    items: &[Manifest],
+    single: bool,
+    output: Option<&Output>,
+    topts: &TableOptions,
+    extra: &LabelColumns,
+    widths: &mut Widths,
+    out: &mut impl Write,
+) -> Result<()> {
+    let whole = || {
+        if single && items.len() == 1 {
+            object_value(&items[0])
+        } else {
+            list_value(items)
+        }
+    };
+    match output {
+        None | Some(Output::Wide) | Some(Output::CustomColumns(_)) => {
+            if !items.is_empty() {
+                let rows: Vec<Vec<String>> = items
+                    .iter()
+                    .map(|m| table_row(m, output, topts, extra))
+                    .collect();
+                let headers = table_headers(kind, output, topts, extra);
+                let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+                write!(out, "{}", table::render_with(widths, &headers, &rows))?;
+            }
+        }
+        Some(Output::Json) => write!(out, "{}", to_json(&whole()))?,
+        Some(Output::Yaml) => write!(out, "{}", to_yaml(&whole()))?,
+        Some(Output::JsonPath(t)) => write!(out, "{}", t.render(&whole()))?,
+        Some(Output::JsonPathAsJson(t)) => write!(out, "{}", jsonpath_as_json(t, &whole()))?,
+        Some(Output::Name) => {
+            for m in items {
+                writeln!(out, "{}", name(m))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The headers of a `get` table: the kind's (or the custom columns), then
+/// the label columns.
+pub fn table_headers(
+    kind: Kind,
+    output: Option<&Output>,
+    topts: &TableOptions,
+    extra: &LabelColumns,
+) -> Vec<String> {
+    if let Some(Output::CustomColumns(cols)) = output {
+        return custom_columns::headers(cols);
+    }
+    let mut h: Vec<String> = headers(kind, topts)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    h.extend(extra.headers());
+    h
+}
+
+/// One row of a `get` table, as [`table_headers`] heads it.
+pub fn table_row(
+    m: &Manifest,
+    output: Option<&Output>,
+    topts: &TableOptions,
+    extra: &LabelColumns,
+) -> Vec<String> {
+    if let Some(Output::CustomColumns(cols)) = output {
+        return custom_columns::cells(cols, m);
+    }
+    let mut r = row(m, topts);
+    r.extend(extra.cells(m));
+    r
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ pub mod kubeconfig;
 pub mod logs;
 pub mod openapi;
 pub mod paging;
-pub mod patch;
+/// The patch types, pure: `drover-api/src/patch/` (shared with `drover patch`).
+pub use drover_api::patch;
 pub mod protobuf;
 pub mod query;
 pub mod read;

@@ -13,7 +13,7 @@
 //! publish too (`x-kubernetes-patch-merge-key`).
 
 use super::PatchError;
-use drover_api::openapi::{list_strategy as strategy, ListStrategy};
+use crate::openapi::{list_strategy as strategy, ListStrategy};
 use serde_json::{Map, Value};
 
 const PATCH: &str = "$patch";

@@ -17,8 +17,10 @@ pub struct PatchError(pub String);
 /// so that `copy` cannot double a document until memory runs out).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonPatchError {
+    /// The patch is malformed, or an operation cannot apply.
     #[error("{0}")]
     Invalid(#[from] PatchError),
+    /// The document would outgrow the limit.
     #[error("{0}")]
     TooLarge(String),
 }
@@ -163,7 +165,7 @@ fn remove(doc: &mut Value, pointer: &str) -> Result<Value, PatchError> {
 
 /// RFC 6902: `add`, `remove`, `replace`, `move`, `copy`, `test`, in order;
 /// all or nothing. The document may not grow past `max_bytes` encoded
-/// (the object size limit, [`crate::limits::MAX_OBJECT_BYTES`]): its size
+/// (the server passes its object size limit, `MAX_OBJECT_BYTES`): its size
 /// is followed op by op, and the op that would cross it is refused before
 /// the next one runs.
 pub fn json_patch(doc: &mut Value, patch: &Value, max_bytes: usize) -> Result<(), JsonPatchError> {
