@@ -192,6 +192,11 @@ struct SimArgs {
     /// Node names are PREFIX0 … PREFIX(N-1).
     #[arg(long, default_value = "sim-")]
     prefix: String,
+    /// Keep the key the nodes join with here (sim-node.key): a sim restarted
+    /// from it (after a SIGKILL) takes its nodes' names back. Without it a
+    /// restarted sim is refused the names of its nodes that still exist.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// A label every node registers with (k=v); repeatable.
     #[arg(long = "label", value_parser = drover_agent::flags::parse_label)]
     labels: Vec<(String, String)>,
@@ -403,6 +408,7 @@ async fn run(cli: Cli) -> Result<()> {
             let (servers, token) = join_target(&cli.conn)?;
             let mut opts = drover_agent::SimOptions::new(servers, token, a.nodes);
             opts.prefix = a.prefix;
+            opts.data_dir = a.data_dir;
             opts.labels = drover_agent::flags::labels(&a.labels)?;
             opts.taints = drover_agent::flags::taints(&a.taints)?;
             opts.sim.ready_delay = a.ready_delay;

@@ -503,6 +503,7 @@ async fn a_sigkilled_sim_makes_its_nodes_not_ready_within_the_timeout_keeping_th
     let c = Client::new(&cfg).expect("client");
     leader(&[&m], &cfg.token, START).await;
 
+    let sim_dir = w.path("sim").to_string_lossy().to_string();
     let sim_args = [
         "sim",
         "--server",
@@ -513,6 +514,10 @@ async fn a_sigkilled_sim_makes_its_nodes_not_ready_within_the_timeout_keeping_th
         "5",
         "--prefix",
         "k-",
+        // Its key is kept: the sim started again after the SIGKILL takes
+        // its nodes' names back.
+        "--data-dir",
+        &sim_dir,
     ];
     w.spawn("sim", &sim_args);
     let all = names("k-", NODES);

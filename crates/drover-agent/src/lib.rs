@@ -464,6 +464,7 @@ async fn run_node<R: Runtime>(
         runtime_version,
         stats: Arc::new(Stats::default()),
         leave_on_stop: opts.leave_on_stop,
+        join_key: None,
     });
     let mut agent = agent::NodeAgent::new(
         shared,

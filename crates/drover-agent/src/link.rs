@@ -196,7 +196,7 @@ pub(crate) async fn certify(
     name: &str,
     token: Option<&JoinToken>,
     renew: Option<&NodeTls>,
-    kept: Option<&NodeTls>,
+    kept: Option<&Credential>,
     node: &[u8],
     timeout: Duration,
 ) -> Result<Certified, Status> {
@@ -211,7 +211,7 @@ pub(crate) async fn certify(
         }
         (None, Some(t)) => {
             let cred = match kept {
-                Some(k) => k.cred.renew_request(&cn),
+                Some(k) => k.renew_request(&cn),
                 None => Credential::generate(&cn),
             }
             .map_err(|e| Status::internal(format!("cannot make a key: {e}")))?;

@@ -59,6 +59,13 @@ pub struct SimOptions {
     pub tuning: Tuning,
     /// Nodes registering at the same time.
     pub max_joining: usize,
+    /// `--data-dir`: where the sim keeps the key its nodes join with
+    /// (`sim-node.key`, 0600), so that a sim restarted from it (after a
+    /// SIGKILL, with the same `--prefix`) takes its nodes' names back: a
+    /// node's name belongs to the key that first joined as it. `None`: a
+    /// new key per node, and a restarted sim is refused the names of its
+    /// nodes that still exist.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl SimOptions {
@@ -78,6 +85,7 @@ impl SimOptions {
                 ..Tuning::default()
             },
             max_joining: 256,
+            data_dir: None,
         }
     }
 }
@@ -116,6 +124,10 @@ impl Sim {
                 .with_context(|| format!("node {name:?} (--prefix {:?})", opts.prefix))?;
         }
         let stats = Arc::new(Stats::default());
+        let join_key = match &opts.data_dir {
+            Some(d) => Some(sim_key(d)?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             servers,
             token,
@@ -131,6 +143,7 @@ impl Sim {
             stats: stats.clone(),
             // Simulated nodes are disposable: they leave on Ctrl-C.
             leave_on_stop: true,
+            join_key,
         });
         let seed = opts.tuning.seed.unwrap_or_else(|| rand::rng().random());
         let (stop, stop_rx) = watch::channel(false);
@@ -269,4 +282,33 @@ pub async fn run_sim(opts: SimOptions, shutdown: impl Future<Output = ()>) -> Re
         tracing::info!("sim: all {n} nodes left");
     }
     Ok(())
+}
+
+/// The key the nodes of a sim with data dir `dir` join with:
+/// `DIR/sim-node.key`, made (0600) on the first start.
+fn sim_key(dir: &std::path::Path) -> Result<drover_pki::Credential> {
+    let path = dir.join("sim-node.key");
+    let key_pem = match drover_pki::read_optional(&path)? {
+        Some(k) => k,
+        None => {
+            std::fs::create_dir_all(dir)
+                .and_then(|()| {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                })
+                .with_context(|| format!("--data-dir {}: cannot make it", dir.display()))?;
+            let k = drover_pki::Credential::generate("sim")?.key_pem;
+            drover_pki::write_private(&path, k.as_bytes())?;
+            k
+        }
+    };
+    let cred = drover_pki::Credential {
+        key_pem,
+        csr_pem: String::new(),
+        cert_pem: String::new(),
+    };
+    // Readable as a key, or say so now rather than on every join.
+    cred.renew_request("sim")
+        .with_context(|| format!("{}: not a key this sim made; remove it", path.display()))?;
+    Ok(cred)
 }

@@ -37,7 +37,9 @@ struct Env {
     _tmp: tempfile::TempDir,
 }
 
-fn sim_options(server: &Server, prefix: &str, nodes: usize) -> SimOptions {
+/// A sim of `nodes` named `prefix…`, keeping its key under `tmp` so that
+/// a sim restarted with the same prefix takes its nodes' names back.
+fn sim_options(server: &Server, tmp: &std::path::Path, prefix: &str, nodes: usize) -> SimOptions {
     let mut so = drover_testkit::sim_options(
         vec![server.grpc_addr.to_string()],
         &server.identity.node_token,
@@ -45,6 +47,7 @@ fn sim_options(server: &Server, prefix: &str, nodes: usize) -> SimOptions {
         nodes,
     );
     so.sim.ready_delay = Duration::from_millis(200);
+    so.data_dir = Some(tmp.join(format!("sim-{prefix}")));
     so
 }
 
@@ -70,7 +73,7 @@ impl Env {
         let sims = groups
             .iter()
             .map(|(prefix, n)| {
-                Some(Sim::start(sim_options(&server, prefix, *n)).expect("sim starts"))
+                Some(Sim::start(sim_options(&server, tmp.path(), prefix, *n)).expect("sim starts"))
             })
             .collect();
         let env = Env {
@@ -588,7 +591,9 @@ async fn dead_nodes_do_not_hold_the_rollout_and_are_updated_when_back() {
     );
 
     // The dead nodes come back: they are updated and the rollout completes.
-    env.sims[1] = Some(Sim::start(sim_options(&env.server, "dead", 2)).expect("sim restarts"));
+    env.sims[1] = Some(
+        Sim::start(sim_options(&env.server, env._tmp.path(), "dead", 2)).expect("sim restarts"),
+    );
     env.wait_ready_nodes(10).await;
     wait_until("every node on the new revision", WAIT, || async {
         let pods = env.pods().await;

@@ -431,6 +431,7 @@ impl Link {
         let addr = self.server_addr().to_string();
         let current = self.creds.clone();
         let token = shared.token.clone();
+        let join_key = shared.join_key.clone();
         let name = me.name.clone();
         let dir = me.data_dir.clone();
         let timeout = shared.tuning.connect_timeout;
@@ -460,7 +461,7 @@ impl Link {
                 other => {
                     // An expired certificate renews nothing: join again
                     // with the node token when there is one.
-                    let kept = other.clone();
+                    let kept = other.as_ref().map(|c| c.cred.clone()).or(join_key);
                     let other = other.filter(|c| !(c.expired(wall) && token.is_some()));
                     let joining = other.is_none();
                     let got = wire::certify(
@@ -468,7 +469,7 @@ impl Link {
                         &name,
                         token.as_ref(),
                         other.as_deref(),
-                        kept.as_deref(),
+                        kept.as_ref(),
                         &hello.node,
                         timeout.max(Duration::from_secs(5)),
                     )

@@ -58,6 +58,10 @@ pub(crate) struct Shared {
     /// stopped) or just stop (the containers keep running; the node comes
     /// back and adopts them).
     pub(crate) leave_on_stop: bool,
+    /// The key a node without a certificate of its own joins with
+    /// (`drover sim --data-dir`: one key for all the sim's nodes, kept so
+    /// that a restarted sim takes its names back); `None`: a new key.
+    pub(crate) join_key: Option<drover_pki::Credential>,
 }
 
 impl Shared {
