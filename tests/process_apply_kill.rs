@@ -80,29 +80,29 @@ impl Server {
     }
 
     /// Starts it again from its data dir alone (it binds the ports it
-    /// recorded; a start that finds one busy is tried again).
-    fn restart(&mut self) {
+    /// recorded) and returns a client once it answers a list. A start that
+    /// exits because a recorded port is still in use is tried again; any
+    /// other exit fails the test.
+    async fn restart(&mut self) -> Client {
         let deadline = Instant::now() + START;
         let data = self.dir.to_string_lossy().to_string();
         loop {
             let log = self.next_log();
-            let mut c = spawn_logged(
+            self.child = Some(spawn_logged(
                 env!("CARGO_BIN_EXE_drover"),
                 &["server", "--data-dir", &data],
                 &log,
-            );
-            // Up once it answers a client: the caller waits for that.
-            std::thread::sleep(POLL);
-            match c.try_wait().expect("try_wait") {
-                Some(st) => {
-                    let out = std::fs::read_to_string(&log).unwrap_or_default();
-                    expect_busy_port_exit("the server", st, &out, deadline);
-                }
-                None => {
-                    self.child = Some(c);
-                    return;
-                }
+            ));
+            if let Some(c) = self.client(deadline).await {
+                return c;
             }
+            let out = std::fs::read_to_string(&log).unwrap_or_default();
+            let st = self
+                .child
+                .take()
+                .and_then(|mut c| c.try_wait().ok().flatten())
+                .expect("client() returns None only when the server exited");
+            expect_busy_port_exit("the server", st, &out, deadline);
         }
     }
 
@@ -110,19 +110,19 @@ impl Server {
         self.dir.join("client.yaml")
     }
 
-    /// A client, once the server answers a list.
-    async fn client(&mut self) -> Client {
-        let deadline = Instant::now() + START;
+    /// A client, once the server answers a list; `None` when the server
+    /// exited first (its status is left to the caller).
+    async fn client(&mut self, deadline: Instant) -> Option<Client> {
         loop {
             if let Some(c) = &mut self.child {
-                if let Some(st) = c.try_wait().expect("try_wait") {
-                    panic!("the server exited on its own: {st}");
+                if c.try_wait().expect("try_wait").is_some() {
+                    return None;
                 }
             }
             if let Ok(cfg) = ClientConfig::load(&self.config()) {
                 if let Ok(c) = Client::new(&cfg) {
                     if c.list_objects("ConfigMap", "default", "").await.is_ok() {
-                        return c;
+                        return Some(c);
                     }
                 }
             }
@@ -179,7 +179,10 @@ async fn count(c: &Client, round: usize) -> usize {
 async fn an_apply_of_3000_objects_is_all_or_nothing_under_sigkill_of_the_server() {
     let tmp = tempfile::tempdir().unwrap();
     let mut s = Server::start(&tmp.path().join("server"));
-    let c = s.client().await;
+    let c = s
+        .client(Instant::now() + START)
+        .await
+        .expect("the server exited on its own");
 
     // An undisturbed apply: how long one takes here.
     let file = tmp.path().join("r0.yaml");
@@ -225,8 +228,7 @@ async fn an_apply_of_3000_objects_is_all_or_nothing_under_sigkill_of_the_server(
         .await
         .unwrap();
         let ok = st.is_some_and(|st| st.success());
-        s.restart();
-        let c = s.client().await;
+        let c = s.restart().await;
         let n = count(&c, round).await;
         let said = std::fs::read_to_string(&out).unwrap_or_default();
         eprintln!(

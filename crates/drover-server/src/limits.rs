@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+pub use drover_api::manifest::MAX_DOCUMENTS;
 pub use drover_api::validation::{
     ECHOED_VALUE_MAX_BYTES, MAX_CONTAINERS, MAX_LABELS, TOTAL_ANNOTATION_SIZE_LIMIT,
     TOTAL_LABEL_SIZE_LIMIT,
