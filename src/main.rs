@@ -88,7 +88,7 @@ enum Cmd {
         #[command(subcommand)]
         cmd: AccessCmd,
     },
-    /// Join tokens.
+    /// Join, admin and metrics tokens.
     Token {
         #[command(subcommand)]
         cmd: TokenCmd,
@@ -231,8 +231,8 @@ enum AccessCmd {
     Issue {
         /// Who it is for (a DNS-style name, e.g. alice or ci-deploy).
         name: String,
-        /// admin: everything; viewer: read, watch and read logs.
-        #[arg(long, value_parser = ["admin", "viewer"])]
+        /// admin: everything; viewer: read, watch and read logs; metrics: /metrics and /status only.
+        #[arg(long, value_parser = ["admin", "viewer", "metrics"])]
         role: String,
         /// How long the certificate lives [default: 1 year].
         #[arg(long, value_parser = humantime::parse_duration)]
@@ -241,13 +241,22 @@ enum AccessCmd {
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
+    /// List the client certificates on record: who, role, serial, expiry, revoked or not.
+    List,
+    /// Revoke NAME's certificates: every member refuses them within a second and closes their connections.
+    Revoke {
+        name: String,
+        /// Only this certificate (its serial, from `drover access list`).
+        #[arg(long)]
+        serial: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
 enum TokenCmd {
-    /// Replace the server or node join token; prints the new one (joined nodes and members are not affected).
+    /// Replace a token and print the new one: server or node (join tokens; joined nodes and members are not affected), admin (connections it let in are closed; members rewrite client.yaml and kubeconfig), metrics (for /metrics and /status; shown only now).
     Rotate {
-        #[arg(value_parser = ["server", "node"])]
+        #[arg(value_parser = ["server", "node", "admin", "metrics"])]
         kind: String,
     },
 }
@@ -440,6 +449,10 @@ async fn run(cli: Cli) -> Result<()> {
                 } => {
                     let path = output.unwrap_or_else(|| PathBuf::from(format!("{name}.yaml")));
                     commands::access_issue(&c, &name, &role, ttl, &path, &mut out).await?
+                }
+                AccessCmd::List => commands::access_list(&c, &mut out).await?,
+                AccessCmd::Revoke { name, serial } => {
+                    commands::access_revoke(&c, &name, serial.as_deref(), &mut out).await?
                 }
             }
         }

@@ -186,6 +186,31 @@ fn attacks_with_the_real_binary_are_refused() {
     let o = run(&["--config", admin_s, "apply", "-f", ds_s]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 
+    // Both are on record; revoking the viewer refuses its config at once,
+    // saying why, and leaves the admin's working.
+    let o = run(&["--config", &config, "access", "list"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let list = text(&o.stdout);
+    assert!(list.starts_with("NAME"), "{list}");
+    for want in ["ci-read", "viewer", "ops", "admin", "Valid"] {
+        assert!(list.contains(want), "{want}: {list}");
+    }
+    let o = run(&["--config", &config, "access", "revoke", "ci-read"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("revoked the viewer certificate"),
+        "{}",
+        text(&o.stdout)
+    );
+    wait_until_blocking("the viewer refused", WAIT, POLL, || {
+        let o = run(&["--config", viewer_s, "get", "nodes"]);
+        !o.status.success() && text(&o.stderr).contains("was revoked by an admin")
+    });
+    let o = run(&["--config", &config, "access", "list"]);
+    assert!(text(&o.stdout).contains("Revoked"), "{}", text(&o.stdout));
+    let o = run(&["--config", admin_s, "get", "ds", "-o", "name"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
     // Rotating the node token: the new one is printed and written; the old
     // one no longer joins a node.
     let o = run(&["--config", &config, "token", "rotate", "node"]);
@@ -279,4 +304,25 @@ fn attacks_with_the_real_binary_are_refused() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = run(&["--config", &config, "get", "nodes", "-o", "name"]);
     assert!(!text(&o.stdout).contains("fresh"), "{}", text(&o.stdout));
+
+    // Rotating the admin token: the server writes the new one in its
+    // client.yaml (so the same --config goes on working) and refuses the
+    // old one.
+    let old_admin = drover_cli::ClientConfig::load(std::path::Path::new(&config))
+        .expect("client.yaml")
+        .token;
+    let o = run(&["--config", &config, "token", "rotate", "admin"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let new_admin = text(&o.stdout).trim().to_string();
+    assert!(new_admin.starts_with("drover-admin-") && new_admin != old_admin);
+    wait_until_blocking("client.yaml has the new admin token", WAIT, POLL, || {
+        drover_cli::ClientConfig::load(std::path::Path::new(&config))
+            .is_ok_and(|c| c.token == new_admin)
+    });
+    let o = run(&["--config", &config, "get", "nodes"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(&[
+        "--server", &grpc, "--token", &old_admin, "--ca", &ca, "get", "nodes",
+    ]);
+    assert!(!o.status.success(), "the old admin token still works");
 }

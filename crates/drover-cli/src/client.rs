@@ -665,6 +665,41 @@ impl Client {
             .token)
     }
 
+    /// The client certificates on record (`drover access list`).
+    pub async fn list_access(&self) -> Result<Vec<pb::AccessRecord>, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let req = self.req(pb::ListAccessRequest {}, Duration::from_secs(10));
+                async move { ClusterClient::new(ch).list_access(req).await }
+            })
+            .await?
+            .into_inner()
+            .records)
+    }
+
+    /// Revokes a client's certificates (`drover access revoke`); answers
+    /// the ones revoked now.
+    pub async fn revoke_access(
+        &self,
+        name: &str,
+        serial: &str,
+    ) -> Result<Vec<pb::AccessRecord>, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let req = self.req(
+                    pb::RevokeAccessRequest {
+                        name: name.to_string(),
+                        serial: serial.to_string(),
+                    },
+                    Duration::from_secs(15),
+                );
+                async move { ClusterClient::new(ch).revoke_access(req).await }
+            })
+            .await?
+            .into_inner()
+            .revoked)
+    }
+
     /// Opens a container's log (`drover logs`). Errors found before any
     /// output (no such pod or container, node not connected) come back here;
     /// later ones (the runtime's) from the stream.

@@ -194,12 +194,86 @@ pub async fn access_issue(
     Ok(())
 }
 
-/// `drover token rotate server|node`: prints the new token; every member
-/// refuses the old one from now on (nodes and members already joined keep
-/// their certificates).
+/// `drover token rotate server|node|admin|metrics`: prints the new token;
+/// every member refuses the old one from now on (nodes and members already
+/// joined keep their certificates; connections the old admin token let in
+/// are closed, and members write the new one in their client.yaml and
+/// kubeconfig). The metrics token is shown only now: the cluster keeps
+/// only its SHA-256.
 pub async fn token_rotate(c: &Client, kind: &str, out: &mut impl Write) -> Result<()> {
     let t = c.rotate_token(kind).await?;
     writeln!(out, "{t}")?;
+    Ok(())
+}
+
+/// `drover access list`: the client certificates on record.
+pub async fn access_list(c: &Client, out: &mut impl Write) -> Result<()> {
+    let records = c.list_access().await?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let when = |s: u64| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
+            .to_string()
+    };
+    let mut rows = Vec::new();
+    for r in &records {
+        let status = if r.revoked_at != 0 {
+            format!("Revoked {} by {}", when(r.revoked_at), r.revoked_by)
+        } else if r.not_after <= now {
+            "Expired".to_string()
+        } else {
+            "Valid".to_string()
+        };
+        rows.push(vec![
+            r.name.clone(),
+            if r.role.is_empty() {
+                "<unknown>".into()
+            } else {
+                r.role.clone()
+            },
+            r.serial.clone(),
+            when(r.not_after),
+            status,
+            if r.issued_by.is_empty() {
+                "<not on record>".into()
+            } else {
+                r.issued_by.clone()
+            },
+        ]);
+    }
+    if records.is_empty() {
+        writeln!(out, "No client certificates are on record.")?;
+        return Ok(());
+    }
+    let headers = ["NAME", "ROLE", "SERIAL", "EXPIRES", "STATUS", "ISSUED BY"];
+    write!(out, "{}", crate::table::render(&headers, &rows))?;
+    Ok(())
+}
+
+/// `drover access revoke NAME [--serial S]`: every member refuses the
+/// certificates from now on and closes the connections they hold.
+pub async fn access_revoke(
+    c: &Client,
+    name: &str,
+    serial: Option<&str>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let revoked = c.revoke_access(name, serial.unwrap_or("")).await?;
+    if revoked.is_empty() {
+        writeln!(
+            out,
+            "every certificate of {name} was revoked or had expired already"
+        )?;
+    }
+    for r in revoked {
+        let role = if r.role.is_empty() {
+            "client"
+        } else {
+            r.role.as_str()
+        };
+        writeln!(out, "revoked the {role} certificate {} of {name}", r.serial)?;
+    }
     Ok(())
 }
 

@@ -23,6 +23,8 @@ pub enum Role {
     Admin(String),
     /// A person or a job that may read, watch and read logs.
     Viewer(String),
+    /// A scraper that may read `/metrics` and `/status`, nothing else.
+    Metrics(String),
 }
 
 impl Role {
@@ -32,6 +34,7 @@ impl Role {
             Role::Node(n) => format!("drover:node:{n}"),
             Role::Admin(n) => format!("drover:admin:{n}"),
             Role::Viewer(n) => format!("drover:viewer:{n}"),
+            Role::Metrics(n) => format!("drover:metrics:{n}"),
         }
     }
 
@@ -46,6 +49,7 @@ impl Role {
             "node" => Some(Role::Node(name.to_string())),
             "admin" => Some(Role::Admin(name.to_string())),
             "viewer" => Some(Role::Viewer(name.to_string())),
+            "metrics" => Some(Role::Metrics(name.to_string())),
             _ => None,
         }
     }
@@ -58,6 +62,7 @@ impl std::fmt::Display for Role {
             Role::Node(n) => write!(f, "node {n}"),
             Role::Admin(n) => write!(f, "admin {n}"),
             Role::Viewer(n) => write!(f, "viewer {n}"),
+            Role::Metrics(n) => write!(f, "metrics reader {n}"),
         }
     }
 }
@@ -201,6 +206,7 @@ mod tests {
             Role::Node("edge-1".into()),
             Role::Admin("ops".into()),
             Role::Viewer("ci".into()),
+            Role::Metrics("prometheus".into()),
         ] {
             assert_eq!(Role::from_common_name(&r.common_name()), Some(r));
         }

@@ -22,6 +22,7 @@
 pub mod ca;
 pub mod cert;
 pub mod net;
+pub mod revoke;
 pub mod tls;
 pub mod token;
 

@@ -2,6 +2,7 @@
 //! whose connections carry the peer's verified certificate.
 
 use crate::cert::PeerCert;
+use crate::revoke::{cut_reason, Revocations, TokenUse};
 use crate::Error;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
@@ -146,6 +147,20 @@ pub struct PeerInfo {
     /// The client certificate, verified against the cluster CA; `None` for
     /// a token holder or an anonymous caller.
     pub cert: Option<Arc<PeerCert>>,
+    /// The admin token a request on this connection was let in with, if
+    /// any: the connection is cut when that token is replaced.
+    pub token: Arc<TokenUse>,
+}
+
+impl PeerInfo {
+    /// A peer without a certificate, as an in-process test makes it.
+    pub fn anonymous(remote: SocketAddr) -> PeerInfo {
+        PeerInfo {
+            remote,
+            cert: None,
+            token: Arc::default(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -159,6 +174,7 @@ struct Counts {
 /// holds at most `per_ip` connections across all of them.
 pub struct Gate {
     limits: Limits,
+    revocations: Arc<Revocations>,
     counts: Mutex<Counts>,
     /// When a refusal was last logged (one line per 10 s at most).
     refused_logged: Mutex<Option<std::time::Instant>>,
@@ -166,8 +182,15 @@ pub struct Gate {
 
 impl Gate {
     pub fn new(limits: Limits) -> Arc<Gate> {
+        Gate::with_revocations(limits, Revocations::new())
+    }
+
+    /// A gate whose connections are cut by `revocations` (see
+    /// [`crate::revoke`]).
+    pub fn with_revocations(limits: Limits, revocations: Arc<Revocations>) -> Arc<Gate> {
         Arc::new(Gate {
             limits,
+            revocations,
             counts: Mutex::new(Counts::default()),
             refused_logged: Mutex::new(None),
         })
@@ -175,6 +198,10 @@ impl Gate {
 
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    pub fn revocations(&self) -> &Arc<Revocations> {
+        &self.revocations
     }
 
     /// Connections open in all (handshakes under way included).
@@ -290,19 +317,29 @@ pub struct TlsConn {
     _guard: Guard,
     /// Until the first request has arrived.
     first: Option<FirstRequest>,
-    /// Ready once the listener's owner cuts every connection (see
-    /// [`incoming_until`]); from then on every read and write fails.
-    cut: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Ready, with the reason, once the listener's owner cuts every
+    /// connection (see [`incoming_until`]) or this one's credential is
+    /// revoked (see [`crate::revoke`]); from then on every read and write
+    /// fails.
+    cut: Pin<Box<dyn Future<Output = &'static str> + Send>>,
+    /// Why it was cut, once it was.
+    cut_for: Option<&'static str>,
 }
 
 impl TlsConn {
     fn check_cut(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
-        match self.cut.as_mut().poll(cx) {
-            Poll::Ready(()) => Err(std::io::Error::new(
+        if self.cut_for.is_none() {
+            if let Poll::Ready(why) = self.cut.as_mut().poll(cx) {
+                tracing::info!("closing the connection of {}: {why}", self.info.remote);
+                self.cut_for = Some(why);
+            }
+        }
+        match self.cut_for {
+            Some(why) => Err(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,
-                "this server is stopping",
+                why,
             )),
-            Poll::Pending => Ok(()),
+            None => Ok(()),
         }
     }
 }
@@ -400,6 +437,7 @@ pub fn incoming_until(
 ) -> mpsc::Receiver<TlsConn> {
     let (tx, rx) = mpsc::channel(256);
     let limits = gate.limits();
+    let revocations = gate.revocations().clone();
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -423,6 +461,7 @@ pub fn incoming_until(
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.get());
             let tx = tx.clone();
             let cut = cut.clone();
+            let revocations = revocations.clone();
             tokio::spawn(async move {
                 let hs = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await;
                 let stream = match hs {
@@ -449,17 +488,53 @@ pub fn incoming_until(
                         }
                     });
                 let mut cut = cut;
+                let token = Arc::new(TokenUse::default());
+                let serial = cert.as_ref().map(|c| c.serial.clone());
+                let revoked_at_open = serial.as_deref().is_some_and(|s| revocations.is_revoked(s));
+                let mut revoked = revocations.subscribe();
+                let uses = token.clone();
                 let conn = TlsConn {
                     inner: stream,
-                    info: PeerInfo { remote, cert },
+                    info: PeerInfo {
+                        remote,
+                        cert,
+                        token,
+                    },
                     _guard: guard,
                     first: Some(FirstRequest::new(limits.first_request_timeout)),
                     cut: Box::pin(async move {
-                        if cut.wait_for(|c| *c).await.is_err() {
-                            // Its sender is gone without cutting: never.
-                            std::future::pending::<()>().await;
+                        let stopping = async {
+                            if cut.wait_for(|c| *c).await.is_err() {
+                                // Its sender is gone without cutting: never.
+                                std::future::pending::<()>().await;
+                            }
+                            "this server is stopping"
+                        };
+                        let revoked = async {
+                            let mut why = "";
+                            let gone = revoked
+                                .wait_for(|r| {
+                                    match cut_reason(r, serial.as_deref(), revoked_at_open, &uses) {
+                                        Some(w) => {
+                                            why = w;
+                                            true
+                                        }
+                                        None => false,
+                                    }
+                                })
+                                .await
+                                .is_err();
+                            if gone {
+                                std::future::pending::<()>().await;
+                            }
+                            why
+                        };
+                        tokio::select! {
+                            why = stopping => why,
+                            why = revoked => why,
                         }
                     }),
+                    cut_for: None,
                 };
                 let _ = tx.send(conn).await;
             });

@@ -3,7 +3,8 @@
 //! that use it, `authorization: Bearer <admin token>`.
 
 use drover_pki::net::PeerInfo;
-use drover_pki::Role;
+use drover_pki::revoke::Revocations;
+use drover_pki::{PeerCert, Role};
 use std::time::SystemTime;
 use tonic::metadata::MetadataValue;
 use tonic::Request;
@@ -19,6 +20,11 @@ pub enum Caller {
     Admin(String),
     /// A viewer certificate: reads, watches, logs.
     Viewer(String),
+    /// A metrics certificate: `/metrics` and `/status` only.
+    Metrics(String),
+    /// A client certificate an admin revoked (`drover access revoke`):
+    /// who it was for, and its serial.
+    Revoked { who: String, serial: String },
     /// No credential (or an expired certificate).
     Anonymous,
 }
@@ -30,6 +36,10 @@ impl std::fmt::Display for Caller {
             Caller::Node { name, .. } => write!(f, "node {name}"),
             Caller::Admin(n) => write!(f, "admin {n}"),
             Caller::Viewer(n) => write!(f, "viewer {n}"),
+            Caller::Metrics(n) => write!(f, "metrics reader {n}"),
+            Caller::Revoked { who, serial } => {
+                write!(f, "the revoked certificate {serial} of {who}")
+            }
             Caller::Anonymous => f.write_str("an anonymous caller"),
         }
     }
@@ -41,27 +51,61 @@ pub fn peer<T>(req: &Request<T>) -> Option<&PeerInfo> {
     req.extensions().get::<PeerInfo>()
 }
 
-/// Who sent `req`: its certificate first, then the admin token.
-pub fn caller<T>(req: &Request<T>, admin_token: &str) -> Caller {
-    if let Some(cert) = peer(req).and_then(|p| p.cert.as_ref()) {
-        // A connection may outlive its certificate: an expired one counts
-        // for nothing.
-        if cert.not_after > SystemTime::now() {
-            return match &cert.role {
-                Role::Member(id) => Caller::Member(*id),
-                Role::Node(name) => Caller::Node {
-                    name: name.clone(),
-                    serial: cert.serial.clone(),
-                },
-                Role::Admin(n) => Caller::Admin(n.clone()),
-                Role::Viewer(n) => Caller::Viewer(n.clone()),
-            };
+/// Who sent `req`: its certificate first, then the admin token (a
+/// connection let in with the token remembers it, so that it is cut when
+/// the token is replaced).
+pub fn caller<T>(req: &Request<T>, admin_token: &str, revocations: &Revocations) -> Caller {
+    let peer = peer(req);
+    if let Some(cert) = peer.and_then(|p| p.cert.as_ref()) {
+        if let Some(c) = of_certificate(cert, revocations) {
+            return c;
         }
     }
     match token_of(req) {
-        Some(t) if same_token(t, admin_token) => Caller::Admin("admin-token".into()),
+        Some(t) if same_token(t, admin_token) => {
+            if let Some(p) = peer {
+                p.token.used(revocations.token());
+            }
+            Caller::Admin("admin-token".into())
+        }
         _ => Caller::Anonymous,
     }
+}
+
+/// Who a verified client certificate speaks for; `None` once it expired
+/// (a connection may outlive its certificate: an expired one counts for
+/// nothing). A revoked client certificate is [`Caller::Revoked`].
+pub fn of_certificate(cert: &PeerCert, revocations: &Revocations) -> Option<Caller> {
+    if cert.not_after <= SystemTime::now() {
+        return None;
+    }
+    let client = |who: String, c: Caller| {
+        if revocations.is_revoked(&cert.serial) {
+            Caller::Revoked {
+                who,
+                serial: cert.serial.clone(),
+            }
+        } else {
+            c
+        }
+    };
+    Some(match &cert.role {
+        Role::Member(id) => Caller::Member(*id),
+        Role::Node(name) => Caller::Node {
+            name: name.clone(),
+            serial: cert.serial.clone(),
+        },
+        Role::Admin(n) => client(format!("admin {n}"), Caller::Admin(n.clone())),
+        Role::Viewer(n) => client(format!("viewer {n}"), Caller::Viewer(n.clone())),
+        Role::Metrics(n) => client(format!("metrics reader {n}"), Caller::Metrics(n.clone())),
+    })
+}
+
+/// The refusal's words for a revoked certificate.
+pub fn revoked_message(who: &str, serial: &str) -> String {
+    format!(
+        "the certificate of {who} (serial {serial}) was revoked by an admin (drover access revoke): ask an admin for a new client config (drover access issue)"
+    )
 }
 
 /// gRPC messages may be this large (snapshots, big lists).

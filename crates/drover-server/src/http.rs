@@ -5,12 +5,13 @@
 //! `/health` (and `/healthz`) say only whether this member is healthy: 200
 //! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
 //! about the cluster (member ids, terms, errors) leaks to whoever can reach
-//! the port. `/status` tells it all and needs the admin token
-//! (`authorization: Bearer T`) or a viewer, admin or member certificate
-//! (a scraper need not hold admin): without one it answers 401, with
-//! another token or a node certificate 403. `/metrics` (the Prometheus
-//! text format, [`crate::metrics`]) needs the same: it names DaemonSets
-//! and counts nodes and pods.
+//! the port. `/status` tells it all and needs the metrics token or the
+//! admin token (`authorization: Bearer T`), or a metrics, viewer, admin
+//! or member certificate (a scraper need not hold admin, nor read
+//! Secrets): without one it answers 401, with another token or a node
+//! certificate 403, with a revoked certificate 401. `/metrics` (the
+//! Prometheus text format, [`crate::metrics`]) needs the same: it names
+//! DaemonSets and counts nodes and pods.
 
 use crate::auth::same_token;
 use crate::cache::Informer;
@@ -127,31 +128,43 @@ async fn health(State(ctx): State<Arc<Ctx>>) -> (StatusCode, Json<Value>) {
     }
 }
 
-/// Lets in a viewer, admin or member certificate (unexpired), else
-/// [`admin`]'s token check; a node certificate is refused (403).
+/// Lets in a viewer, admin, metrics or member certificate (unexpired,
+/// not revoked), else [`by_token`]'s check; a node certificate is refused
+/// (403), a revoked one 401.
 fn reader(ctx: &Ctx, req: &Request) -> Result<(), (StatusCode, Json<Value>)> {
-    use drover_pki::Role;
-    let cert = req
+    use crate::auth::{self, Caller};
+    let peer = req
         .extensions()
         .get::<ConnectInfo<crate::kapi::Peer>>()
-        .and_then(|c| c.0 .0.as_ref())
-        .and_then(|p| p.cert.clone())
-        .filter(|c| c.not_after > std::time::SystemTime::now());
-    match cert.as_ref().map(|c| &c.role) {
-        Some(Role::Viewer(_) | Role::Admin(_) | Role::Member(_)) => Ok(()),
-        Some(Role::Node(n)) => Err((
+        .and_then(|c| c.0 .0.as_ref());
+    let caller = peer
+        .and_then(|p| p.cert.as_ref())
+        .and_then(|c| auth::of_certificate(c, &ctx.revocations));
+    let refuse = |code, msg: String| Err((code, Json(json!({ "error": msg }))));
+    match caller {
+        Some(Caller::Viewer(_) | Caller::Admin(_) | Caller::Member(_) | Caller::Metrics(_)) => {
+            Ok(())
+        }
+        Some(Caller::Revoked { who, serial }) => refuse(
+            StatusCode::UNAUTHORIZED,
+            auth::revoked_message(&who, &serial),
+        ),
+        Some(other) => refuse(
             StatusCode::FORBIDDEN,
-            Json(json!({
-                "error": format!("node {n}'s certificate may not read /status or /metrics: use a viewer certificate (drover access issue NAME --role viewer) or the admin token")
-            })),
-        )),
-        None => admin(ctx, req.headers()),
+            format!("{other}'s certificate may not read /status or /metrics: use a metrics or viewer certificate (drover access issue NAME --role metrics), the metrics token (drover token rotate metrics) or the admin token"),
+        ),
+        None => by_token(ctx, req.headers(), peer),
     }
 }
 
-/// Refuses a request without the admin token (401) or with another (403).
-/// A member still joining has no admin token yet: 503.
-fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)> {
+/// Lets in the admin token or the metrics token; refuses a request
+/// without a token (401) or with another (403). A member still joining
+/// has no admin token yet: 503.
+fn by_token(
+    ctx: &Ctx,
+    headers: &HeaderMap,
+    peer: Option<&drover_pki::net::PeerInfo>,
+) -> Result<(), (StatusCode, Json<Value>)> {
     let token = ctx.admin_token();
     if token.is_empty() {
         return Err((
@@ -164,19 +177,32 @@ fn admin(ctx: &Ctx, headers: &HeaderMap) -> Result<(), (StatusCode, Json<Value>)
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
     match given {
         None => Err((
             StatusCode::UNAUTHORIZED,
             Json(json!({
-                "error": "/status and /metrics need the admin token (send `authorization: Bearer T` with the token from the server's client.yaml) or a viewer certificate (drover access issue NAME --role viewer)"
+                "error": "/status and /metrics need a credential: the metrics token (`authorization: Bearer T`, made by drover token rotate metrics), a metrics or viewer certificate (drover access issue NAME --role metrics), or the admin token"
             })),
         )),
-        Some(t) if same_token(t, &token) => Ok(()),
+        Some(t) if same_token(t, &token) => {
+            if let Some(p) = peer {
+                p.token.used(ctx.revocations.token());
+            }
+            Ok(())
+        }
+        Some(t)
+            if ctx.metrics_token().is_some_and(|want| {
+                drover_pki::token::same(crate::trust::sha256_hex(t).as_bytes(), want.as_bytes())
+            }) =>
+        {
+            Ok(())
+        }
         Some(_) => Err((
             StatusCode::FORBIDDEN,
             Json(json!({
-                "error": "wrong token for /status: use the admin token from the server's client.yaml"
+                "error": "wrong token for /status and /metrics: use the metrics token (drover token rotate metrics makes a new one) or the admin token from the server's client.yaml"
             })),
         )),
     }

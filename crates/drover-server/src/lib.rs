@@ -34,6 +34,7 @@
 //! `kubeconfig`, `server-token` and `node-token` are written as soon as the member
 //! serves, and again whenever the membership or a token changes.
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod cache;
@@ -373,7 +374,13 @@ impl Server {
         } else {
             identity.admin_token.clone()
         };
-        let mut ctx = ctx::Ctx::new(store.clone(), admin_now, trust.clone(), timeout);
+        let mut ctx = ctx::Ctx::with_revocations(
+            store.clone(),
+            admin_now,
+            trust.clone(),
+            timeout,
+            connections.revocations().clone(),
+        );
         ctx.join_catch_up = opts.join_catch_up.max(timeout);
         let ctx = Arc::new(ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -389,6 +396,8 @@ impl Server {
                 shutdown_rx.clone(),
             )),
             tokio::spawn(loops::heartbeats::relay(ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(access::follow(ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(loops::tokens::follow(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(ports::serve_grpc(
                 grpc_l,
                 ctx.clone(),
@@ -661,6 +670,7 @@ async fn keep_client_file(
         (
             ctx.trust.token(drover_pki::TokenKind::Server),
             ctx.trust.token(drover_pki::TokenKind::Node),
+            ctx.admin_token(),
         )
     };
     let mut last = server_list(&ctx.store, &me);
@@ -684,11 +694,25 @@ async fn keep_client_file(
         let now = server_list(&ctx.store, &me);
         let now_tokens = tokens(&ctx);
         if now != last || now_tokens != last_tokens {
+            if now_tokens.2 != last_tokens.2 && !now_tokens.2.is_empty() {
+                // A rotated admin token: the kubeconfig is written again.
+                kubeconfig_of = match kapi::kubeconfig::write(&dir, &ctx, &me.http) {
+                    Ok(()) => Some(kapi::kubeconfig::members(&ctx, &me.http)),
+                    Err(e) => {
+                        tracing::warn!("{e:#}");
+                        None
+                    }
+                };
+            }
             last_tokens = now_tokens;
             // The identity on disk has the admin token once joined.
             if let Ok(Some(mut id)) = Identity::load(&dir) {
                 id.server_token = ctx.trust.token(drover_pki::TokenKind::Server).to_string();
                 id.node_token = ctx.trust.token(drover_pki::TokenKind::Node).to_string();
+                let admin = ctx.admin_token();
+                if !admin.is_empty() {
+                    id.admin_token = admin;
+                }
                 if let Err(e) = id.save(&dir) {
                     tracing::warn!("cannot rewrite server.json: {e:#}");
                 }

@@ -41,6 +41,14 @@ pub fn token_key(kind: TokenKind) -> String {
     format!("{TOKEN_KEY}{}", kind.as_str())
 }
 
+/// Store key of the rotated admin token (sealed: members write it in
+/// their `client.yaml` and kubeconfig).
+pub const ADMIN_TOKEN_KEY: &str = "/drover/tokens/admin";
+
+/// Store key of the metrics token's SHA-256 (only checked, so never
+/// kept itself).
+pub const METRICS_TOKEN_KEY: &str = "/drover/tokens/metrics";
+
 /// The prefix of replicated tokens.
 pub const TOKEN_KEY: &str = "/drover/tokens/";
 
@@ -57,7 +65,12 @@ struct SealedToken {
 
 /// The SHA-256 of a token's text, hex.
 pub fn token_digest(t: &JoinToken) -> String {
-    let d = digest::digest(&digest::SHA256, t.to_string().as_bytes());
+    sha256_hex(&t.to_string())
+}
+
+/// The SHA-256 of a text, hex.
+pub fn sha256_hex(text: &str) -> String {
+    let d = digest::digest(&digest::SHA256, text.as_bytes());
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -282,20 +295,26 @@ impl Trust {
     /// `t` as it is replicated under [`token_key`] (sealed, with its
     /// SHA-256).
     pub fn seal_token(&self, t: &JoinToken) -> Result<Vec<u8>, ApiError> {
+        self.seal_secret(t.kind.as_str(), &t.to_string())
+    }
+
+    /// A secret of `kind` (a join token's kind, or "admin") as it is
+    /// replicated: sealed with the CA's key, beside its SHA-256.
+    pub fn seal_secret(&self, kind: &str, text: &str) -> Result<Vec<u8>, ApiError> {
         let key = self.seal_key()?;
         let nonce: [u8; aead::NONCE_LEN] = rand::random();
-        let mut buf = t.to_string().into_bytes();
+        let mut buf = text.as_bytes().to_vec();
         key.seal_in_place_append_tag(
             aead::Nonce::assume_unique_for_key(nonce),
-            aead::Aad::from(t.kind.as_str().as_bytes()),
+            aead::Aad::from(kind.as_bytes()),
             &mut buf,
         )
         .map_err(|_| ApiError::Internal("cannot seal the token".into()))?;
         let mut sealed = nonce.to_vec();
         sealed.extend_from_slice(&buf);
         let record = SealedToken {
-            kind: t.kind.as_str().to_string(),
-            sha256: token_digest(t),
+            kind: kind.to_string(),
+            sha256: sha256_hex(text),
             sealed: base64::engine::general_purpose::STANDARD.encode(sealed),
         };
         serde_json::to_vec(&record).map_err(|e| ApiError::Internal(format!("token record: {e}")))
@@ -310,17 +329,45 @@ impl Trust {
             let t = JoinToken::parse(text, "the replicated token").map_err(|e| e.to_string())?;
             return Ok(Replicated::Clear(t));
         };
-        if record.kind != kind.as_str() {
+        let current = self.token(kind);
+        match self.open_record(kind.as_str(), &record, &current.to_string())? {
+            None => Ok(Replicated::Sealed(current)),
+            Some(text) => {
+                let t =
+                    JoinToken::parse(&text, "the replicated token").map_err(|e| e.to_string())?;
+                Ok(Replicated::Sealed(t))
+            }
+        }
+    }
+
+    /// The secret of `kind` in a record [`Trust::seal_secret`] wrote:
+    /// `None` when it is `current` (already taken up).
+    pub fn open_secret(
+        &self,
+        kind: &str,
+        value: &[u8],
+        current: &str,
+    ) -> Result<Option<String>, String> {
+        let record = serde_json::from_slice::<SealedToken>(value)
+            .map_err(|e| format!("not a sealed token record: {e}"))?;
+        self.open_record(kind, &record, current)
+    }
+
+    fn open_record(
+        &self,
+        kind: &str,
+        record: &SealedToken,
+        current: &str,
+    ) -> Result<Option<String>, String> {
+        if record.kind != kind {
             return Err(format!(
-                "a {} token under the {} token's key",
-                record.kind,
-                kind.as_str()
+                "a {} token under the {kind} token's key",
+                record.kind
             ));
         }
         // Already taken up: no need to unseal it again.
-        let current = self.token(kind);
-        if drover_pki::token::same(record.sha256.as_bytes(), token_digest(&current).as_bytes()) {
-            return Ok(Replicated::Sealed(current));
+        if drover_pki::token::same(record.sha256.as_bytes(), sha256_hex(current).as_bytes()) {
+            return Ok(None);
         }
         let sealed = base64::engine::general_purpose::STANDARD
             .decode(record.sealed.as_bytes())
@@ -334,14 +381,13 @@ impl Trust {
         let mut buf = ciphertext.to_vec();
         let key = self.seal_key().map_err(|e| e.to_string())?;
         let plain = key
-            .open_in_place(nonce, aead::Aad::from(kind.as_str().as_bytes()), &mut buf)
+            .open_in_place(nonce, aead::Aad::from(kind.as_bytes()), &mut buf)
             .map_err(|_| "sealed: does not open with this cluster's CA key".to_string())?;
         let text = std::str::from_utf8(plain).map_err(|_| "sealed: not text".to_string())?;
-        let t = JoinToken::parse(text, "the replicated token").map_err(|e| e.to_string())?;
-        if !drover_pki::token::same(record.sha256.as_bytes(), token_digest(&t).as_bytes()) {
+        if !drover_pki::token::same(record.sha256.as_bytes(), sha256_hex(text).as_bytes()) {
             return Err("sha256: does not match the sealed token".into());
         }
-        Ok(Replicated::Sealed(t))
+        Ok(Some(text.to_string()))
     }
 
     /// Signs a certificate for `role` over the key of `csr`.

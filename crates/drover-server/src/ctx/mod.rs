@@ -11,6 +11,7 @@ use crate::error::ApiError;
 use crate::heartbeats::Heartbeats;
 use crate::sessions::Sessions;
 use crate::trust::Trust;
+use drover_pki::revoke::{token_mark, Revocations};
 use drover_store::{Error as StoreError, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -25,6 +26,12 @@ pub struct Ctx {
     pub id: u64,
     /// Empty while a joining member has not finished joining.
     admin_token: RwLock<String>,
+    /// The SHA-256 (hex) of the metrics token, once one was made
+    /// (`drover token rotate metrics`): only a digest, it is only checked.
+    metrics_token: RwLock<Option<String>>,
+    /// Revoked certificates and the admin token in force, for requests and
+    /// for the connections already open (shared with the ports' gate).
+    pub revocations: Arc<Revocations>,
     /// The CA, this member's certificate, the join tokens.
     pub trust: Arc<Trust>,
     /// How long a call waits for a leader, a read or a write.
@@ -43,10 +50,26 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(store: Store, admin_token: String, trust: Arc<Trust>, timeout: Duration) -> Self {
+        Ctx::with_revocations(store, admin_token, trust, timeout, Revocations::new())
+    }
+
+    /// [`Ctx::new`] sharing `revocations` with the ports' connection gate.
+    pub fn with_revocations(
+        store: Store,
+        admin_token: String,
+        trust: Arc<Trust>,
+        timeout: Duration,
+        revocations: Arc<Revocations>,
+    ) -> Self {
+        if !admin_token.is_empty() {
+            revocations.set_token(token_mark(&admin_token));
+        }
         Ctx {
             id: store.id(),
             store,
             admin_token: RwLock::new(admin_token),
+            metrics_token: RwLock::new(None),
+            revocations,
             trust,
             timeout,
             join_catch_up: Duration::from_secs(60),
@@ -65,9 +88,29 @@ impl Ctx {
             .clone()
     }
 
-    /// Sets the admin token (a joining member learns it from the leader).
+    /// Sets the admin token (a joining member learns it from the leader,
+    /// every member a rotated one from the store): connections let in with
+    /// another token are cut.
     pub fn set_admin_token(&self, token: String) {
+        if !token.is_empty() {
+            self.revocations.set_token(token_mark(&token));
+        }
         *self.admin_token.write().unwrap_or_else(|e| e.into_inner()) = token;
+    }
+
+    /// The SHA-256 (hex) of the metrics token, if one was made.
+    pub fn metrics_token(&self) -> Option<String> {
+        self.metrics_token
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_metrics_token(&self, sha256: Option<String>) {
+        *self
+            .metrics_token
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = sha256;
     }
 
     /// A (lazily connected, shared) channel to another member, over TLS

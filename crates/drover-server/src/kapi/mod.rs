@@ -35,7 +35,7 @@ pub mod watch;
 pub mod write;
 
 use crate::api::Objects;
-use crate::auth::{same_token, Caller};
+use crate::auth::{self, same_token, Caller};
 use crate::cache::Informer;
 use crate::ctx::Ctx;
 use crate::limits::MAX_KAPI_BODY_BYTES;
@@ -48,11 +48,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use drover_api::Kind;
 use drover_pki::net::PeerInfo;
-use drover_pki::Role;
 use query::Query;
 use status::Refusal;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// The connection a request came on: its client certificate, if any.
 #[derive(Debug, Clone)]
@@ -81,35 +79,33 @@ fn authorize(
             "this server is still joining its cluster; ask another member or retry",
         ));
     }
-    let cert = peer
+    let by_cert = peer
         .0
         .as_ref()
         .and_then(|p| p.cert.as_ref())
-        .filter(|c| c.not_after > SystemTime::now());
-    let caller = match cert {
-        Some(c) => match &c.role {
-            Role::Member(id) => {
-                if ctx.store.members().get(id).is_some_and(|m| m.removed) {
-                    return Err(Refusal::forbidden(format!(
-                        "member {id:016x} was removed from this cluster: its certificate counts for nothing"
-                    )));
-                }
-                Caller::Member(*id)
-            }
-            Role::Node(name) => Caller::Node {
-                name: name.clone(),
-                serial: c.serial.clone(),
-            },
-            Role::Admin(n) => Caller::Admin(n.clone()),
-            Role::Viewer(n) => Caller::Viewer(n.clone()),
-        },
+        .and_then(|c| auth::of_certificate(c, &ctx.revocations));
+    let caller = match by_cert {
+        Some(Caller::Member(id)) if ctx.store.members().get(&id).is_some_and(|m| m.removed) => {
+            return Err(Refusal::forbidden(format!(
+                "member {id:016x} was removed from this cluster: its certificate counts for nothing"
+            )));
+        }
+        Some(Caller::Revoked { who, serial }) => {
+            return Err(Refusal::unauthorized(auth::revoked_message(&who, &serial)));
+        }
+        Some(c) => c,
         None => {
             let given = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "));
             match given {
-                Some(t) if same_token(t.trim(), &token) => Caller::Admin("admin-token".into()),
+                Some(t) if same_token(t.trim(), &token) => {
+                    if let Some(p) = &peer.0 {
+                        p.token.used(ctx.revocations.token());
+                    }
+                    Caller::Admin("admin-token".into())
+                }
                 Some(_) => {
                     return Err(Refusal::unauthorized(
                         "wrong token: use the admin token (DATA_DIR/kubeconfig has it)",

@@ -36,7 +36,7 @@ impl agent_server::Agent for AgentSvc {
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let caller = crate::auth::caller(&req, "");
+        let caller = crate::auth::caller(&req, "", &self.ctx.revocations);
         let (name, serial) = match caller {
             crate::auth::Caller::Node { name, serial } => (name, serial),
             crate::auth::Caller::Anonymous => {

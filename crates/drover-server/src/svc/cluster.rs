@@ -230,7 +230,7 @@ impl cluster_server::Cluster for ClusterSvc {
         req: Request<pb::JoinRequest>,
     ) -> Result<Response<pb::JoinResponse>, Status> {
         let hops = hops(&req);
-        let caller = auth::caller(&req, "");
+        let caller = auth::caller(&req, "", &self.0.revocations);
         let r = req.into_inner();
         // The joiner itself, or a member relaying its call to the leader
         // (a follower forwards over its own member certificate, after it
@@ -323,7 +323,7 @@ impl cluster_server::Cluster for ClusterSvc {
         &self,
         req: Request<pb::CertifyRequest>,
     ) -> Result<Response<pb::CertifyResponse>, Status> {
-        let caller = auth::caller(&req, "");
+        let caller = auth::caller(&req, "", &self.0.revocations);
         let r = req.into_inner();
         if r.csr.len() > CSR_MAX {
             return Err(
@@ -345,7 +345,12 @@ impl cluster_server::Cluster for ClusterSvc {
         &self,
         req: Request<pb::IssueClientRequest>,
     ) -> Result<Response<pb::IssueClientResponse>, Status> {
-        admin(&self.0, &req, "issuing a client certificate")?;
+        let caller = super::authorize(
+            &self.0,
+            &req,
+            super::Access::Write,
+            "issuing a client certificate",
+        )?;
         let r = req.into_inner();
         if r.csr.len() > CSR_MAX {
             return Err(Reason::BadRequest.status(format!(
@@ -364,10 +369,11 @@ impl cluster_server::Cluster for ClusterSvc {
         let role = match r.role.as_str() {
             "admin" => Role::Admin(r.name.clone()),
             "viewer" => Role::Viewer(r.name.clone()),
+            "metrics" => Role::Metrics(r.name.clone()),
             other => {
                 let shown: String = other.chars().take(32).collect();
                 return Err(Reason::Invalid.status(format!(
-                    "role: Unsupported value: {shown:?}: supported values: \"admin\", \"viewer\""
+                    "role: Unsupported value: {shown:?}: supported values: \"admin\", \"viewer\", \"metrics\""
                 )));
             }
         };
@@ -383,7 +389,25 @@ impl cluster_server::Cluster for ClusterSvc {
             .trust
             .sign(&r.csr, &role, &[], ttl)
             .map_err(super::status)?;
-        tracing::info!("issued a client certificate for {role}");
+        // On record before it is handed out: every certificate out there
+        // can be revoked by its name.
+        let record = crate::access::Record {
+            name: r.name.clone(),
+            role: r.role.clone(),
+            serial: issued.serial.clone(),
+            not_after: crate::access::unix(issued.not_after),
+            issued_at: crate::access::unix(std::time::SystemTime::now()),
+            issued_by: caller.to_string(),
+            revoked_at: None,
+            revoked_by: None,
+        };
+        crate::access::record_issued(&self.0, &record)
+            .await
+            .map_err(super::status)?;
+        tracing::info!(
+            "issued a client certificate for {role} (serial {}) to {caller}",
+            issued.serial
+        );
         Ok(Response::new(pb::IssueClientResponse {
             cert: issued.cert_pem,
             ca: self.0.trust.ca.cert_pem().to_string(),
@@ -395,21 +419,91 @@ impl cluster_server::Cluster for ClusterSvc {
         &self,
         req: Request<pb::RotateTokenRequest>,
     ) -> Result<Response<pb::RotateTokenResponse>, Status> {
-        admin(&self.0, &req, "rotating a join token")?;
+        let caller = super::authorize(&self.0, &req, super::Access::Write, "rotating a token")?;
         let kind = match req.get_ref().kind.as_str() {
             "server" => TokenKind::Server,
             "node" => TokenKind::Node,
+            "admin" => {
+                let token = crate::identity::new_token("admin");
+                // The connection that asks keeps working: its caller is
+                // the one who knows the new token.
+                if let Some(p) = auth::peer(&req) {
+                    p.token.used(drover_pki::revoke::token_mark(&token));
+                }
+                crate::loops::tokens::publish_admin(&self.0, &token)
+                    .await
+                    .map_err(super::status)?;
+                tracing::info!("{caller} rotated the admin token");
+                return Ok(Response::new(pb::RotateTokenResponse { token }));
+            }
+            "metrics" => {
+                let token = crate::identity::new_token("metrics");
+                crate::loops::tokens::publish_metrics(&self.0, &token)
+                    .await
+                    .map_err(super::status)?;
+                tracing::info!("{caller} made a new metrics token");
+                return Ok(Response::new(pb::RotateTokenResponse { token }));
+            }
             _ => {
-                return Err(Reason::Invalid
-                    .status("kind: Unsupported value: supported values: \"server\", \"node\""))
+                return Err(Reason::Invalid.status(
+                    "kind: Unsupported value: supported values: \"server\", \"node\", \"admin\", \"metrics\"",
+                ))
             }
         };
         let token = drover_pki::JoinToken::generate(kind, self.0.trust.ca.digest());
         crate::loops::tokens::publish(&self.0, &token)
             .await
             .map_err(super::status)?;
+        tracing::info!("{caller} rotated the {} token", kind.as_str());
         Ok(Response::new(pb::RotateTokenResponse {
             token: token.to_string(),
+        }))
+    }
+
+    async fn list_access(
+        &self,
+        req: Request<pb::ListAccessRequest>,
+    ) -> Result<Response<pb::ListAccessResponse>, Status> {
+        admin(&self.0, &req, "listing client certificates")?;
+        let records = crate::access::list(&self.0).await.map_err(super::status)?;
+        Ok(Response::new(pb::ListAccessResponse {
+            records: records.iter().map(|r| r.to_proto()).collect(),
+        }))
+    }
+
+    async fn revoke_access(
+        &self,
+        req: Request<pb::RevokeAccessRequest>,
+    ) -> Result<Response<pb::RevokeAccessResponse>, Status> {
+        let caller = super::authorize(
+            &self.0,
+            &req,
+            super::Access::Write,
+            "revoking a client certificate",
+        )?;
+        let r = req.into_inner();
+        let bad = drover_api::validation::is_dns1123_subdomain(&r.name);
+        if !bad.is_empty() {
+            let shown: String = r.name.chars().take(64).collect();
+            return Err(Reason::Invalid.status(format!(
+                "name: Invalid value: {shown:?}: {}",
+                bad.join("; ")
+            )));
+        }
+        let serial = (!r.serial.is_empty()).then_some(r.serial.as_str());
+        let revoked = crate::access::revoke(&self.0, &r.name, serial, &caller.to_string())
+            .await
+            .map_err(super::status)?;
+        for rec in &revoked {
+            tracing::info!(
+                "{caller} revoked the certificate {} of {} {}",
+                rec.serial,
+                rec.role,
+                rec.name
+            );
+        }
+        Ok(Response::new(pb::RevokeAccessResponse {
+            revoked: revoked.iter().map(|r| r.to_proto()).collect(),
         }))
     }
 }

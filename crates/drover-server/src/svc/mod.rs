@@ -116,7 +116,10 @@ pub fn authorize<T>(
     what: &str,
 ) -> Result<Caller, Status> {
     let token = ctx.admin_token();
-    let caller = auth::caller(req, &token);
+    let caller = auth::caller(req, &token, &ctx.revocations);
+    if let Caller::Revoked { who, serial } = &caller {
+        return Err(Reason::Unauthorized.status(auth::revoked_message(who, serial)));
+    }
     // A member certificate counts only while its member is in the cluster:
     // removing a member revokes it.
     if let Caller::Member(id) = caller {
@@ -139,6 +142,14 @@ pub fn authorize<T>(
         return Err(Reason::Joining
             .status("this server is still joining its cluster; ask another member or retry"));
     }
+    let metrics = ctx.metrics_token();
+    if let (Caller::Anonymous, Some(t), Some(m)) = (&caller, auth::token_of(req), metrics) {
+        if drover_pki::token::same(crate::trust::sha256_hex(t).as_bytes(), m.as_bytes()) {
+            return Err(Reason::Forbidden.status(format!(
+                "the metrics token may not call {what}: it reads /metrics and /status on the HTTP port only"
+            )));
+        }
+    }
     if caller == Caller::Anonymous && auth::token_of(req).is_some() {
         return Err(Reason::Forbidden.status(format!(
             "wrong token for {what}: use the admin token from the server's client.yaml"
@@ -155,6 +166,9 @@ pub fn refusal(caller: &Caller, what: &str, access: Access) -> Status {
         )),
         Caller::Anonymous => Reason::Unauthorized.status(format!(
             "{what} is for members of the cluster only"
+        )),
+        Caller::Metrics(_) => Reason::Forbidden.status(format!(
+            "{caller} may not call {what}: a metrics credential reads /metrics and /status on the HTTP port only"
         )),
         other => Reason::Forbidden.status(format!("{other} may not call {what}")),
     }
