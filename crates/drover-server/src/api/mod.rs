@@ -10,6 +10,7 @@
 //! are [`ApiError`]s, turned into wire statuses only by the services.
 
 mod apply;
+pub mod batch;
 pub mod codec;
 pub mod mirror;
 pub mod node_certs;

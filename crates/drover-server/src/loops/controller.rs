@@ -11,6 +11,7 @@
 
 use super::revisions::{self, RevisionSync, Revisions, RolledBack};
 use super::written_revision as rev;
+use crate::api::batch::{Write, Written};
 use crate::api::mirror;
 use crate::api::Objects;
 use crate::cache::{Informer, Snapshot};
@@ -365,9 +366,13 @@ impl Leading {
             nodes.iter().copied(),
             pods.iter().copied(),
         ));
-        for p in doomed {
-            match self.objects.delete_read(Kind::Pod, &p.metadata).await {
-                Ok(w) => written = written.max(w),
+        let deletes = doomed
+            .iter()
+            .map(|p| Write::Delete(Kind::Pod, p.metadata.clone()))
+            .collect();
+        for (p, r) in doomed.iter().zip(self.objects.execute(deletes).await) {
+            match r {
+                Ok(w) => written = written.max(w.revision()),
                 Err(e) => {
                     tracing::debug!(pod = %p.metadata.name, "garbage collection: {}", e)
                 }
@@ -495,46 +500,44 @@ impl Leading {
             }
         }
         // Deletions: the uid is the precondition (an adopted pod changed its
-        // resourceVersion in this very plan, so do not pin that).
-        let deletions = plan.delete.iter().cloned().map(|d| {
-            let objects = self.objects.clone();
-            async move {
-                let current = objects.get(Kind::Pod, &d.namespace, &d.name).await;
-                let current = match current {
-                    Ok(m) if m.metadata().uid == d.uid => m,
-                    _ => return (d, Err(())),
-                };
-                match objects.delete_read(Kind::Pod, current.metadata()).await {
-                    Ok(w) => (d, Ok(w)),
-                    Err(e) => {
-                        tracing::debug!(pod = %d.name, "delete: {}", e);
-                        (d, Err(()))
-                    }
+        // resourceVersion in this very plan, so do not pin that): each pod
+        // is deleted at the version this member holds, if it is still that
+        // incarnation; all of them in as few raft entries as possible.
+        let mut doomed = Vec::new();
+        let mut deletes = Vec::new();
+        for d in &plan.delete {
+            match self
+                .objects
+                .get_local(Kind::Pod, &d.namespace, &d.name)
+                .await
+            {
+                Ok(m) if m.metadata().uid == d.uid => {
+                    deletes.push(Write::Delete(Kind::Pod, m.metadata().clone()));
+                    doomed.push(d);
                 }
-            }
-        });
-        let deleted: Vec<_> = futures_util::stream::iter(deletions)
-            .buffer_unordered(CONCURRENT_WRITES)
-            .collect()
-            .await;
-        for (d, r) in deleted {
-            if let Ok(w) = r {
-                written = written.max(w);
-                events.push(d.event.clone());
+                _ => {}
             }
         }
-        let creations = plan.create.iter().cloned().map(|c| {
-            let objects = self.objects.clone();
-            async move {
-                let r = objects.create(Manifest::Pod(Box::new(c.pod.clone()))).await;
-                (c, r)
+        for (d, r) in doomed.into_iter().zip(self.objects.execute(deletes).await) {
+            match r {
+                Ok(w) => {
+                    written = written.max(w.revision());
+                    events.push(d.event.clone());
+                }
+                Err(e) => tracing::debug!(pod = %d.name, "delete: {}", e),
             }
-        });
-        let created: Vec<_> = futures_util::stream::iter(creations)
-            .buffer_unordered(CONCURRENT_WRITES)
-            .collect()
-            .await;
-        for (c, r) in created {
+        }
+        let creates = plan
+            .create
+            .iter()
+            .map(|c| Write::Create(Manifest::Pod(Box::new(c.pod.clone()))))
+            .collect();
+        let created = self.objects.execute(creates).await;
+        for (c, r) in plan.create.iter().zip(created) {
+            let r = r.map(|w| match w {
+                Written::Created(m) => m,
+                Written::Deleted(_) => Manifest::Pod(Box::new(c.pod.clone())),
+            });
             match r {
                 Ok(m) => {
                     written = written.max(rev(&m));
@@ -652,19 +655,20 @@ const EVENT_BATCHES: usize = 64;
 fn event_writer(objects: Objects) -> tokio::sync::mpsc::Sender<Vec<drover_api::Event>> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<drover_api::Event>>(EVENT_BATCHES);
     tokio::spawn(async move {
-        while let Some(events) = rx.recv().await {
-            let writes = events.into_iter().map(|e| {
-                let objects = objects.clone();
-                async move {
-                    if let Err(err) = objects.create(Manifest::Event(Box::new(e))).await {
-                        tracing::debug!("event not recorded: {}", err);
-                    }
+        while let Some(mut events) = rx.recv().await {
+            // What queued meanwhile goes in the same transactions.
+            while let Ok(more) = rx.try_recv() {
+                events.extend(more);
+            }
+            let writes = events
+                .into_iter()
+                .map(|e| Write::Create(Manifest::Event(Box::new(e))))
+                .collect();
+            for r in objects.execute(writes).await {
+                if let Err(err) = r {
+                    tracing::debug!("event not recorded: {}", err);
                 }
-            });
-            futures_util::stream::iter(writes)
-                .buffer_unordered(CONCURRENT_WRITES)
-                .collect::<Vec<()>>()
-                .await;
+            }
         }
     });
     tx

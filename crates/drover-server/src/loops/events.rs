@@ -8,6 +8,7 @@
 //! [`EVENT_BUDGET_BURST`] events at once, then [`EVENT_BUDGET_PER_SECOND`].
 //! The server's own `Scheduled` event is [`scheduled`].
 
+use crate::api::batch::Write;
 use crate::api::Objects;
 use crate::cache::Informer;
 use crate::error::ApiError;
@@ -285,7 +286,33 @@ pub async fn write(
     if over_budget > 0 {
         tracing::warn!(node = %node, dropped = over_budget, "pod events over this session's budget ({EVENT_BUDGET_BURST} at once, then {EVENT_BUDGET_PER_SECOND}/s): dropped");
     }
-    let writes = events.into_iter().map(|e| async move {
+    // New events (most of them) go in one transaction; one whose name
+    // exists (a repeat, counted) or that lost a race is put alone.
+    let mut fresh = Vec::new();
+    let mut known = Vec::new();
+    for e in events {
+        match objects
+            .get_local(Kind::Event, &e.metadata.namespace, &e.metadata.name)
+            .await
+        {
+            Err(ApiError::NotFound(_)) => fresh.push(e),
+            _ => known.push(e),
+        }
+    }
+    let creates = fresh
+        .iter()
+        .map(|e| Write::Create(Manifest::Event(Box::new(e.clone()))))
+        .collect();
+    for (e, r) in fresh.into_iter().zip(objects.execute(creates).await) {
+        match r {
+            Ok(_) => {}
+            Err(ApiError::AlreadyExists(_)) => known.push(e),
+            Err(err) => {
+                tracing::debug!(node = %node, event = %e.metadata.name, "pod event not written: {err}")
+            }
+        }
+    }
+    let writes = known.into_iter().map(|e| async move {
         let name = e.metadata.name.clone();
         if let Err(err) = put(objects, node, e).await {
             tracing::debug!(node = %node, event = %name, "pod event not written: {err}");
