@@ -35,7 +35,7 @@ pub enum Write {
     Create(Manifest),
     /// Delete the object `meta` describes if it is still at the version
     /// it was read at (as [`Objects::delete_read`]).
-    Delete(Kind, ObjectMeta),
+    Delete(Kind, Box<ObjectMeta>),
 }
 
 /// What one write did.
@@ -182,6 +182,7 @@ fn prepare(at: usize, w: Write) -> Result<Ready, ApiError> {
             })
         }
         Write::Delete(kind, meta) => {
+            let meta = *meta;
             let rev = revision_of(&meta)?;
             Ok(Ready {
                 at,

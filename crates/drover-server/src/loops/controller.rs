@@ -368,7 +368,7 @@ impl Leading {
         ));
         let deletes = doomed
             .iter()
-            .map(|p| Write::Delete(Kind::Pod, p.metadata.clone()))
+            .map(|p| Write::Delete(Kind::Pod, Box::new(p.metadata.clone())))
             .collect();
         for (p, r) in doomed.iter().zip(self.objects.execute(deletes).await) {
             match r {
@@ -512,7 +512,7 @@ impl Leading {
                 .await
             {
                 Ok(m) if m.metadata().uid == d.uid => {
-                    deletes.push(Write::Delete(Kind::Pod, m.metadata().clone()));
+                    deletes.push(Write::Delete(Kind::Pod, Box::new(m.metadata().clone())));
                     doomed.push(d);
                 }
                 _ => {}
