@@ -408,6 +408,18 @@ fn env(i: &Inputs<'_>, spec: &Container) -> Result<Vec<(String, String)>, String
     Ok(out)
 }
 
+/// Whether the container's environment needs the pod's IP (then its
+/// sandbox must run, and have its address, before the container is
+/// created; otherwise the two can be made at once).
+pub fn needs_pod_ip(c: &drover_api::Container) -> bool {
+    c.env.iter().any(|e| {
+        e.value_from
+            .as_ref()
+            .and_then(|f| f.field_ref.as_ref())
+            .is_some_and(|f| f.field_path.starts_with("status.podIP"))
+    })
+}
+
 /// The downward API's field paths.
 fn field_value(i: &Inputs<'_>, path: &str) -> Result<String, String> {
     let pod = i.pod;

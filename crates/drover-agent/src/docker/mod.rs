@@ -524,6 +524,11 @@ impl DockerRuntime {
         let grace = Duration::from_secs(
             u64::try_from(pod.spec.termination_grace_period_seconds.unwrap_or(30)).unwrap_or(0),
         );
+        // A new sandbox starts while the container that joins it is
+        // created (Docker lets a container name another's network before
+        // that one runs), unless the container's environment needs the
+        // pod's IP, which only a running sandbox has.
+        let mut starting_sandbox = None;
         let (sandbox, pod_ip) = if pod.spec.host_network {
             if req.index == 0 && req.attempt == 0 {
                 for w in config::pod_warnings(pod) {
@@ -531,9 +536,17 @@ impl DockerRuntime {
                 }
             }
             (None, req.host_ip.clone())
-        } else {
+        } else if config::needs_pod_ip(spec) {
             let (id, ip) = self.ensure_sandbox(req, grace).await?;
             (Some(id), ip)
+        } else {
+            match self.sandbox(req, grace).await? {
+                sandbox::Sandbox::Running { id, ip } => (Some(id), ip),
+                sandbox::Sandbox::Created { id, name } => {
+                    starting_sandbox = Some((id.clone(), name));
+                    (Some(id), String::new())
+                }
+            }
         };
         let mapped = config::container(self.inputs(inputs(&pod_ip, sandbox.as_deref(), mounts)))
             .map_err(config_error)?;
@@ -548,9 +561,28 @@ impl DockerRuntime {
             &spec.name,
             req.attempt,
         );
-        let id = self
-            .create(&name, uid, mapped.body, "CreateContainerError")
-            .await?;
+        let id = match &starting_sandbox {
+            None => {
+                self.create(&name, uid, mapped.body, "CreateContainerError")
+                    .await?
+            }
+            Some((sid, sname)) => {
+                let (started, created) = tokio::join!(
+                    self.start_sandbox(sid, sname),
+                    self.create(&name, uid, mapped.body, "CreateContainerError"),
+                );
+                match (started, created) {
+                    (Ok(()), Ok(id)) => id,
+                    (Err(e), created) => {
+                        if let Ok(id) = created {
+                            let _ = self.stop_and_remove(&id, Duration::ZERO).await;
+                        }
+                        return Err(e);
+                    }
+                    (Ok(()), Err(e)) => return Err(e),
+                }
+            }
+        };
         if let Err(e) = self.docker.start_container(&id, None).await {
             let _ = self.stop_and_remove(&id, Duration::ZERO).await;
             return Err(engine(

@@ -60,6 +60,38 @@ impl DockerRuntime {
         req: &StartContainer,
         grace: Duration,
     ) -> Result<(String, String), RuntimeError> {
+        match self.sandbox(req, grace).await? {
+            Sandbox::Running { id, ip } => Ok((id, ip)),
+            Sandbox::Created { id, name } => {
+                self.start_sandbox(&id, &name).await?;
+                let ip = self.container_ip(&id).await?;
+                Ok((id, ip))
+            }
+        }
+    }
+
+    /// Starts a sandbox [`DockerRuntime::sandbox`] created (removed again
+    /// when it does not start).
+    pub(super) async fn start_sandbox(&self, id: &str, name: &str) -> Result<(), RuntimeError> {
+        if let Err(e) = self.docker.start_container(id, None).await {
+            let _ = self.stop_and_remove(id, Duration::ZERO).await;
+            return Err(engine(
+                "CreatePodSandboxError",
+                &format!("start the pod sandbox {name}"),
+                e,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The pod's sandbox: the running one, or a new one created (not yet
+    /// started: the caller starts it, while it creates the container that
+    /// joins it).
+    pub(super) async fn sandbox(
+        &self,
+        req: &StartContainer,
+        grace: Duration,
+    ) -> Result<Sandbox, RuntimeError> {
         let pod = &req.pod;
         let uid = pod.metadata.uid.as_str();
         let found = self
@@ -74,7 +106,7 @@ impl DockerRuntime {
                 Some(ip) => ip,
                 None => self.container_ip(&id).await?,
             };
-            return Ok((id, ip));
+            return Ok(Sandbox::Running { id, ip });
         }
         let n = found
             .iter()
@@ -141,16 +173,7 @@ impl DockerRuntime {
         let id = self
             .create(&name, uid, body, "CreatePodSandboxError")
             .await?;
-        if let Err(e) = self.docker.start_container(&id, None).await {
-            let _ = self.stop_and_remove(&id, Duration::ZERO).await;
-            return Err(engine(
-                "CreatePodSandboxError",
-                &format!("start the pod sandbox {name}"),
-                e,
-            ));
-        }
-        let ip = self.container_ip(&id).await?;
-        Ok((id, ip))
+        Ok(Sandbox::Created { id, name })
     }
 
     async fn container_ip(&self, id: &str) -> Result<String, RuntimeError> {
@@ -192,4 +215,10 @@ impl DockerRuntime {
             }
         }
     }
+}
+
+/// A pod's sandbox as [`DockerRuntime::sandbox`] found or made it.
+pub(super) enum Sandbox {
+    Running { id: String, ip: String },
+    Created { id: String, name: String },
 }
