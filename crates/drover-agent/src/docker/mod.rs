@@ -466,7 +466,12 @@ impl DockerRuntime {
         }
     }
 
-    async fn start_new(&self, req: &StartContainer) -> Result<(), RuntimeError> {
+    /// `sandboxes`: the pod's sandboxes as just listed.
+    async fn start_new(
+        &self,
+        req: &StartContainer,
+        sandboxes: Vec<ContainerSummary>,
+    ) -> Result<(), RuntimeError> {
         let pod = &req.pod;
         let uid = pod.metadata.uid.as_str();
         let spec = req.container().ok_or_else(|| {
@@ -537,10 +542,10 @@ impl DockerRuntime {
             }
             (None, req.host_ip.clone())
         } else if config::needs_pod_ip(spec) {
-            let (id, ip) = self.ensure_sandbox(req, grace).await?;
+            let (id, ip) = self.ensure_sandbox(req, grace, sandboxes).await?;
             (Some(id), ip)
         } else {
-            match self.sandbox(req, grace).await? {
+            match self.sandbox(req, grace, sandboxes).await? {
                 sandbox::Sandbox::Running { id, ip } => (Some(id), ip),
                 sandbox::Sandbox::Created { id, name } => {
                     starting_sandbox = Some((id.clone(), name));
@@ -714,14 +719,22 @@ impl Runtime for DockerRuntime {
             set: &self.starting,
             key,
         };
+        // One list of the pod's containers: this attempt of this
+        // container, if an agent made it already, and the pod's sandboxes.
         let attempt = req.attempt.to_string();
-        let existing = self
-            .find(&[
-                (LABEL_UID, &uid),
-                (LABEL_CONTAINER, &spec.name),
-                (LABEL_ATTEMPT, &attempt),
-            ])
-            .await?;
+        let (sandboxes, others): (Vec<_>, Vec<_>) = self
+            .find(&[(LABEL_UID, &uid)])
+            .await?
+            .into_iter()
+            .partition(|c| label(c, LABEL_ROLE) == Some("sandbox"));
+        let existing: Vec<ContainerSummary> = others
+            .into_iter()
+            .filter(|c| {
+                label(c, LABEL_ROLE) == Some("container")
+                    && label(c, LABEL_CONTAINER) == Some(spec.name.as_str())
+                    && label(c, LABEL_ATTEMPT) == Some(attempt.as_str())
+            })
+            .collect();
         if let Some(c) = existing.first() {
             // Made by an agent that died before starting it: start it now.
             if c.state == Some(bollard::models::ContainerSummaryStateEnum::CREATED) {
@@ -733,7 +746,7 @@ impl Runtime for DockerRuntime {
             }
             return Ok(());
         }
-        let r = self.start_new(&req).await;
+        let r = self.start_new(&req, sandboxes).await;
         if r.is_err() && !req.pod.spec.host_network {
             self.drop_lone_sandbox(&uid).await;
         }

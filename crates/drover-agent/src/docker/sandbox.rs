@@ -5,7 +5,9 @@
 use super::{config, engine, label, pause, sandbox_name, summary_ip, DockerRuntime};
 use super::{LABEL_ATTEMPT, LABEL_ROLE, LABEL_UID};
 use crate::runtime::{RuntimeError, StartContainer};
-use bollard::models::{ContainerCreateBody, ContainerSummaryStateEnum, HostConfig};
+use bollard::models::{
+    ContainerCreateBody, ContainerSummary, ContainerSummaryStateEnum, HostConfig,
+};
 use bollard::query_parameters::CreateImageOptions;
 use futures_util::StreamExt;
 use std::time::Duration;
@@ -59,8 +61,9 @@ impl DockerRuntime {
         &self,
         req: &StartContainer,
         grace: Duration,
+        listed: Vec<ContainerSummary>,
     ) -> Result<(String, String), RuntimeError> {
-        match self.sandbox(req, grace).await? {
+        match self.sandbox(req, grace, listed).await? {
             Sandbox::Running { id, ip } => Ok((id, ip)),
             Sandbox::Created { id, name } => {
                 self.start_sandbox(&id, &name).await?;
@@ -87,16 +90,15 @@ impl DockerRuntime {
     /// The pod's sandbox: the running one, or a new one created (not yet
     /// started: the caller starts it, while it creates the container that
     /// joins it).
+    /// `listed` are the pod's sandboxes as the caller just listed them.
     pub(super) async fn sandbox(
         &self,
         req: &StartContainer,
         grace: Duration,
+        found: Vec<ContainerSummary>,
     ) -> Result<Sandbox, RuntimeError> {
         let pod = &req.pod;
         let uid = pod.metadata.uid.as_str();
-        let found = self
-            .find(&[(LABEL_UID, uid), (LABEL_ROLE, "sandbox")])
-            .await?;
         let running = found
             .iter()
             .find(|s| s.state == Some(ContainerSummaryStateEnum::RUNNING));
