@@ -11,7 +11,7 @@
 use crate::client::decode_object;
 use crate::errors::kube;
 use crate::Client;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use drover_api::patch::{json_patch, merge_patch, strategic, JsonPatchError};
 use drover_api::{Kind, DEFAULT_NAMESPACE};
 use serde_json::Value;
@@ -98,7 +98,8 @@ pub async fn patch(
         let old = c.get_object(kind.plural(), ns, &name).await.map_err(kube)?;
         let before = serde_json::to_value(&old)?;
         let mut v = before.clone();
-        apply_patch(&mut v, &body, ty)?;
+        apply_patch(&mut v, &body, ty)
+            .with_context(|| format!("{}: the patch does not apply", old.reference()))?;
         if v == before {
             writeln!(out, "{} patched (no change)", old.reference())?;
             return Ok(());
