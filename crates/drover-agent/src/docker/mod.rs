@@ -783,27 +783,32 @@ impl Runtime for DockerRuntime {
             .iter()
             .partition(|s| label(s, LABEL_ROLE) == Some("sandbox"));
         // The agent passes its default grace for a pod it no longer knows:
-        // the pod's own grace period bounds it.
+        // the pod's own grace period bounds it. The containers stop first,
+        // all at once, while their network still works; then they and the
+        // sandbox (whose pause program holds only the pod's namespaces and
+        // has nothing to shut down cleanly) are removed all at once.
         let stops = apps.iter().map(|s| {
             let id = s.id.clone().unwrap_or_default();
             let own = label(s, LABEL_GRACE)
                 .and_then(|g| g.parse::<u64>().ok())
                 .map_or(grace, Duration::from_secs);
-            async move { self.stop_and_remove(&id, grace.min(own)).await }
-        });
-        let mut first_error = None;
-        for r in futures_util::future::join_all(stops).await {
-            if let Err(e) = r {
-                first_error.get_or_insert(e);
+            let grace = grace.min(own);
+            async move {
+                if !grace.is_zero() {
+                    if let Err(e) = self.stop_only(&id, grace).await {
+                        tracing::warn!(node = %self.node, "{e}");
+                    }
+                }
             }
-        }
-        // The sandbox's pause program holds only the pod's namespaces: it is
-        // killed and removed at once (it has nothing to shut down cleanly).
-        for s in sandboxes {
-            if let Err(e) = self
-                .stop_and_remove(s.id.as_deref().unwrap_or_default(), Duration::ZERO)
-                .await
-            {
+        });
+        futures_util::future::join_all(stops).await;
+        let mut first_error = None;
+        let removes = apps.iter().chain(sandboxes.iter()).map(|s| {
+            let id = s.id.clone().unwrap_or_default();
+            async move { self.stop_and_remove(&id, Duration::ZERO).await }
+        });
+        for r in futures_util::future::join_all(removes).await {
+            if let Err(e) = r {
                 first_error.get_or_insert(e);
             }
         }
