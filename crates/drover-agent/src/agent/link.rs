@@ -135,6 +135,12 @@ pub(super) struct Link {
     members: Vec<String>,
     /// Attempts that failed since the last session came up.
     failures: usize,
+    /// The key this node joins with while it has no certificate (and the
+    /// process gave it none): made once, so that a join whose answer was
+    /// lost (a timeout after the server bound the name to the key) is
+    /// retried with the same key, which owns the name, instead of a new
+    /// one the server must refuse for ever.
+    own_key: Option<drover_pki::Credential>,
 }
 
 /// Where a node keeps the cluster's members as last heard (JSON list of
@@ -234,6 +240,7 @@ impl Link {
             failing: false,
             members: Vec::new(),
             failures: 0,
+            own_key: None,
         }
     }
 
@@ -431,7 +438,15 @@ impl Link {
         let addr = self.server_addr().to_string();
         let current = self.creds.clone();
         let token = shared.token.clone();
-        let join_key = shared.join_key.clone();
+        if self.creds.is_none() && shared.join_key.is_none() && self.own_key.is_none() {
+            let cn = drover_pki::Role::Node(me.name.clone()).common_name();
+            match drover_pki::Credential::generate(&cn) {
+                Ok(k) => self.own_key = Some(k),
+                // The attempt makes one itself and says why it cannot.
+                Err(e) => tracing::debug!(node = %me.name, "cannot make a key: {e}"),
+            }
+        }
+        let join_key = shared.join_key.clone().or_else(|| self.own_key.clone());
         let name = me.name.clone();
         let dir = me.data_dir.clone();
         let timeout = shared.tuning.connect_timeout;

@@ -370,7 +370,9 @@ impl<R: Runtime> NodeAgent<R> {
                 Some(server_message::Msg::Servers(s)) => {
                     self.link.learn_servers(&self.shared, &self.me, &s.servers)
                 }
-                Some(server_message::Msg::Welcome(_)) | None => {}
+                Some(server_message::Msg::Welcome(_))
+                | Some(server_message::Msg::HeartbeatAck(_))
+                | None => {}
                 Some(other) => {
                     if let Some(output) = self.link.output() {
                         self.remote.handle(other, output);

@@ -196,6 +196,10 @@ struct Nodes {
     bound: HashMap<String, (String, u64)>,
     /// node -> its sessions' notification (the revision of the change).
     versions: HashMap<String, watch::Sender<u64>>,
+    /// node -> told (the revision) when that Node object changes or goes:
+    /// what its agent sessions watch for their certificate's binding (one
+    /// node's write wakes only its own sessions, not all 10,000).
+    objects: HashMap<String, watch::Sender<u64>>,
     /// The revision the index reflects.
     revision: u64,
     /// The ConfigMaps and Secrets, and the pods that reference each.
@@ -211,6 +215,13 @@ impl Nodes {
             .entry(node.to_string())
             .or_insert_with(|| watch::channel(0).0)
             .send_replace(revision);
+    }
+
+    /// Tells the sessions of node `name` that its Node object changed.
+    fn bump_object(&mut self, name: &str, revision: u64) {
+        if let Some(tx) = self.objects.get(name) {
+            tx.send_replace(revision);
+        }
     }
 
     /// Bumps the nodes of these pods (a ConfigMap or Secret they use
@@ -242,10 +253,14 @@ impl Nodes {
     fn change(&mut self, d: &Decoded, revision: u64) {
         match d {
             Decoded::Deleted(key) => {
+                if let Some(name) = key.strip_prefix(&codec::prefix(Kind::Node, None)) {
+                    self.bump_object(name, revision);
+                }
                 self.unbind(key, revision);
                 let pods = self.config.deleted(key);
                 self.bump_pods(pods, revision);
             }
+            Decoded::Node(_, n) => self.bump_object(&n.metadata.name, revision),
             Decoded::ConfigMap(key, c) => {
                 let pods = self.config.config_map(key, c.clone());
                 self.bump_pods(pods, revision);
@@ -292,9 +307,6 @@ pub struct Informer {
     state: Arc<RwLock<Arc<Snapshot>>>,
     nodes: Arc<Mutex<Nodes>>,
     changed: watch::Sender<u64>,
-    /// Told (the revision) when a Node object changes or goes: what agent
-    /// sessions watch for their certificate's binding.
-    node_objects: watch::Sender<u64>,
     loaded: watch::Sender<bool>,
 }
 
@@ -304,7 +316,6 @@ impl Default for Informer {
             state: Arc::default(),
             nodes: Arc::default(),
             changed: watch::channel(0).0,
-            node_objects: watch::channel(0).0,
             loaded: watch::channel(false).0,
         }
     }
@@ -574,20 +585,18 @@ impl Informer {
             }
             s.revision = revision;
         }
-        let node_prefix = codec::prefix(Kind::Node, None);
-        if batch.iter().any(|d| match d {
-            Decoded::Node(..) => true,
-            Decoded::Deleted(key) => key.starts_with(&node_prefix),
-            _ => false,
-        }) {
-            self.node_objects.send_replace(revision);
-        }
         self.changed.send_replace(revision);
     }
 
-    /// Tells when a Node object changes or goes (the revision).
-    pub fn subscribe_node_objects(&self) -> watch::Receiver<u64> {
-        self.node_objects.subscribe()
+    /// Tells when the Node object `node` changes or goes (the revision);
+    /// changes of other Nodes do not wake it.
+    pub fn subscribe_node_object(&self, node: &str) -> watch::Receiver<u64> {
+        let mut n = self.lock_nodes();
+        let rev = n.revision;
+        n.objects
+            .entry(node.to_string())
+            .or_insert_with(|| watch::channel(rev).0)
+            .subscribe()
     }
 
     /// Installs a freshly listed view: every node whose pods may differ is
@@ -620,8 +629,11 @@ impl Informer {
             for n in touched {
                 nodes.bump(&n, rev);
             }
+            // Any Node may have changed or gone.
+            for tx in nodes.objects.values() {
+                tx.send_replace(rev);
+            }
         }
-        self.node_objects.send_replace(rev);
         self.changed.send_replace(rev);
         self.loaded.send_replace(true);
     }

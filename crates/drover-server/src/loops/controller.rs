@@ -112,7 +112,17 @@ struct Leading {
     events: tokio::sync::mpsc::Sender<Vec<drover_api::Event>>,
     /// When expired events are next looked for.
     next_event_gc: Instant,
+    /// Since when marking the pods of unreachable nodes waits for the
+    /// nodes' own NotReady writes (see [`MAX_POD_MARK_DELAY`]).
+    pods_deferred: Option<Instant>,
 }
+
+/// While nodes keep turning NotReady (a sim of 10,000 nodes killed: their
+/// deadlines pass over a second), a pass writes only the nodes and leaves
+/// their pods for a pass that has no node to write, for at most this long:
+/// the node writes, which say the node is gone, are not queued behind
+/// 10,000 pod status writes and their events.
+const MAX_POD_MARK_DELAY: Duration = Duration::from_secs(2);
 
 /// While the controllers wait for their view to hold their own writes,
 /// they warn this often (they never plan on a view without them).
@@ -143,6 +153,7 @@ impl Leading {
             events: event_writer(objects_for_events),
             // Not at once: a new leader first converges.
             next_event_gc: Instant::now() + EVENT_GC_EVERY.min(cfg.event_ttl / 2),
+            pods_deferred: None,
         }
     }
 
@@ -231,6 +242,7 @@ impl Leading {
         let nodes: Vec<&Node> = view.nodes.values().map(|n| &**n).collect();
         let plan = self.nodes.plan(nodes.iter().copied(), last, now);
         soonest(plan.next_check);
+        let nodes_written = !plan.updates.is_empty();
         // Many nodes can change at once (a sim process dies): write them
         // concurrently, raft batches the writes.
         let updates = plan.updates.into_iter().map(|u| {
@@ -277,9 +289,20 @@ impl Leading {
         // Pods of unreachable nodes stop counting as ready (their agents'
         // reports restore them when the nodes are back).
         let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
-        let marked =
+        let defer = nodes_written
+            && self
+                .pods_deferred
+                .get_or_insert_with(Instant::now)
+                .elapsed()
+                < MAX_POD_MARK_DELAY;
+        let marked = if defer {
+            // The next pass follows at once (this one's writes wake it).
+            Vec::new()
+        } else {
+            self.pods_deferred = None;
             self.nodes
-                .pods_not_ready(nodes.iter().copied(), pods.iter().copied(), last, now);
+                .pods_not_ready(nodes.iter().copied(), pods.iter().copied(), last, now)
+        };
         if !marked.is_empty() {
             let mut events = Vec::with_capacity(marked.len());
             let writes = marked.into_iter().map(|m| {

@@ -269,9 +269,11 @@ pub fn run(
     // Read what the agent says until it goes away.
     let remote = ctx.sessions.attach(&node, tx.clone());
     tokio::spawn(async move {
-        // Revocation is checked when a Node object changes (the cache says
-        // so), not on a timer: 10,000 idle sessions cost no wake-ups.
-        let mut node_objects = cache.subscribe_node_objects();
+        // Revocation is checked when this node's Node object changes (the
+        // cache says so), not on a timer and not on other nodes' writes:
+        // 10,000 idle sessions cost no wake-ups, and a join of 10,000
+        // nodes wakes each session for its own Node only.
+        let mut node_objects = cache.subscribe_node_object(&node);
         // The member list goes again as soon as it changes (a member that
         // joins or is promoted): a node that joined a cluster still
         // forming must not know only the one address it was given. The
@@ -327,9 +329,13 @@ pub fn run(
             };
             match msg {
                 Ok(Some(m)) => match m.msg {
-                    Some(agent_message::Msg::Heartbeat(_)) => ctx.heartbeats.beat(&node),
+                    Some(agent_message::Msg::Heartbeat(_)) => {
+                        ctx.heartbeats.beat(&node);
+                        ack(&tx);
+                    }
                     Some(agent_message::Msg::Statuses(s)) => {
                         ctx.heartbeats.beat(&node);
+                        ack(&tx);
                         write_statuses(&objects, &cache, &node, s).await;
                     }
                     Some(agent_message::Msg::Leave(_)) => {
@@ -342,12 +348,14 @@ pub fn run(
                     }
                     Some(agent_message::Msg::Events(e)) => {
                         ctx.heartbeats.beat(&node);
+                        ack(&tx);
                         if events_tx.try_send(e).is_err() {
                             tracing::debug!(node = %node, "pod events dropped: the node reports them faster than they are written");
                         }
                     }
                     Some(agent_message::Msg::StaticPods(s)) => {
                         ctx.heartbeats.beat(&node);
+                        ack(&tx);
                         super::mirror::reconcile(&objects, &cache, &node, s).await;
                     }
                     Some(agent_message::Msg::Hello(_)) | None => {}
@@ -359,6 +367,17 @@ pub fn run(
         pusher.abort();
         tracing::info!(node = %node, "agent disconnected");
     });
+}
+
+/// Answers a heartbeat (or a status report, which the agent sends instead
+/// of one): the agent hears from its server every heartbeat interval, so
+/// its link needs no keep-alive pings of its own, and the server keeps no
+/// timer per session (the node lifecycle controller judges every node's
+/// last heartbeat in one pass). A full queue already carries traffic.
+fn ack(tx: &SessionTx) {
+    let _ = tx.try_send(Ok(pb::ServerMessage {
+        msg: Some(server_message::Msg::HeartbeatAck(pb::HeartbeatAck {})),
+    }));
 }
 
 /// Writes reported pod statuses (compare-and-swap; a report for another
