@@ -62,15 +62,6 @@ impl Drop for Inner {
     }
 }
 
-/// What sled may keep of the tree in memory (its own estimate; the pages it
-/// holds take more). The server keeps its own decoded copy of the objects
-/// it reads most (the informer), and the raft log and history are read
-/// back mostly just after they are written, so a small cache costs few
-/// reads from disk. With 64 MiB, sled's pages were 35 MiB of a server's
-/// live heap at 2,000 sim nodes and grow with the cluster up to the cap
-/// (heaptrack, docs/benchmarks.md).
-const SLED_CACHE_BYTES: u64 = 16 << 20;
-
 impl Store {
     /// Opens (or creates) the store in `cfg.dir` and starts its raft thread.
     pub fn open(cfg: StoreConfig, init: Init, transport: Arc<dyn Transport>) -> Result<Store> {
@@ -85,7 +76,7 @@ impl Store {
         })?;
         let config = sled::Config::new()
             .path(&cfg.dir)
-            .cache_capacity(SLED_CACHE_BYTES)
+            .cache_capacity(64 << 20)
             .flush_every_ms(Some(5000));
         let db =
             crate::storage::open_sled(&config, &cfg.dir, Duration::from_secs(5)).map_err(|e| {
