@@ -48,6 +48,10 @@ impl Codec for AgentCodec {
     }
 }
 
+/// TLS 1.3 tickets a node keeps: rustls keeps up to 8 per server, so this
+/// is one server's worth.
+const TICKETS_KEPT: usize = 8;
+
 /// A node's certificate, the CA it trusts, and its TLS channels, one per
 /// server address (made when first used, connected lazily).
 pub(crate) struct NodeTls {
@@ -72,6 +76,12 @@ impl NodeTls {
             .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
         let tls = drover_pki::tls::client_config(&ca, Some((&cred.cert_pem, &cred.key_pem)))
             .map_err(|e| Status::invalid_argument(format!("the node certificate: {e}")))?;
+        // rustls' default session store remembers 32 servers and makes its
+        // table for them up front (5.4 KiB a node in a sim); a node talks
+        // to one server at a time, so its tickets are kept for one.
+        let mut own = (*tls).clone();
+        own.resumption = rustls::client::Resumption::in_memory_sessions(TICKETS_KEPT);
+        let tls = Arc::new(own);
         Ok(NodeTls {
             cred,
             ca,

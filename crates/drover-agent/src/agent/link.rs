@@ -469,57 +469,65 @@ impl Link {
                 ),
                 None => None,
             };
-            let mut on = addr.clone();
-            let mut learnt = Vec::new();
-            let creds = match current {
-                Some(c) if !c.renewal_due(wall) => c,
-                other => {
-                    // An expired certificate renews nothing: join again
-                    // with the node token when there is one.
-                    let kept = other.as_ref().map(|c| c.cred.clone()).or(join_key);
-                    let other = other.filter(|c| !(c.expired(wall) && token.is_some()));
-                    let joining = other.is_none();
-                    let got = wire::certify(
-                        &addr,
-                        &name,
-                        token.as_ref(),
-                        other.as_deref(),
-                        kept.as_ref(),
-                        &hello.node,
-                        timeout.max(Duration::from_secs(5)),
-                    )
-                    .await?;
-                    // A new node knows the whole cluster now: its session
-                    // goes to a random server of it, so that nodes spread
-                    // over the members from the start.
-                    if joining && !got.servers.is_empty() {
-                        let all = merged(&given, &got.servers);
-                        on = all[pick % all.len()].clone();
-                    }
-                    learnt = got.servers;
-                    let t = Arc::new(NodeTls::new(got.cred, got.ca, timeout)?);
-                    if let Some(d) = &dir {
-                        if let Err(e) = t.save(d) {
-                            tracing::warn!(node = %name, "cannot keep the node certificate in {}: {e:#}", d.display());
+            // The work itself (certificate, TLS, the session's opening) is
+            // a large future: boxed only once the gate lets it run, so that
+            // the attempts of thousands of sim nodes waiting at the gate
+            // hold only what they carry (heaptrack: 100 MiB of a 2,000-node
+            // sim's peak heap was attempts waiting there).
+            Box::pin(async move {
+                let mut on = addr.clone();
+                let mut learnt = Vec::new();
+                let creds = match current {
+                    Some(c) if !c.renewal_due(wall) => c,
+                    other => {
+                        // An expired certificate renews nothing: join again
+                        // with the node token when there is one.
+                        let kept = other.as_ref().map(|c| c.cred.clone()).or(join_key);
+                        let other = other.filter(|c| !(c.expired(wall) && token.is_some()));
+                        let joining = other.is_none();
+                        let got = wire::certify(
+                            &addr,
+                            &name,
+                            token.as_ref(),
+                            other.as_deref(),
+                            kept.as_ref(),
+                            &hello.node,
+                            timeout.max(Duration::from_secs(5)),
+                        )
+                        .await?;
+                        // A new node knows the whole cluster now: its session
+                        // goes to a random server of it, so that nodes spread
+                        // over the members from the start.
+                        if joining && !got.servers.is_empty() {
+                            let all = merged(&given, &got.servers);
+                            on = all[pick % all.len()].clone();
                         }
+                        learnt = got.servers;
+                        let t = Arc::new(NodeTls::new(got.cred, got.ca, timeout)?);
+                        if let Some(d) = &dir {
+                            if let Err(e) = t.save(d) {
+                                tracing::warn!(node = %name, "cannot keep the node certificate in {}: {e:#}", d.display());
+                            }
+                        }
+                        t
                     }
-                    t
-                }
-            };
-            let mut s = match wire::open(creds.fresh_channel(&on)?, hello.clone(), timeout).await {
-                Ok(s) => s,
-                // The chosen server does not answer: the one that just
-                // answered does.
-                Err(_) if on != addr => {
-                    on = addr.clone();
-                    wire::open(creds.fresh_channel(&on)?, hello, timeout).await?
-                }
-                Err(e) => return Err(e),
-            };
-            s.tls = Some(creds);
-            s.server = on;
-            s.learnt = learnt;
-            Ok::<Session, Status>(s)
+                };
+                let mut s = match wire::open(creds.fresh_channel(&on)?, hello.clone(), timeout).await {
+                    Ok(s) => s,
+                    // The chosen server does not answer: the one that just
+                    // answered does.
+                    Err(_) if on != addr => {
+                        on = addr.clone();
+                        wire::open(creds.fresh_channel(&on)?, hello, timeout).await?
+                    }
+                    Err(e) => return Err(e),
+                };
+                s.tls = Some(creds);
+                s.server = on;
+                s.learnt = learnt;
+                Ok::<Session, Status>(s)
+            })
+            .await
         };
         let fut = async move { fut.await.map_err(|status| Failed { server, status }) };
         (Box::pin(fut), certifies)
