@@ -165,8 +165,19 @@ pub async fn revoke(
     let mut ops = Vec::new();
     let mut revoked = Vec::new();
     let mut known = false;
+    if let Some(s) = serial {
+        if let Some((other, _)) = records
+            .iter()
+            .find(|(r, _)| r.serial.eq_ignore_ascii_case(s) && r.name != name)
+        {
+            return Err(ApiError::BadRequest(format!(
+                "serial: the certificate {s} is {}'s, not {name}'s: drover access revoke {} --serial {s}",
+                other.name, other.name
+            )));
+        }
+    }
     for (r, rev) in records {
-        if r.name != name || serial.is_some_and(|s| s != r.serial) {
+        if r.name != name || serial.is_some_and(|s| !s.eq_ignore_ascii_case(&r.serial)) {
             continue;
         }
         known = true;
@@ -300,7 +311,10 @@ pub async fn follow(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             Ok(w) => w,
             Err(e) => {
                 tracing::debug!("cannot watch the access records: {e}");
-                continue;
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
+                }
             }
         };
         loop {

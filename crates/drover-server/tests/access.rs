@@ -301,6 +301,17 @@ async fn a_revoked_certificate_is_refused_and_its_streams_end_within_a_second_on
         .await
         .expect("revoke a serial");
     assert_eq!(r.len(), 1);
+    // Another name's serial is refused, and bob keeps working.
+    let bob_serial = records
+        .iter()
+        .find(|r| r.name == "bob")
+        .map(|r| r.serial.clone())
+        .expect("bob's record");
+    let e = admin.revoke_access("alice", &bob_serial).await.unwrap_err();
+    assert!(e.to_string().contains("bob's"), "{e}");
+    list_with_cert(&servers[0].grpc_addr.to_string(), &ca, bob_id)
+        .await
+        .expect("bob is not revoked");
     for mut s in servers {
         s.shutdown().await;
     }
