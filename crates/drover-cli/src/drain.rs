@@ -19,7 +19,7 @@ use crate::kubectl::cordon;
 use crate::Client;
 use anyhow::Result;
 use drover_api::core_v1::pod_annotation::CONFIG_MIRROR;
-use drover_api::{Manifest, Pod, PodPhase};
+use drover_api::{Pod, PodPhase};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -275,10 +275,7 @@ async fn drain_one(
         .map_err(kube)?
         .items
         .into_iter()
-        .filter_map(|m| match m {
-            Manifest::Pod(p) => Some(*p),
-            _ => None,
-        })
+        .filter_map(crate::kubectl::as_pod)
         .collect();
     let daemon_sets: BTreeSet<(String, String)> = c
         .list_objects("daemonsets", "", "")
@@ -379,10 +376,7 @@ spec: {nodeName: n1, containers: [{name: c, image: x}]}
         parse_manifests(PODS)
             .expect("pods parse")
             .into_iter()
-            .filter_map(|m| match m {
-                Manifest::Pod(p) => Some(*p),
-                _ => None,
-            })
+            .filter_map(crate::kubectl::as_pod)
             .collect()
     }
 

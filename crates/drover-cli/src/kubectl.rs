@@ -615,14 +615,14 @@ async fn list_all<T>(
         .collect())
 }
 
-fn as_pod(m: Manifest) -> Option<Pod> {
+pub(crate) fn as_pod(m: Manifest) -> Option<Pod> {
     match m {
         Manifest::Pod(p) => Some(*p),
         _ => None,
     }
 }
 
-fn as_node(m: Manifest) -> Option<Node> {
+pub(crate) fn as_node(m: Manifest) -> Option<Node> {
     match m {
         Manifest::Node(n) => Some(*n),
         _ => None,

@@ -122,18 +122,12 @@ async fn rollout_progress(c: &Client, ds: &DaemonSet, ns: &str) -> Option<Rollou
     let nodes: Vec<Node> = nodes
         .items
         .into_iter()
-        .filter_map(|m| match m {
-            Manifest::Node(n) => Some(*n),
-            _ => None,
-        })
+        .filter_map(crate::kubectl::as_node)
         .collect();
     let pods: Vec<Pod> = pods
         .items
         .into_iter()
-        .filter_map(|m| match m {
-            Manifest::Pod(p) => Some(*p),
-            _ => None,
-        })
+        .filter_map(crate::kubectl::as_pod)
         .collect();
     let now = Timestamp::from(SystemTime::now());
     explain(ds, &nodes, &pods, Some(hash), now).rollout

@@ -11,11 +11,10 @@
 //! by one, each with its own outcome. Every write answers its own result,
 //! in the order given, as if it had been written alone.
 
-use super::codec::{encode_for_write, key, new_uid, now_rfc3339, revision_of};
-use super::validate_new;
-use super::Objects;
+use super::codec::{key, revision_of};
+use super::{prepare_new, Objects};
 use crate::error::ApiError;
-use drover_api::{defaults, Kind, Manifest, ObjectMeta};
+use drover_api::{Kind, Manifest, ObjectMeta};
 use drover_proto::v1::{self as pb, op};
 use futures_util::StreamExt;
 
@@ -162,22 +161,11 @@ fn written(r: Ready, revision: u64) -> Written {
 fn prepare(at: usize, w: Write) -> Result<Ready, ApiError> {
     match w {
         Write::Create(mut m) => {
-            m.default_namespace();
-            defaults::default_manifest(&mut m);
-            validate_new(&m).map_err(|e| ApiError::invalid(vec![e]))?;
-            let kind = Kind::of(&m);
-            let meta = m.metadata_mut();
-            meta.uid = new_uid();
-            meta.creation_timestamp = Some(now_rfc3339());
-            meta.generation = Some(1);
-            let value = encode_for_write(&m)?;
+            let create = prepare_new(&mut m)?;
             Ok(Ready {
                 at,
-                bytes: value.len(),
-                op: op::Op::Create(pb::Create {
-                    key: key(kind, m.namespace(), m.name()),
-                    value,
-                }),
+                bytes: create.value.len(),
+                op: op::Op::Create(create),
                 created: Some(m),
             })
         }

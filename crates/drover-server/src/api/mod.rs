@@ -171,19 +171,10 @@ impl Objects {
     /// Creates one object (defaults, validation, identity); AlreadyExists
     /// when the name is taken.
     pub async fn create(&self, mut m: Manifest) -> Result<Manifest, ApiError> {
-        m.default_namespace();
-        defaults::default_manifest(&mut m);
-        validate_new(&m).map_err(|e| ApiError::invalid(vec![e]))?;
+        let create = prepare_new(&mut m)?;
         let kind = Kind::of(&m);
-        let meta = m.metadata_mut();
-        meta.uid = new_uid();
-        meta.creation_timestamp = Some(now_rfc3339());
-        meta.generation = Some(1);
         let w = self
-            .write(op::Op::Create(pb::Create {
-                key: key(kind, m.namespace(), m.name()),
-                value: encode_for_write(&m)?,
-            }))
+            .write(op::Op::Create(create))
             .await
             .map_err(|e| match e {
                 ApiError::AlreadyExists(_) => ApiError::already_exists(kind, m.name()),
@@ -432,6 +423,24 @@ impl Objects {
 
 /// Validates an object the API is asked to create: [`validate_manifest`],
 /// and a pod must name its node (drover has no scheduler).
+/// What a create writes: `m` with its defaults, checked, given its
+/// identity (uid, creationTimestamp, generation 1), and encoded under its
+/// key.
+pub(crate) fn prepare_new(m: &mut Manifest) -> Result<pb::Create, ApiError> {
+    m.default_namespace();
+    defaults::default_manifest(m);
+    validate_new(m).map_err(|e| ApiError::invalid(vec![e]))?;
+    let kind = Kind::of(m);
+    let meta = m.metadata_mut();
+    meta.uid = new_uid();
+    meta.creation_timestamp = Some(now_rfc3339());
+    meta.generation = Some(1);
+    Ok(pb::Create {
+        key: key(kind, m.namespace(), m.name()),
+        value: encode_for_write(m)?,
+    })
+}
+
 pub(crate) fn validate_new(m: &Manifest) -> Result<(), drover_api::Invalid> {
     validate_manifest(m)?;
     if let Manifest::Pod(p) = m {

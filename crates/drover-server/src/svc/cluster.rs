@@ -358,14 +358,7 @@ impl cluster_server::Cluster for ClusterSvc {
                 r.csr.len()
             )));
         }
-        let bad = drover_api::validation::is_dns1123_subdomain(&r.name);
-        if !bad.is_empty() {
-            let shown: String = r.name.chars().take(64).collect();
-            return Err(Reason::Invalid.status(format!(
-                "name: Invalid value: {shown:?}: {}",
-                bad.join("; ")
-            )));
-        }
+        client_name(&r.name)?;
         let role = match r.role.as_str() {
             "admin" => Role::Admin(r.name.clone()),
             "viewer" => Role::Viewer(r.name.clone()),
@@ -482,14 +475,7 @@ impl cluster_server::Cluster for ClusterSvc {
             "revoking a client certificate",
         )?;
         let r = req.into_inner();
-        let bad = drover_api::validation::is_dns1123_subdomain(&r.name);
-        if !bad.is_empty() {
-            let shown: String = r.name.chars().take(64).collect();
-            return Err(Reason::Invalid.status(format!(
-                "name: Invalid value: {shown:?}: {}",
-                bad.join("; ")
-            )));
-        }
+        client_name(&r.name)?;
         let serial = (!r.serial.is_empty()).then_some(r.serial.as_str());
         let revoked = crate::access::revoke(&self.0, &r.name, serial, &caller.to_string())
             .await
@@ -506,6 +492,20 @@ impl cluster_server::Cluster for ClusterSvc {
             revoked: revoked.iter().map(|r| r.to_proto()).collect(),
         }))
     }
+}
+
+/// Refuses a client's name that is not a DNS subdomain (what a
+/// certificate's common name and a record's name may hold).
+fn client_name(name: &str) -> Result<(), Status> {
+    let bad = drover_api::validation::is_dns1123_subdomain(name);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(64).collect();
+    Err(Reason::Invalid.status(format!(
+        "name: Invalid value: {shown:?}: {}",
+        bad.join("; ")
+    )))
 }
 
 /// The Node a joining agent describes (`node_object`), checked as a hello's
