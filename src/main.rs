@@ -223,6 +223,19 @@ enum ClusterCmd {
     Status,
     /// Remove a member (by the ID `cluster status` prints, or its address); works for dead members too.
     Remove { member: String },
+    /// Save a snapshot of the whole store, or list the scheduled ones.
+    Snapshot {
+        #[command(subcommand)]
+        cmd: SnapshotCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCmd {
+    /// Write a point-in-time copy of the whole store to FILE (0600: it holds every Secret, the CA key and the tokens); restore it with `drover server --data-dir EMPTY_DIR --restore FILE`.
+    Save { file: PathBuf },
+    /// List the scheduled snapshots (`drover server --snapshot-interval`) that each member keeps.
+    List,
 }
 
 #[derive(Subcommand)]
@@ -436,6 +449,12 @@ async fn run(cli: Cli) -> Result<()> {
                 ClusterCmd::Remove { member } => {
                     commands::cluster_remove(&c, &member, &mut out).await?
                 }
+                ClusterCmd::Snapshot {
+                    cmd: SnapshotCmd::Save { file },
+                } => drover_cli::snapshot::save(&c, &file, &mut out).await?,
+                ClusterCmd::Snapshot {
+                    cmd: SnapshotCmd::List,
+                } => drover_cli::snapshot::list(&c, &mut out).await?,
             }
         }
         Cmd::Access { cmd } => {

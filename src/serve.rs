@@ -65,6 +65,29 @@ pub(crate) struct ServerArgs {
     /// Events older than this (since they last occurred) are deleted.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub(crate) event_ttl: Duration,
+    /// Start a new one-member cluster from this snapshot file (`drover cluster snapshot save`)
+    /// in an empty --data-dir: every object at its revision, the same CA and tokens (nodes
+    /// and clients keep their certificates), a new cluster id unless --keep-cluster-id.
+    /// A corrupt or truncated file is refused and nothing is written.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["join", "force_new_cluster"])]
+    pub(crate) restore: Option<PathBuf>,
+    /// With --restore: keep the snapshot's cluster id.
+    #[arg(long, requires = "restore")]
+    pub(crate) keep_cluster_id: bool,
+    /// Make this data dir's member the only member of its cluster, keeping every write in
+    /// its log, when the other members are lost for good (a majority gone). Refused while
+    /// another member answers. Start the other servers anew with --join afterwards.
+    #[arg(long)]
+    pub(crate) force_new_cluster: bool,
+    /// Take a snapshot of the store this often on the leader (e.g. 1h) [default: off].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) snapshot_interval: Option<Duration>,
+    /// How many scheduled snapshots to keep (the oldest are deleted).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub(crate) snapshot_retain: u64,
+    /// Where scheduled snapshots go [default: DATA_DIR/snapshots].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) snapshot_dir: Option<PathBuf>,
 }
 
 /// Runs a member with the flags of `drover server` until it is told to stop
@@ -93,6 +116,17 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
     opts.controller.node_timeout = a.node_timeout;
     opts.controller.node_gc_after = a.node_gc_after;
     opts.controller.event_ttl = a.event_ttl;
+    opts.restore = a.restore;
+    opts.keep_cluster_id = a.keep_cluster_id;
+    opts.force_new_cluster = a.force_new_cluster;
+    if let Some(every) = a.snapshot_interval {
+        if every < Duration::from_secs(1) {
+            anyhow::bail!("--snapshot-interval {every:?}: at least 1s");
+        }
+    }
+    opts.snapshot_interval = a.snapshot_interval;
+    opts.snapshot_retain = a.snapshot_retain as usize;
+    opts.snapshot_dir = a.snapshot_dir;
     let mut server = drover_server::Server::start(opts).await?;
     eprintln!(
         "drover server: member {:016x} serving gRPC on {} and HTTP on {}; client config in {}",

@@ -700,6 +700,28 @@ impl Client {
             .revoked)
     }
 
+    /// Opens a snapshot of the whole store (`drover cluster snapshot save`).
+    pub async fn snapshot(&self) -> Result<tonic::Streaming<pb::SnapshotChunk>, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let r = self.req(pb::SnapshotRequest {}, Duration::from_secs(600));
+                async move { ClusterClient::new(ch).snapshot(r).await }
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// The scheduled snapshots kept by the member this client talks to.
+    pub async fn list_snapshots(&self) -> Result<pb::ListSnapshotsResponse, ClientError> {
+        Ok(self
+            .call(|ch| {
+                let r = self.req(pb::ListSnapshotsRequest {}, Duration::from_secs(10));
+                async move { ClusterClient::new(ch).list_snapshots(r).await }
+            })
+            .await?
+            .into_inner())
+    }
+
     /// Opens a container's log (`drover logs`). Errors found before any
     /// output (no such pod or container, node not connected) come back here;
     /// later ones (the runtime's) from the stream.

@@ -26,6 +26,7 @@ pub mod patch;
 pub mod printers;
 pub mod rollout;
 pub mod run;
+pub mod snapshot;
 pub mod table;
 pub mod tabwriter;
 pub use drover_api::timefmt;

@@ -49,6 +49,7 @@ pub mod limits;
 pub mod loops;
 pub mod metrics;
 pub mod ports;
+pub mod recover;
 pub mod sessions;
 pub mod svc;
 pub mod transport;
@@ -104,6 +105,18 @@ pub struct ServerOptions {
     /// Every connection limit and timeout at once, instead of those derived
     /// from the descriptor limit ([`limits::connection_limits`]); for tests.
     pub connection_limits: Option<drover_pki::net::Limits>,
+    /// A new one-member cluster from this snapshot file (an empty data dir).
+    pub restore: Option<PathBuf>,
+    /// With `restore`: keep the snapshot's cluster id instead of a new one.
+    pub keep_cluster_id: bool,
+    /// Make this data dir's member the only member of its cluster (its
+    /// quorum is lost for good); refused while another member answers.
+    pub force_new_cluster: bool,
+    /// Scheduled snapshots on the leader: how often (off when `None`),
+    /// how many are kept, where (default DATA_DIR/snapshots).
+    pub snapshot_interval: Option<Duration>,
+    pub snapshot_retain: usize,
+    pub snapshot_dir: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -125,6 +138,12 @@ impl ServerOptions {
             controller: ControllerConfig::default(),
             max_connections_per_address: None,
             connection_limits: None,
+            restore: None,
+            keep_cluster_id: false,
+            force_new_cluster: false,
+            snapshot_interval: None,
+            snapshot_retain: 5,
+            snapshot_dir: None,
         }
     }
 }
@@ -217,6 +236,17 @@ impl Server {
     /// Starts a member: see the crate docs for the order of things.
     pub async fn start(opts: ServerOptions) -> Result<Server> {
         let dir = &opts.data_dir;
+        // A restore reads and checks its snapshot before anything is written.
+        let restore = match &opts.restore {
+            Some(file) => {
+                if opts.join.is_some() || opts.force_new_cluster {
+                    bail!("--restore makes a new cluster: it goes without --join and --force-new-cluster");
+                }
+                recover::check_empty(dir)?;
+                Some(recover::read_snapshot(file)?)
+            }
+            None => None,
+        };
         drover_store::private_dir(dir).with_context(|| {
             format!(
                 "cannot create the data dir {} readable by its owner only (0700); check its parent's permissions",
@@ -284,8 +314,15 @@ impl Server {
                         dir.display()
                     );
                 };
+                if opts.force_new_cluster {
+                    recover::force_new_cluster(dir, &id, &t).await?;
+                }
                 (id, Init::Join, t)
             }
+            None if opts.force_new_cluster => bail!(
+                "--force-new-cluster needs the data dir of a surviving member; {} holds none",
+                dir.display()
+            ),
             None => {
                 let addr = opts
                     .advertise
@@ -294,6 +331,38 @@ impl Server {
                 let id = identity::new_id();
                 let hosts = hosts_for(&addr);
                 let (t, admin_token, init) = match &opts.join {
+                    None if restore.is_some() => {
+                        let b = restore.as_ref().expect("checked");
+                        let t = trust::Trust::restore(dir, id, &hosts, &b.header)?;
+                        let (kvs, cluster) = recover::restored_objects(b, opts.keep_cluster_id);
+                        let me = Member {
+                            id,
+                            addr: addr.clone(),
+                            http: http_addr.to_string(),
+                            learner: false,
+                            removed: false,
+                        };
+                        let msg = format!(
+                            "RESTORED from {}: {} objects at revision {} of cluster {}, taken {} by member {:016x}; this is now cluster {cluster} with one member, {id:016x}",
+                            opts.restore.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                            b.kvs.len(),
+                            b.header.revision,
+                            if b.header.cluster_id.is_empty() { "(no id)" } else { &b.header.cluster_id },
+                            humantime::format_rfc3339_seconds(
+                                std::time::UNIX_EPOCH + Duration::from_millis(b.header.taken_at_ms)
+                            ),
+                            b.header.taken_by,
+                        );
+                        tracing::warn!("{msg}");
+                        eprintln!("drover server: {msg}");
+                        let at = if b.header.admin_token.is_empty() {
+                            identity::new_token("admin")
+                        } else {
+                            b.header.admin_token.clone()
+                        };
+                        let revision = b.header.revision;
+                        (t, at, Init::Restore { me, kvs, revision })
+                    }
                     None => {
                         if opts.token.is_some() {
                             bail!("--token is for --join (the cluster's server token); a new cluster makes its own tokens");
@@ -382,6 +451,14 @@ impl Server {
             connections.revocations().clone(),
         );
         ctx.join_catch_up = opts.join_catch_up.max(timeout);
+        ctx.snapshots = ctx::Snapshots {
+            dir: opts
+                .snapshot_dir
+                .clone()
+                .unwrap_or_else(|| dir.join("snapshots")),
+            interval: opts.snapshot_interval,
+            retain: opts.snapshot_retain.max(1),
+        };
         let ctx = Arc::new(ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (cut, cut_rx) = watch::channel(false);
@@ -398,6 +475,7 @@ impl Server {
             tokio::spawn(loops::heartbeats::relay(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(access::follow(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(loops::tokens::follow(ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(loops::snapshots::run(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(ports::serve_grpc(
                 grpc_l,
                 ctx.clone(),

@@ -154,6 +154,31 @@ impl Trust {
         Trust::build(ca, member, server, node)
     }
 
+    /// A cluster restored from a snapshot (`drover server --restore`): the
+    /// snapshot's CA and tokens, so every node's and client's certificate
+    /// stays valid, and a new certificate for this member.
+    pub fn restore(
+        dir: &Path,
+        id: u64,
+        hosts: &[String],
+        h: &drover_proto::v1::BackupHeader,
+    ) -> Result<Trust> {
+        let ca = Ca::from_pem(&h.ca_cert, &h.ca_key)
+            .context("the snapshot's CA does not read (ca_cert, ca_key)")?;
+        let server = JoinToken::parse(&h.server_token, "the snapshot's server token")?;
+        let node = JoinToken::parse(&h.node_token, "the snapshot's node token")?;
+        let (issued, key) =
+            ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, SystemTime::now())?;
+        ca.save(dir)?;
+        let member = Credential {
+            key_pem: key,
+            csr_pem: String::new(),
+            cert_pem: issued.cert_pem,
+        };
+        member.save(dir, "member")?;
+        Trust::build(ca, member, server, node)
+    }
+
     /// A member's trust from its data dir; `None` when it has none yet (a
     /// joining member before its certificate). Renews the member
     /// certificate when a third of its life or less is left.

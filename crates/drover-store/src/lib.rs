@@ -45,11 +45,13 @@
 //! | `M` + member id             | [`Member`] (addresses)                 |
 //! | `r` + client request id     | [`DedupRecord`] of an idempotent write |
 
+pub mod backup;
 mod error;
 mod keys;
 mod logger;
 mod machine;
 mod node;
+mod recovery;
 mod storage;
 mod store;
 mod types;
@@ -62,6 +64,7 @@ pub use drover_proto::v1::{
 pub use error::{Error, Result};
 pub use node::{Reporter, Transport};
 pub use raft::eraftpb::Message as RaftMessage;
+pub use recovery::{force_new_cluster, recorded_members, ForcedCluster};
 pub use store::{private_dir, Consistency, Init, Store, WriteResult};
 pub use types::{MemberChange, Role, Status, StoreConfig};
 pub use watch::{WatchBatch, WatchStream};

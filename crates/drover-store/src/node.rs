@@ -1001,28 +1001,3 @@ impl Node {
         }
     }
 }
-
-/// Sets up the state a brand-new one-member cluster starts from: a snapshot
-/// at index 1 whose conf state has `me` as the only voter. Members that join
-/// later start from a snapshot too, so they learn the membership from it.
-pub(crate) fn bootstrap(storage: &SledStorage, db: &sled::Db, me: &Member) -> Result<()> {
-    let data = SnapshotData {
-        kvs: vec![],
-        members: vec![Member {
-            learner: false,
-            removed: false,
-            ..me.clone()
-        }],
-        dedup: vec![],
-    };
-    let mut snap = Snapshot::default();
-    snap.set_data(data.encode_to_vec().into());
-    snap.mut_metadata().index = 1;
-    snap.mut_metadata().term = 1;
-    snap.mut_metadata().mut_conf_state().voters = vec![me.id];
-    let mut b = sled::Batch::default();
-    storage.apply_snapshot(&mut b, &snap)?;
-    storage.tree.apply_batch(b)?;
-    db.flush()?;
-    Ok(())
-}

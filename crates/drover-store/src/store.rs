@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 pub use crate::machine::WriteResult;
 use crate::machine::{self, check_op};
-use crate::node::{self, Msg, Node, Reporter, Shared, Transport};
+use crate::node::{Msg, Node, Reporter, Shared, Transport};
 use crate::storage::SledStorage;
 use crate::types::{LeaderState, MemberChange, Status, StoreConfig};
 use crate::watch::WatchStream;
@@ -23,6 +23,14 @@ pub enum Init {
     Bootstrap(Member),
     /// Wait to be added by an existing cluster (it sends a snapshot).
     Join,
+    /// Start a new one-member cluster from a snapshot file's objects
+    /// (`drover server --restore`): they keep their revisions, and the log
+    /// continues after `revision`, the snapshot's.
+    Restore {
+        me: Member,
+        kvs: Vec<KeyValue>,
+        revision: u64,
+    },
 }
 
 /// How fresh a read must be.
@@ -99,13 +107,18 @@ impl Store {
             return Err(Error::Removed);
         }
         if !storage.is_initialized() {
-            if let Init::Bootstrap(me) = &init {
+            let (me, kvs, revision) = match init {
+                Init::Bootstrap(me) => (Some(me), Vec::new(), 1),
+                Init::Restore { me, kvs, revision } => (Some(me), kvs, revision),
+                Init::Join => (None, Vec::new(), 0),
+            };
+            if let Some(me) = me {
                 if me.id != cfg.id {
                     return Err(Error::Invalid(
                         "the bootstrap member must be this member".into(),
                     ));
                 }
-                node::bootstrap(&storage, &db, me)?;
+                crate::recovery::bootstrap(&storage, &db, &me, kvs, revision)?;
             }
         }
         let (applied, compacted) = {

@@ -14,6 +14,7 @@ pub mod batch;
 pub mod codec;
 pub mod mirror;
 pub mod node_certs;
+pub mod snapshot;
 
 pub use apply::Applied;
 pub use codec::{

@@ -20,6 +20,15 @@ use tonic::transport::Channel;
 
 pub use forward::{forwarded, from_peer, hops, Forwarding, Route, HOPS};
 
+/// Scheduled snapshots of the store (taken on the leader).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshots {
+    pub dir: std::path::PathBuf,
+    /// Off when `None`.
+    pub interval: Option<Duration>,
+    pub retain: usize,
+}
+
 /// What every service and loop of a member shares.
 pub struct Ctx {
     pub store: Store,
@@ -39,6 +48,10 @@ pub struct Ctx {
     /// How long a joining member may take to catch up with the log before
     /// its join fails and its learner is removed.
     pub join_catch_up: Duration,
+    /// Where scheduled snapshots go (`--snapshot-dir`, default
+    /// DATA_DIR/snapshots), and their interval and how many are kept, when
+    /// they are on (`--snapshot-interval`, `--snapshot-retain`).
+    pub snapshots: Snapshots,
     /// Node heartbeats heard here (and, on the leader, relayed here).
     pub heartbeats: Heartbeats,
     /// Agent sessions held here, for logs and exec.
@@ -73,6 +86,7 @@ impl Ctx {
             trust,
             timeout,
             join_catch_up: Duration::from_secs(60),
+            snapshots: Snapshots::default(),
             heartbeats: Default::default(),
             sessions: Default::default(),
             metrics: Default::default(),

@@ -16,6 +16,7 @@ pub mod heartbeats;
 pub mod mirror;
 pub mod revisions;
 pub mod session;
+pub mod snapshots;
 pub mod tokens;
 
 use drover_api::Manifest;

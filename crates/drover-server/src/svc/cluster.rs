@@ -5,7 +5,7 @@
 //! leader (forwarded there from any member); any member signs.
 
 use super::{admin, reader};
-use crate::api::Objects;
+use crate::api::{snapshot, Objects};
 use crate::auth::{self, Caller};
 use crate::ctx::{hops, Ctx, Forwarding};
 use crate::error::ApiError;
@@ -14,9 +14,11 @@ use drover_pki::{Role, TokenKind};
 use drover_proto::reason::Reason;
 use drover_proto::v1::cluster_client::ClusterClient;
 use drover_proto::v1::{self as pb, cluster_server};
+use drover_store::backup::Encoder;
 use drover_store::{Error as StoreError, Member, MemberChange};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 fn member_pb(m: &Member) -> pb::Member {
@@ -492,7 +494,95 @@ impl cluster_server::Cluster for ClusterSvc {
             revoked: revoked.iter().map(|r| r.to_proto()).collect(),
         }))
     }
+
+    type SnapshotStream = ReceiverStream<Result<pb::SnapshotChunk, Status>>;
+
+    /// A snapshot file's bytes, taken from a linearizable list of the
+    /// whole store and streamed in pieces of [`SNAPSHOT_CHUNK`] bytes.
+    async fn snapshot(
+        &self,
+        req: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<Self::SnapshotStream>, Status> {
+        admin(
+            &self.0,
+            &req,
+            "snapshot (it holds every Secret, the CA key and the tokens)",
+        )?;
+        let started = Instant::now();
+        let (header, kvs) = snapshot::take(&self.0).await.map_err(super::status)?;
+        tracing::info!(
+            "snapshot: {} objects at revision {} for a client ({} ms to read)",
+            kvs.len(),
+            header.revision,
+            started.elapsed().as_millis()
+        );
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            let (revision, objects) = (header.revision, kvs.len() as u64);
+            let (mut enc, mut buf) = Encoder::start(&header);
+            drop(header);
+            let mut first = true;
+            for kv in &kvs {
+                enc.object(kv, &mut buf);
+                if buf.len() >= SNAPSHOT_CHUNK {
+                    let chunk = pb::SnapshotChunk {
+                        data: std::mem::take(&mut buf),
+                        done: false,
+                        revision: if first { revision } else { 0 },
+                        objects: if first { objects } else { 0 },
+                    };
+                    first = false;
+                    if tx.send(Ok(chunk)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            buf.extend(enc.finish());
+            let _ = tx
+                .send(Ok(pb::SnapshotChunk {
+                    data: buf,
+                    done: true,
+                    revision: if first { revision } else { 0 },
+                    objects: if first { objects } else { 0 },
+                }))
+                .await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn list_snapshots(
+        &self,
+        req: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
+        admin(&self.0, &req, "list snapshots")?;
+        let s = self.0.snapshots.clone();
+        let dir = s.dir.clone();
+        let snapshots = tokio::task::spawn_blocking(move || snapshot::list(&dir))
+            .await
+            .map_err(|e| Reason::InternalError.status(format!("listing snapshots failed: {e}")))?
+            .map_err(|e| {
+                Reason::InternalError.status(format!(
+                    "cannot read the snapshot directory {}: {e}",
+                    s.dir.display()
+                ))
+            })?;
+        Ok(Response::new(pb::ListSnapshotsResponse {
+            dir: s.dir.display().to_string(),
+            snapshots,
+            schedule: match s.interval {
+                Some(every) => format!(
+                    "every {}, keeping {}",
+                    humantime::format_duration(every),
+                    s.retain
+                ),
+                None => String::new(),
+            },
+        }))
+    }
 }
+
+/// The size of the pieces a snapshot is streamed in.
+const SNAPSHOT_CHUNK: usize = 1 << 20;
 
 /// Refuses a client's name that is not a DNS subdomain (what a
 /// certificate's common name and a record's name may hold).

@@ -1,0 +1,57 @@
+//! On the leader: the cluster's identity (written once, by the first leader
+//! of a cluster that has none) and the scheduled snapshots of
+//! `--snapshot-interval` into `--snapshot-dir`, keeping the newest
+//! `--snapshot-retain`. A member that is not the leader takes none, so a
+//! cluster writes one snapshot per interval wherever its leader is;
+//! `drover cluster snapshot list` asks every member.
+
+use crate::api::snapshot;
+use crate::ctx::Ctx;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Runs until `stop`.
+pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let mut leader = ctx.store.subscribe_leader();
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            r = leader.wait_for(|l| l.is_leader) => if r.is_err() { return },
+        }
+        let term = ctx.store.leader().term;
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = leader.wait_for(|l| !l.is_leader || l.term != term) => {}
+            _ = lead(&ctx) => {}
+        }
+    }
+}
+
+async fn lead(ctx: &Ctx) {
+    // The identity first: retried until it is written (a new leader's
+    // first writes can meet an election).
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match snapshot::ensure_cluster_id(ctx).await {
+            Ok(_) => break,
+            Err(e) => {
+                tracing::warn!("cannot record the cluster's id yet: {e}");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    let s = ctx.snapshots.clone();
+    let Some(every) = s.interval else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = snapshot::save_scheduled(ctx, &s.dir, s.retain).await {
+            tracing::error!("scheduled snapshot into {} failed: {e}", s.dir.display());
+        }
+    }
+}
