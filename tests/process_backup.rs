@@ -52,7 +52,7 @@ fn drover(config: &Path, servers: Option<&str>, args: &[&str]) -> Output {
 fn start_server(dir: &Path, name: &str, extra: &[&str]) -> (Child, String, String) {
     let data = dir.join(name);
     let mut args = vec!["server", "--data-dir", path(&data)];
-    if !extra.iter().any(|a| *a == "--listen") {
+    if !extra.contains(&"--listen") {
         args.extend_from_slice(&["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"]);
     }
     args.extend_from_slice(extra);
