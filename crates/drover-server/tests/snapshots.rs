@@ -520,3 +520,34 @@ fn rand_suffix() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
 }
+
+#[tokio::test]
+async fn removing_a_member_without_a_quorum_says_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = start_servers(tmp.path(), 3).await;
+    let token = servers[0].identity.admin_token.clone();
+    let ca = servers[0].trust.ca.cert_pem().to_string();
+    let c = client(vec![servers[0].grpc_addr.to_string()], &token, &ca);
+    wait_until("3 voters", WAIT, || async {
+        c.status().await.is_ok_and(|s| {
+            s.members
+                .iter()
+                .filter(|m| !m.learner && !m.removed)
+                .count()
+                == 3
+        })
+    })
+    .await;
+    let gone = servers[2].identity.id;
+    for mut s in servers.drain(1..) {
+        s.shutdown().await;
+    }
+    let e = c
+        .remove_member(gone)
+        .await
+        .expect_err("removed without a quorum");
+    assert!(e.to_string().contains("--force-new-cluster"), "{e}");
+    for mut s in servers {
+        s.shutdown().await;
+    }
+}

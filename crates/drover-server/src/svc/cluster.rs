@@ -317,7 +317,8 @@ impl cluster_server::Cluster for ClusterSvc {
                         .map(|r| r.into_inner())
                 },
             )
-            .await?;
+            .await
+            .map_err(no_quorum_hint)?;
         Ok(Response::new(resp))
     }
 
@@ -578,6 +579,18 @@ impl cluster_server::Cluster for ClusterSvc {
                 None => String::new(),
             },
         }))
+    }
+}
+
+/// A removal that found no leader (or timed out waiting for a quorum)
+/// says what to do when the quorum is lost for good.
+fn no_quorum_hint(e: ApiError) -> ApiError {
+    const HINT: &str = "removing a member needs a quorum (a majority of the members up and talking); if the others are lost for good, stop the most up-to-date surviving server and restart it with `drover server --data-dir DIR --force-new-cluster` (docs/operations.md)";
+    match e {
+        ApiError::Unavailable(m) => ApiError::Unavailable(format!("{m}; {HINT}")),
+        ApiError::Timeout(m) => ApiError::Timeout(format!("{m}; {HINT}")),
+        ApiError::NotLeader(m) => ApiError::NotLeader(format!("{m}; {HINT}")),
+        other => other,
     }
 }
 
