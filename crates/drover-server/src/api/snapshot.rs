@@ -105,8 +105,12 @@ pub fn scheduled_name(taken_at: SystemTime, revision: u64) -> String {
 }
 
 /// Takes a snapshot into `dir` and keeps the newest `retain` there.
-/// Answers the file written.
-pub async fn save_scheduled(ctx: &Ctx, dir: &Path, retain: usize) -> Result<PathBuf, ApiError> {
+/// Answers the file written and the revision it holds.
+pub async fn save_scheduled(
+    ctx: &Ctx,
+    dir: &Path,
+    retain: usize,
+) -> Result<(PathBuf, u64), ApiError> {
     let started = Instant::now();
     let (header, kvs) = take(ctx).await?;
     let taken_at = UNIX_EPOCH + Duration::from_millis(header.taken_at_ms);
@@ -134,7 +138,7 @@ pub async fn save_scheduled(ctx: &Ctx, dir: &Path, retain: usize) -> Result<Path
         path.display(),
         started.elapsed().as_millis()
     );
-    Ok(path)
+    Ok((path, revision))
 }
 
 /// The scheduled snapshots in `dir`, oldest first (names sort by time).

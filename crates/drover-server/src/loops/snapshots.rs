@@ -48,10 +48,18 @@ async fn lead(ctx: &Ctx) {
     };
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The revision of the last snapshot taken: none is taken again while
+    // nothing changed (the newest one already holds that state).
+    let mut last = 0;
     loop {
         tick.tick().await;
-        if let Err(e) = snapshot::save_scheduled(ctx, &s.dir, s.retain).await {
-            tracing::error!("scheduled snapshot into {} failed: {e}", s.dir.display());
+        if last != 0 && ctx.store.last_change() <= last {
+            tracing::debug!("scheduled snapshot skipped: nothing changed since revision {last}");
+            continue;
+        }
+        match snapshot::save_scheduled(ctx, &s.dir, s.retain).await {
+            Ok((_, revision)) => last = revision,
+            Err(e) => tracing::error!("scheduled snapshot into {} failed: {e}", s.dir.display()),
         }
     }
 }
