@@ -18,6 +18,7 @@
 //! | `Pods` | locate | member |
 //! | `Cluster` ([`cluster`]) | status | admin, viewer, member |
 //! | `Cluster` | remove member, issue client, rotate token | admin, member |
+//! | `Cluster` | snapshot (every Secret, the CA key and the tokens), list snapshots | admin, member (tested: `tests/snapshots.rs` refuses a viewer, a wrong token and no credential) |
 //! | `Cluster` | join | the member certificate of the joining id, or a current member's relaying it to the leader (forwarded, hops > 0) |
 //! | `Cluster` | certify | anyone with the server or node token in the request; a node renewing its own certificate |
 //! | `Raft` ([`raft`]) | send, heartbeats | member (a message's sender must be the certificate's member) |
