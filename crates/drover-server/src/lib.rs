@@ -242,6 +242,9 @@ impl Server {
                 if opts.join.is_some() || opts.force_new_cluster {
                     bail!("--restore makes a new cluster: it goes without --join and --force-new-cluster");
                 }
+                if opts.admin_token.is_some() {
+                    bail!("--admin-token: a restore keeps the snapshot's admin token; replace it afterwards with `drover token rotate admin`");
+                }
                 recover::check_empty(dir)?;
                 Some(recover::read_snapshot(file)?)
             }

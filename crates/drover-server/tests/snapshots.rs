@@ -253,6 +253,18 @@ async fn save_wipe_restore_keeps_objects_revisions_and_running_pods() {
         w.revision,
         b.header.revision
     );
+    // Another server joins the restored cluster as usual.
+    let mut o = fast_options(tmp.path().join("second"));
+    o.join = Some(r.addr.clone());
+    o.token = Some(r.server.identity.server_token.clone());
+    let mut second = Server::start(o).await.expect("a member joins the restored cluster");
+    wait_until("2 voters", WAIT, || async {
+        c.status()
+            .await
+            .is_ok_and(|s| s.members.iter().filter(|m| !m.learner && !m.removed).count() == 2)
+    })
+    .await;
+    second.shutdown().await;
     agent.stop_unchecked(Duration::from_secs(5)).await;
     r.shutdown().await;
 }
