@@ -43,8 +43,10 @@ fn collect<'a>(cmd: &'a Command, out: &mut Vec<&'a Command>) {
 /// The subcommands `--help` lists: neither hidden nor clap's own `help`.
 fn visible_subcommands(cmd: &Command) -> impl Iterator<Item = &Command> {
     let generated_help = !cmd.is_disable_help_subcommand_set();
-    cmd.get_subcommands()
-        .filter(move |s| !s.is_hide_set() && !(generated_help && s.get_name() == "help"))
+    cmd.get_subcommands().filter(move |s| {
+        let clap_help = generated_help && s.get_name() == "help";
+        !(s.is_hide_set() || clap_help)
+    })
 }
 
 /// The full name of a built command (`drover cluster status`).
