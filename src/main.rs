@@ -1,5 +1,7 @@
 //! The `drover` binary: argument parsing and wiring, nothing else.
 
+#[cfg(test)]
+mod reference;
 mod serve;
 mod up;
 

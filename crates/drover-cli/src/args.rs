@@ -25,6 +25,7 @@ pub enum ClientCmd {
         kind: String,
         /// Names (every object of the kind when none).
         names: Vec<String>,
+        /// The namespace [default: default].
         #[arg(short, long)]
         namespace: Option<String>,
     },
@@ -42,7 +43,9 @@ pub enum ClientCmd {
     Taint {
         /// node.
         kind: String,
+        /// The node's name.
         name: String,
+        /// k=v:Effect or k:Effect to set, k:Effect- or k- to remove.
         #[arg(required = true)]
         taints: Vec<String>,
         /// Allow replacing a taint with the same key and effect.
@@ -51,11 +54,13 @@ pub enum ClientCmd {
     },
     /// Mark nodes unschedulable (daemon pods still run there).
     Cordon {
+        /// The nodes to cordon.
         #[arg(required = true)]
         nodes: Vec<String>,
     },
     /// Mark nodes schedulable again.
     Uncordon {
+        /// The nodes to uncordon.
         #[arg(required = true)]
         nodes: Vec<String>,
     },
@@ -143,6 +148,7 @@ pub struct DeleteArgs {
     pub kind: Option<String>,
     /// Names of the objects to delete.
     pub names: Vec<String>,
+    /// Label selector, e.g. app=web,tier!=db: delete the objects it selects.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
     /// Every object of the kind in the namespace.
@@ -151,6 +157,7 @@ pub struct DeleteArgs {
     /// Delete the objects these manifests describe.
     #[arg(short = 'f', long = "filename")]
     pub files: Vec<String>,
+    /// The namespace [default: default].
     #[arg(short, long)]
     pub namespace: Option<String>,
 }
@@ -166,6 +173,7 @@ pub struct LabelArgs {
     /// Allow changing the value of an existing key.
     #[arg(long)]
     pub overwrite: bool,
+    /// The namespace [default: default].
     #[arg(short, long)]
     pub namespace: Option<String>,
 }
@@ -190,6 +198,7 @@ pub struct PatchArgs {
     /// strategic (lists merged by their keys), merge (RFC 7386) or json (RFC 6902).
     #[arg(long = "type", value_enum, default_value = "strategic")]
     pub patch_type: crate::patch::PatchType,
+    /// The namespace [default: default].
     #[arg(short, long)]
     pub namespace: Option<String>,
 }
@@ -200,6 +209,7 @@ pub struct EditArgs {
     /// The kind (or KIND/NAME).
     pub kind: String,
     pub name: Option<String>,
+    /// The namespace [default: default].
     #[arg(short, long)]
     pub namespace: Option<String>,
     /// The format to edit in.
@@ -298,7 +308,9 @@ pub enum RolloutCmd {
     Status {
         /// ds/NAME (or `ds NAME`).
         target: String,
+        /// The DaemonSet's name, when TARGET is `ds`.
         name: Option<String>,
+        /// The namespace [default: default].
         #[arg(short, long)]
         namespace: Option<String>,
         /// Keep waiting (-w=false prints the state once).
@@ -310,26 +322,37 @@ pub enum RolloutCmd {
     },
     /// Revisions and change causes; one revision's template with --revision N.
     History {
+        /// ds/NAME (or `ds NAME`).
         target: String,
+        /// The DaemonSet's name, when TARGET is `ds`.
         name: Option<String>,
+        /// The namespace [default: default].
         #[arg(short, long)]
         namespace: Option<String>,
+        /// Print this revision's pod template.
         #[arg(long)]
         revision: Option<i64>,
     },
     /// Roll back to the previous revision (or --to-revision N).
     Undo {
+        /// ds/NAME (or `ds NAME`).
         target: String,
+        /// The DaemonSet's name, when TARGET is `ds`.
         name: Option<String>,
+        /// The namespace [default: default].
         #[arg(short, long)]
         namespace: Option<String>,
+        /// The revision to roll back to (0: the previous one).
         #[arg(long)]
         to_revision: Option<i64>,
     },
     /// Replace every pod (sets the template annotation kubectl.kubernetes.io/restartedAt).
     Restart {
+        /// ds/NAME (or `ds NAME`).
         target: String,
+        /// The DaemonSet's name, when TARGET is `ds`.
         name: Option<String>,
+        /// The namespace [default: default].
         #[arg(short, long)]
         namespace: Option<String>,
     },
