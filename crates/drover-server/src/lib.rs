@@ -53,6 +53,7 @@ pub mod sessions;
 pub mod svc;
 pub mod transport;
 pub mod trust;
+pub mod upgrade;
 
 pub use error::ApiError;
 pub use loops::controller::ControllerConfig;
