@@ -7,9 +7,10 @@
 //!    join), compacting their logs often so that a restarted member catches
 //!    up from a snapshot made by a member of the other version. Two
 //!    `drover agent --runtime sim --data-dir` processes and one `drover sim`
-//!    of two nodes (`--data-dir`), old too: four nodes.
+//!    of two nodes (`--data-dir`), old too, and one agent of the **new**
+//!    binary, welcomed by an old member without capabilities: five nodes.
 //! 2. Two DaemonSets: `steady` (never changed) and `roll` (RollingUpdate,
-//!    maxUnavailable 1, minReadySeconds 1, a template that each round of
+//!    maxUnavailable 1, minReadySeconds 2, a template that each round of
 //!    the rollout changes).
 //! 3. Throughout: a writer creating keys through a failover client and
 //!    recording every acknowledged write; a watch on the Nodes (resumed
@@ -29,11 +30,11 @@
 //!    (no pod is replaced), their containers are new, and the test says so
 //!    rather than asserting what only a runtime that outlives the agent
 //!    (Docker) can keep.
-//! 7. The rollout completes on every node; then one member is downgraded
-//!    back to the old binary and the cluster still takes writes, through
-//!    it too.
+//! 7. The rollout completes on every node; then the leader is downgraded
+//!    back to the old binary (the new binary hands leadership over before
+//!    it stops) and the cluster still takes writes, through it too.
 //! 8. Every acknowledged write is on every member; no node was ever not
-//!    Ready.
+//!    Ready (the watch, and no `NodeNotReady` event was recorded).
 //!
 //! The old binary: `DROVER_UPGRADE_FROM_BIN` (what `.ci/run` exports), or
 //! built by `.ci/build-upgrade-base` (a git worktree of the base commit,
@@ -54,11 +55,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const MEMBERS: usize = 3;
-/// `drover agent --runtime sim` processes, one node each.
+/// `drover agent --runtime sim` processes of the old binary, one node each,
+/// upgraded in turn.
 const AGENTS: usize = 2;
 /// Nodes of the one `drover sim` process.
 const SIM_NODES: usize = 2;
-const NODES: usize = AGENTS + SIM_NODES;
+/// Every node: the old agents, one agent of the new binary that joins the
+/// old cluster (`up-agent2`, never restarted), the sim's.
+const NODES: usize = AGENTS + 1 + SIM_NODES;
+/// The node of the new agent that joins the old cluster.
+const NEW_NODE: &str = "up-agent2";
 /// Raft tuning of every start: compact so often that a member that was
 /// away catches up from a snapshot (made by a member of the other version).
 const SNAPSHOT_EVERY: &str = "50";
@@ -70,6 +76,9 @@ const STOP: Duration = Duration::from_secs(15);
 /// Pods Running and Ready everywhere, a rollout complete.
 const CONVERGE: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(50);
+/// `minReadySeconds` of the `roll` DaemonSet: with maxUnavailable 1, a
+/// round of its rollout lasts at least this times the nodes (8 s).
+const ROLL_MIN_READY: u64 = 2;
 const LOOPBACK_0: &str = "127.0.0.1:0";
 /// gRPC codes (the root package does not depend on tonic).
 const GRPC_ALREADY_EXISTS: i32 = 6;
@@ -411,7 +420,8 @@ impl Cluster {
                 id: 0,
             })
             .collect();
-        let agents = (0..AGENTS)
+        // One more than AGENTS: the last is new from the start.
+        let agents = (0..=AGENTS)
             .map(|i| Proc::new(&format!("agent{i}"), tmp.path()))
             .collect();
         let sim = Proc::new("sim", tmp.path());
@@ -579,10 +589,16 @@ impl Cluster {
     /// What every node process is given: all servers, the node token, the
     /// CA.
     fn node_conn(&self) -> Vec<String> {
+        self.node_conn_to(self.servers())
+    }
+
+    /// [`Cluster::node_conn`] with only the servers `servers` (comma
+    /// separated).
+    fn node_conn_to(&self, servers: String) -> Vec<String> {
         let d = &self.members[0].dir;
         vec![
             "--server".into(),
-            self.servers(),
+            servers,
             "--token-file".into(),
             self.path(&d.join("node-token")),
             "--ca".into(),
@@ -590,6 +606,7 @@ impl Cluster {
         ]
     }
 
+    /// `drover agent` for node `up-agent{i}`, given every server.
     fn agent_args(&self, i: usize) -> Vec<String> {
         let mut a: Vec<String> = [
             "agent",
@@ -604,6 +621,20 @@ impl Cluster {
         .to_vec();
         a.extend(self.node_conn());
         a
+    }
+
+    /// Lines of the members' logs (all their starts) that contain `text`.
+    fn member_log_lines(&self, text: &str) -> usize {
+        self.members
+            .iter()
+            .map(|m| {
+                std::fs::read_to_string(&m.proc.log)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains(text))
+                    .count()
+            })
+            .sum()
     }
 
     fn sim_args(&self) -> Vec<String> {
@@ -691,7 +722,8 @@ struct NodeLog {
     resumed: usize,
     /// Times it had to list again (its revision was compacted away).
     relisted: usize,
-    /// The nodes seen.
+    /// The nodes seen Ready: from then on they must stay so (a node that
+    /// joins is not Ready before its agent's first report).
     names: BTreeSet<String>,
 }
 
@@ -721,13 +753,15 @@ async fn watch_nodes(client: Client, log: Arc<Mutex<NodeLog>>) {
     let note = |n: &Value, what: &str, log: &Mutex<NodeLog>| {
         let name = n["metadata"]["name"].as_str().unwrap_or("?").to_string();
         let mut l = log.lock().unwrap();
-        l.names.insert(name.clone());
         let bad = if what == "DELETED" {
             Some("deleted".to_string())
         } else {
             node_ready(n)
         };
-        if let Some(b) = bad {
+        if bad.is_none() {
+            l.names.insert(name.clone());
+        }
+        if let Some(b) = bad.filter(|_| l.names.contains(&name)) {
             l.violations
                 .push(format!("{:?}: node {name} {what}: {b}", started.elapsed()));
         }
@@ -776,14 +810,18 @@ async fn watch_nodes(client: Client, log: Arc<Mutex<NodeLog>>) {
     }
 }
 
+/// DaemonSet `name` whose template is round `round` of its rollout.
+/// `roll` waits [`ROLL_MIN_READY`] seconds on each new pod, so that a round
+/// lasts longer than a member is away.
 fn daemon_set(name: &str, round: usize) -> String {
+    let min_ready = if name == "roll" { ROLL_MIN_READY } else { 0 };
     format!(
         "apiVersion: apps/v1
 kind: DaemonSet
 metadata: {{name: {name}, namespace: default}}
 spec:
   selector: {{matchLabels: {{app: {name}}}}}
-  minReadySeconds: 1
+  minReadySeconds: {min_ready}
   updateStrategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 1}}}}
   template:
     metadata: {{labels: {{app: {name}}}}}
@@ -856,11 +894,16 @@ async fn pods(client: &Client, app: &str) -> Option<BTreeMap<String, PodFacts>> 
 
 /// Every node has one pod of `app`, Running and Ready, of template round
 /// `round`, and the DaemonSet's status says its rollout is complete.
-async fn rolled_out(client: &Client, app: &str, round: usize) -> Option<BTreeMap<String, PodFacts>> {
+async fn rolled_out(
+    client: &Client,
+    app: &str,
+    round: usize,
+    nodes: usize,
+) -> Option<BTreeMap<String, PodFacts>> {
     let ds = client.get_object("ds", "default", app).await.ok()?;
     let ds = serde_json::to_value(&ds).ok()?;
     let st = &ds["status"];
-    let n = NODES as u64;
+    let n = nodes as u64;
     let done = st["observedGeneration"] == ds["metadata"]["generation"]
         && st["desiredNumberScheduled"].as_u64() == Some(n)
         && st["updatedNumberScheduled"].as_u64() == Some(n)
@@ -870,9 +913,9 @@ async fn rolled_out(client: &Client, app: &str, round: usize) -> Option<BTreeMap
         return None;
     }
     let pods = pods(client, app).await?;
-    let nodes: BTreeSet<&str> = pods.values().map(|p| p.node.as_str()).collect();
-    (pods.len() == NODES
-        && nodes.len() == NODES
+    let on: BTreeSet<&str> = pods.values().map(|p| p.node.as_str()).collect();
+    (pods.len() == nodes
+        && on.len() == nodes
         && pods
             .values()
             .all(|p| p.running_ready && p.round == round.to_string()))
@@ -933,16 +976,28 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     }
     let args = c.sim_args();
     c.sim.start(&old, &args);
+    // An agent of the new release in the cluster of the old one: its
+    // session is welcomed by an old member, which sends no capabilities.
+    let args = c.agent_args(AGENTS);
+    c.agents[AGENTS].start(&new, &args);
+    let log = c.agents[AGENTS].log.clone();
+    wait_for("the new agent's welcome by an old member", START, || async {
+        std::fs::read_to_string(&log)
+            .ok()?
+            .contains("server_version=unknown version (no capabilities sent: the baseline)")
+            .then_some(())
+    })
+    .await;
     let client = c.client();
     apply(&client, &daemon_set("steady", 0)).await;
     let mut round = 0;
     apply(&client, &daemon_set("roll", round)).await;
     let steady_before = wait_for("steady Running and Ready on every node", CONVERGE, || async {
-        rolled_out(&client, "steady", 0).await
+        rolled_out(&client, "steady", 0, NODES).await
     })
     .await;
     wait_for("roll Running and Ready on every node", CONVERGE, || async {
-        rolled_out(&client, "roll", round).await
+        rolled_out(&client, "roll", round, NODES).await
     })
     .await;
     eprintln!(
@@ -971,6 +1026,10 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     for &i in &order {
         round += 1;
         apply(&client, &daemon_set("roll", round)).await;
+        assert!(
+            rolled_out(&client, "roll", round, NODES).await.is_none(),
+            "round {round} of the rollout is under way when the member stops"
+        );
         let name = c.members[i].proc.name.clone();
         let t = Instant::now();
         let (exit, status) = c.members[i].proc.stop().await;
@@ -983,10 +1042,16 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         let view = c.wait_in_cluster(i).await;
         let back = Instant::now();
         let (acked, max_gap) = acks_between(&writes.lock().unwrap(), t, back);
+        let updated = pods(&client, "roll").await.map_or(0, |p| {
+            p.values()
+                .filter(|p| p.round == round.to_string() && p.running_ready)
+                .count()
+        });
         eprintln!(
             "{name} upgraded (was {}): exited {exit:?} after SIGTERM, back as a voter that \
              caught up {:?} after it; {acked} writes acknowledged meanwhile, longest gap \
-             {max_gap:?}; reports version {}",
+             {max_gap:?}; reports version {}; rollout round {round}: {updated} of {NODES} \
+             pods updated and ready",
             if i == leader { "the leader" } else { "a follower" },
             back - t,
             view.version
@@ -1001,10 +1066,24 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         c.assert_all_alive();
     }
 
+    // Every session is now on a new member, and each but the new agent's
+    // began with the hello of an old agent, which lists no capabilities:
+    // welcomed all the same.
+    wait_for("a session for every node", START, || async {
+        (c.sessions().await == NODES as u32).then_some(())
+    })
+    .await;
+    let old_hellos = c.member_log_lines("(no capabilities sent: the baseline)");
+    assert!(
+        old_hellos >= NODES - 1,
+        "the new members logged {old_hellos} hellos of old agents, fewer than the {} sessions of old agents they hold",
+        NODES - 1
+    );
+
     // No member's upgrade restarted a container: every steady pod is the
     // same pod with the same container, started at the same time.
     let steady_after_servers = wait_for("steady Running and Ready", CONVERGE, || async {
-        rolled_out(&client, "steady", 0).await
+        rolled_out(&client, "steady", 0, NODES).await
     })
     .await;
     assert_eq!(
@@ -1073,16 +1152,30 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         (c.sessions().await == NODES as u32).then_some(())
     })
     .await;
+    // New agents list their capabilities, and learn the server's.
+    let new_hellos = c.member_log_lines("(capabilities ");
+    assert!(
+        new_hellos >= NODES,
+        "the members logged {new_hellos} hellos that list capabilities, fewer than the {NODES} new nodes"
+    );
+    for a in &c.agents[..AGENTS] {
+        let log = std::fs::read_to_string(&a.log).unwrap_or_default();
+        assert!(
+            log.contains("server_version=") && log.contains("(capabilities "),
+            "{} (new) did not log the new server's version and capabilities",
+            a.name
+        );
+    }
 
     // The rollout completes everywhere; the steady pods are the same pods.
     let t = Instant::now();
     wait_for("the last round of the rollout complete", CONVERGE, || async {
-        rolled_out(&client, "roll", round).await
+        rolled_out(&client, "roll", round, NODES).await
     })
     .await;
     eprintln!("rollout round {round} complete {:?} after the agents' upgrade", t.elapsed());
     let steady_after = wait_for("steady Running and Ready", CONVERGE, || async {
-        rolled_out(&client, "steady", 0).await
+        rolled_out(&client, "steady", 0, NODES).await
     })
     .await;
     let mut restarted = 0;
@@ -1096,6 +1189,10 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             "steady pod {name}: the same pod on the same node, no restart counted"
         );
         if a.started_at != b.started_at || a.container_id != b.container_id {
+            assert_ne!(
+                a.node, NEW_NODE,
+                "steady pod {name}: its agent was never restarted, yet its container was"
+            );
             restarted += 1;
         }
     }
@@ -1106,9 +1203,10 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         steady_before.len()
     );
 
-    // Downgrade one member (a follower) back to the old binary.
-    let leader = c.leader().await;
-    let i = (0..MEMBERS).find(|i| *i != leader).expect("a follower");
+    // Downgrade the leader back to the old binary: the new binary hands
+    // leadership over before it stops (its log says so), then the old
+    // binary resumes from the data dir the new one wrote.
+    let i = c.leader().await;
     let name = c.members[i].proc.name.clone();
     let t = Instant::now();
     let (exit, status) = c.members[i].proc.stop().await;
@@ -1118,8 +1216,17 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     let view = c.wait_in_cluster(i).await;
     let back = Instant::now();
     let (acked, max_gap) = acks_between(&writes.lock().unwrap(), t, back);
+    assert_eq!(
+        c.members[i]
+            .proc
+            .tail(usize::MAX)
+            .matches("stopping: handed leadership to member")
+            .count(),
+        1,
+        "{name}, the leader, handed leadership over before it stopped (new binary)"
+    );
     away.push(Away {
-        who: format!("{name} new->old"),
+        who: format!("{name} new->old (was the leader)"),
         exit,
         away: back - t,
         acked,
@@ -1214,6 +1321,22 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             "m{i} and m0 differ up to revision {last}"
         );
     }
+
+    // A backstop for the watch's relists (a compacted revision): the node
+    // lifecycle controller records a NodeNotReady event for every node it
+    // turns NotReady.
+    let events = client.list_objects("events", "", "").await.expect("events");
+    let not_ready: Vec<String> = events
+        .items
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .filter(|e| e["reason"] == "NodeNotReady")
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        not_ready.is_empty(),
+        "NodeNotReady events were recorded: {not_ready:#?}"
+    );
 
     let nl = node_log.lock().unwrap();
     assert_eq!(

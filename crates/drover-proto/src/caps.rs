@@ -144,10 +144,10 @@ mod tests {
 
     #[test]
     fn this_build_speaks_at_least_the_baseline() {
-        let ours = Peer::new("x", &ours());
-        assert!(ours.announced);
+        let me = Peer::new("x", &ours());
+        assert!(me.announced);
         for c in BASELINE {
-            assert!(ours.supports(c), "{c}: a capability is never dropped");
+            assert!(me.supports(c), "{c}: a capability is never dropped");
         }
         let mut names = ours();
         names.sort();

@@ -294,6 +294,48 @@ async fn losing_the_leader_elects_another_and_writes_continue() {
     c.shutdown().await;
 }
 
+/// A leader that stops (SIGTERM, a rolling upgrade) hands leadership to
+/// another voter first: when its shutdown returns, another member already
+/// leads, in a later term, and took the leader's writes with it; the
+/// others never wait out an election timeout without a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopping_leader_hands_leadership_over() {
+    let mut c = Cluster::start(3).await;
+    let client = c.client();
+    client
+        .create("/h/before", b"1".to_vec())
+        .await
+        .expect("write");
+    let old = c.leader().await;
+    let term = c.server(old).store.leader().term;
+    c.stop(old).await;
+    // No wait: the handover happened before the shutdown's grace period,
+    // during which the stopping leader still sent heartbeats, so without
+    // it no other member could lead yet.
+    let leaders: Vec<(usize, u64)> = c
+        .live()
+        .filter_map(|m| m.server.as_ref())
+        .map(|s| s.store.leader())
+        .enumerate()
+        .filter(|(_, l)| l.is_leader)
+        .map(|(i, l)| (i, l.term))
+        .collect();
+    assert_eq!(
+        leaders.len(),
+        1,
+        "one of the others leads as soon as the leader stopped: {leaders:?}"
+    );
+    assert!(leaders[0].1 > term, "in a later term than {term}");
+    let client = c.client();
+    client
+        .create("/h/after", b"2".to_vec())
+        .await
+        .expect("write after the handover");
+    let (kvs, _) = client.list("/h/", false).await.expect("list");
+    assert_eq!(kvs.len(), 2);
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_member_has_every_acknowledged_write() {
     let mut c = Cluster::start(3).await;

@@ -297,6 +297,28 @@ impl Store {
         self.send(Msg::TransferLeader(to))
     }
 
+    /// When this member leads, hands leadership to the most up-to-date
+    /// other voter and waits (at most `timeout`) until it no longer leads:
+    /// a member about to stop, so that the others need not wait out an
+    /// election timeout without a leader (a rolling upgrade stops every
+    /// member in turn). Returns the member it handed leadership to, None
+    /// when it did not lead, had no other voter, or still leads at the
+    /// deadline (raft gives up a transfer after an election timeout).
+    pub async fn step_down(&self, timeout: Duration) -> Option<u64> {
+        if !self.leader().is_leader {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::StepDown(tx)).ok()?;
+        let to = rx.await.ok()??;
+        let mut leader = self.subscribe_leader();
+        tokio::time::timeout(timeout, leader.wait_for(|l| !l.is_leader))
+            .await
+            .ok()?
+            .ok()?;
+        Some(to)
+    }
+
     /// Hands a message from a peer to raft.
     pub fn step(&self, msg: RaftMessage) -> Result<()> {
         self.send(Msg::Raft(Box::new(msg)))
