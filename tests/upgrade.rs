@@ -304,7 +304,10 @@ impl Member {
                     tokio::time::sleep(POLL).await;
                     break;
                 }
-                if http_status(&self.http, "/health", &self.dir).await.is_some() {
+                if http_status(&self.http, "/health", &self.dir)
+                    .await
+                    .is_some()
+                {
                     return;
                 }
                 assert!(
@@ -462,9 +465,7 @@ impl Cluster {
             })
             .await;
             if i == 0 {
-                c.token = ClientConfig::load(&client_yaml)
-                    .expect("client.yaml")
-                    .token;
+                c.token = ClientConfig::load(&client_yaml).expect("client.yaml").token;
             }
             c.wait_in_cluster(i).await;
         }
@@ -541,11 +542,7 @@ impl Cluster {
         self.members[i].proc.assert_alive();
         let leader = self.leader().await;
         let target = self.status(leader).await.map_or(0, |v| v.commit);
-        let expected_voters = self
-            .members
-            .iter()
-            .filter(|m| m.proc.starts > 0)
-            .count();
+        let expected_voters = self.members.iter().filter(|m| m.proc.starts > 0).count();
         let what = format!("{name} a voter that applied index {target}");
         let view = wait_for(&what, START, || async {
             let me = self.status(i).await?;
@@ -793,18 +790,14 @@ async fn watch_nodes(client: Client, log: Arc<Mutex<NodeLog>>) {
                 continue;
             }
         };
-        loop {
-            match w.next().await {
-                Ok(Some(ev)) => {
-                    let v = serde_json::to_value(&ev.object).expect("a node as JSON");
-                    if let Some(r) = v["metadata"]["resourceVersion"].as_str() {
-                        rv = r.to_string();
-                    }
-                    log.lock().unwrap().events += 1;
-                    note(&v, &ev.r#type, &log);
-                }
-                Ok(None) | Err(_) => break,
+        // Until the stream ends or fails (its member went away): resume.
+        while let Ok(Some(ev)) = w.next().await {
+            let v = serde_json::to_value(&ev.object).expect("a node as JSON");
+            if let Some(r) = v["metadata"]["resourceVersion"].as_str() {
+                rv = r.to_string();
             }
+            log.lock().unwrap().events += 1;
+            note(&v, &ev.r#type, &log);
         }
         log.lock().unwrap().resumed += 1;
     }
@@ -965,7 +958,11 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     let started = Instant::now();
     let old = old_binary();
     let new = new_binary();
-    eprintln!("old binary: {}\nnew binary: {}", old.display(), new.display());
+    eprintln!(
+        "old binary: {}\nnew binary: {}",
+        old.display(),
+        new.display()
+    );
     let mut c = Cluster::start(old.clone(), new.clone()).await;
     eprintln!("3 members on the old binary in {:?}", started.elapsed());
 
@@ -981,20 +978,26 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     let args = c.agent_args(AGENTS);
     c.agents[AGENTS].start(&new, &args);
     let log = c.agents[AGENTS].log.clone();
-    wait_for("the new agent's welcome by an old member", START, || async {
-        std::fs::read_to_string(&log)
-            .ok()?
-            .contains("server_version=unknown version (no capabilities sent: the baseline)")
-            .then_some(())
-    })
+    wait_for(
+        "the new agent's welcome by an old member",
+        START,
+        || async {
+            std::fs::read_to_string(&log)
+                .ok()?
+                .contains("server_version=unknown version (no capabilities sent: the baseline)")
+                .then_some(())
+        },
+    )
     .await;
     let client = c.client();
     apply(&client, &daemon_set("steady", 0)).await;
     let mut round = 0;
     apply(&client, &daemon_set("roll", round)).await;
-    let steady_before = wait_for("steady Running and Ready on every node", CONVERGE, || async {
-        rolled_out(&client, "steady", 0, NODES).await
-    })
+    let steady_before = wait_for(
+        "steady Running and Ready on every node",
+        CONVERGE,
+        || async { rolled_out(&client, "steady", 0, NODES).await },
+    )
     .await;
     wait_for("roll Running and Ready on every node", CONVERGE, || async {
         rolled_out(&client, "roll", round, NODES).await
@@ -1052,7 +1055,11 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
              caught up {:?} after it; {acked} writes acknowledged meanwhile, longest gap \
              {max_gap:?}; reports version {}; rollout round {round}: {updated} of {NODES} \
              pods updated and ready",
-            if i == leader { "the leader" } else { "a follower" },
+            if i == leader {
+                "the leader"
+            } else {
+                "a follower"
+            },
             back - t,
             view.version
         );
@@ -1100,7 +1107,10 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         let node = format!("up-agent{i}");
         let t = Instant::now();
         let (exit, status) = c.agents[i].stop().await;
-        assert!(status.success(), "{name} (old) exited with {status} on SIGTERM");
+        assert!(
+            status.success(),
+            "{name} (old) exited with {status} on SIGTERM"
+        );
         let args = c.agent_args(i);
         let newb = c.new.clone();
         c.agents[i].start(&newb, &args);
@@ -1132,16 +1142,20 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             .filter(|p| p.node.starts_with("up-sim"))
             .cloned()
             .collect();
-        wait_for("the sim's nodes back: their steady pods running again", CONVERGE, || async {
-            let now = pods(&client, "steady").await?;
-            sims.iter()
-                .all(|b| {
-                    now.values().any(|p| {
-                        p.node == b.node && p.running_ready && p.started_at != b.started_at
+        wait_for(
+            "the sim's nodes back: their steady pods running again",
+            CONVERGE,
+            || async {
+                let now = pods(&client, "steady").await?;
+                sims.iter()
+                    .all(|b| {
+                        now.values().any(|p| {
+                            p.node == b.node && p.running_ready && p.started_at != b.started_at
+                        })
                     })
-                })
-                .then_some(())
-        })
+                    .then_some(())
+            },
+        )
         .await;
         eprintln!(
             "sim upgraded (SIGKILL, restarted from its data dir): its nodes' pods running again {:?} after it",
@@ -1169,20 +1183,25 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
 
     // The rollout completes everywhere; the steady pods are the same pods.
     let t = Instant::now();
-    wait_for("the last round of the rollout complete", CONVERGE, || async {
-        rolled_out(&client, "roll", round, NODES).await
-    })
+    wait_for(
+        "the last round of the rollout complete",
+        CONVERGE,
+        || async { rolled_out(&client, "roll", round, NODES).await },
+    )
     .await;
-    eprintln!("rollout round {round} complete {:?} after the agents' upgrade", t.elapsed());
+    eprintln!(
+        "rollout round {round} complete {:?} after the agents' upgrade",
+        t.elapsed()
+    );
     let steady_after = wait_for("steady Running and Ready", CONVERGE, || async {
         rolled_out(&client, "steady", 0, NODES).await
     })
     .await;
     let mut restarted = 0;
     for (name, b) in &steady_before {
-        let a = steady_after
-            .get(name)
-            .unwrap_or_else(|| panic!("steady pod {name} was replaced (the user asked for no change)"));
+        let a = steady_after.get(name).unwrap_or_else(|| {
+            panic!("steady pod {name} was replaced (the user asked for no change)")
+        });
         assert_eq!(
             (&a.uid, &a.node, a.restarts),
             (&b.uid, &b.node, b.restarts),
@@ -1210,7 +1229,10 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     let name = c.members[i].proc.name.clone();
     let t = Instant::now();
     let (exit, status) = c.members[i].proc.stop().await;
-    assert!(status.success(), "{name} (new) exited with {status} on SIGTERM");
+    assert!(
+        status.success(),
+        "{name} (new) exited with {status} on SIGTERM"
+    );
     let oldb = c.old.clone();
     c.members[i].restart(&oldb).await;
     let view = c.wait_in_cluster(i).await;
@@ -1243,7 +1265,11 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     for k in 0..10 {
         let key = format!("/upgrade/through-old/{k}");
         let r = through.create(&key, b"x".to_vec()).await;
-        assert!(r.is_ok(), "a write through the downgraded {name}: {:?}", r.err());
+        assert!(
+            r.is_ok(),
+            "a write through the downgraded {name}: {:?}",
+            r.err()
+        );
     }
     let t = Instant::now();
     wait_for("writes acknowledged after the downgrade", START, || async {
@@ -1300,10 +1326,16 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         for (k, (rev, _)) in &w.acked {
             let (value, created) = &stored[k];
             assert_eq!(value, w.attempted[k].as_bytes(), "{name}: the value of {k}");
-            assert_eq!(created, rev, "{name}: {k} was acknowledged at revision {rev}");
+            assert_eq!(
+                created, rev,
+                "{name}: {k} was acknowledged at revision {rev}"
+            );
         }
         for k in stored.keys() {
-            assert!(w.attempted.contains_key(k), "{name} holds {k}, never written");
+            assert!(
+                w.attempted.contains_key(k),
+                "{name} holds {k}, never written"
+            );
         }
         lists.push(stored);
     }
@@ -1339,12 +1371,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     );
 
     let nl = node_log.lock().unwrap();
-    assert_eq!(
-        nl.names.len(),
-        NODES,
-        "the node watch saw {:?}",
-        nl.names
-    );
+    assert_eq!(nl.names.len(), NODES, "the node watch saw {:?}", nl.names);
     assert!(
         nl.violations.is_empty(),
         "nodes were not Ready during the upgrade: {:#?}",

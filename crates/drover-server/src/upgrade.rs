@@ -173,7 +173,9 @@ mod tests {
         assert!(v("0.2.0-rc.1") < v("0.2.0"));
         assert!(v("0.2.0-rc.1") > v("0.1.9"));
         assert!(v("0.10.0") > v("0.9.0"), "numbers, not text");
-        for bad in ["", "1", "1.2", "1.2.3.4", "1.x.3", "1.2.3-", "-1.2.3", "1..3", " "] {
+        for bad in [
+            "", "1", "1.2", "1.2.3.4", "1.x.3", "1.2.3-", "-1.2.3", "1..3", " ",
+        ] {
             assert_eq!(Version::parse(bad), None, "{bad:?}");
         }
         assert_eq!(v("0.2.0-rc.1").to_string(), "0.2.0-pre");
@@ -231,6 +233,10 @@ mod tests {
             held[1].to_string(),
             "member 0000000000000002 did not report its version: start it (or remove it with `drover cluster remove`)"
         );
-        assert_eq!(all_at_least(req, &[], &reported), Ok(()), "no voter, nothing to wait for");
+        assert_eq!(
+            all_at_least(req, &[], &reported),
+            Ok(()),
+            "no voter, nothing to wait for"
+        );
     }
 }
