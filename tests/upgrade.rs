@@ -353,10 +353,16 @@ struct Cluster {
     members: Vec<Member>,
     agents: Vec<Proc>,
     sim: Proc,
+    /// The agent of the Docker node (old, upgraded with the others), and
+    /// its node's name; None when the run opted out of Docker
+    /// (`DROVER_TEST_SKIP=docker`).
+    docker: Option<(Proc, String)>,
     token: String,
     old: PathBuf,
     new: PathBuf,
     tmp: tempfile::TempDir,
+    /// Removes the Docker node's containers, after its agent was killed.
+    _containers: Option<drover_testkit::docker::Cleanup>,
 }
 
 impl Drop for Cluster {
@@ -368,13 +374,17 @@ impl Drop for Cluster {
             a.kill();
         }
         self.sim.kill();
+        if let Some((a, _)) = &mut self.docker {
+            a.kill();
+        }
         if std::thread::panicking() {
             let procs = self
                 .members
                 .iter()
                 .map(|m| &m.proc)
                 .chain(&self.agents)
-                .chain([&self.sim]);
+                .chain([&self.sim])
+                .chain(self.docker.iter().map(|(a, _)| a));
             for p in procs {
                 eprintln!(
                     "----- last lines of {} ({}, last run {}):\n{}",
@@ -428,10 +438,21 @@ impl Cluster {
             .map(|i| Proc::new(&format!("agent{i}"), tmp.path()))
             .collect();
         let sim = Proc::new("sim", tmp.path());
+        // A Docker node when an engine answers (or the run opted out of
+        // Docker out loud: then none).
+        let docker = drover_testkit::docker::engine_ready().then(|| {
+            let node = drover_testkit::docker::node_name("up", "upgrade");
+            (Proc::new("docker-agent", tmp.path()), node)
+        });
+        let _containers = docker
+            .as_ref()
+            .map(|(_, node)| drover_testkit::docker::Cleanup::new(node));
         let mut c = Cluster {
             members,
             agents,
             sim,
+            docker,
+            _containers,
             token: String::new(),
             old,
             new,
@@ -663,6 +684,25 @@ impl Cluster {
             a.assert_alive();
         }
         self.sim.assert_alive();
+        if let Some((a, _)) = &mut self.docker {
+            a.assert_alive();
+        }
+    }
+
+    /// `drover agent` of the Docker node (the default runtime).
+    fn docker_args(&self) -> Vec<String> {
+        let node = &self.docker.as_ref().expect("a Docker node").1;
+        let mut a: Vec<String> = [
+            "agent",
+            "--name",
+            node,
+            "--data-dir",
+            &self.path(&self.tmp.path().join("docker-agent")),
+        ]
+        .map(String::from)
+        .to_vec();
+        a.extend(self.node_conn());
+        a
     }
 }
 
@@ -675,6 +715,8 @@ struct Writes {
     attempted: BTreeMap<String, String>,
     /// Acknowledged creates: key, revision, when acknowledged.
     acked: BTreeMap<String, (u64, Instant)>,
+    /// Every acknowledged write: when it was sent, how long it took.
+    latencies: Vec<(Instant, Duration)>,
     /// Failed creates (outcome unknown): key and error.
     failed: Vec<(String, String)>,
     /// Fresh keys answered ALREADY_EXISTS: a retry applied twice.
@@ -692,12 +734,12 @@ async fn writer(client: Client, stop: Arc<AtomicBool>, log: Arc<Mutex<Writes>>) 
             .unwrap()
             .attempted
             .insert(key.clone(), value.clone());
+        let sent = Instant::now();
         match client.create(&key, value.into_bytes()).await {
             Ok(r) => {
-                log.lock()
-                    .unwrap()
-                    .acked
-                    .insert(key, (r.revision, Instant::now()));
+                let mut l = log.lock().unwrap();
+                l.acked.insert(key, (r.revision, Instant::now()));
+                l.latencies.push((sent, sent.elapsed()));
             }
             Err(e) if e.code().map(i32::from) == Some(GRPC_ALREADY_EXISTS) => {
                 log.lock().unwrap().already_exists.push(key);
@@ -819,9 +861,11 @@ spec:
   template:
     metadata: {{labels: {{app: {name}}}}}
     spec:
+      terminationGracePeriodSeconds: 1
       containers:
       - name: c
         image: local/busybox:1
+        command: [sleep, \"1000000\"]
         env: [{{name: ROUND, value: \"{round}\"}}]
 "
     )
@@ -933,9 +977,18 @@ struct Away {
     acked: usize,
     /// The longest time between two acknowledgements meanwhile.
     max_gap: Duration,
+    /// The slowest write sent meanwhile: sent this long after SIGTERM, it
+    /// took this long.
+    slowest: Option<(Duration, Duration)>,
 }
 
-fn acks_between(w: &Writes, from: Instant, to: Instant) -> (usize, Duration) {
+/// The writes acknowledged between `from` and `to`, the longest time
+/// without one, and the slowest write sent meanwhile (when, how long).
+fn acks_between(
+    w: &Writes,
+    from: Instant,
+    to: Instant,
+) -> (usize, Duration, Option<(Duration, Duration)>) {
     let mut times: Vec<Instant> = w
         .acked
         .values()
@@ -950,7 +1003,13 @@ fn acks_between(w: &Writes, from: Instant, to: Instant) -> (usize, Duration) {
         last = *t;
     }
     gap = gap.max(to - last);
-    (times.len(), gap)
+    let slowest = w
+        .latencies
+        .iter()
+        .filter(|(sent, _)| *sent >= from && *sent <= to)
+        .max_by_key(|(_, took)| *took)
+        .map(|(sent, took)| (*sent - from, *took));
+    (times.len(), gap, slowest)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -973,6 +1032,19 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     }
     let args = c.sim_args();
     c.sim.start(&old, &args);
+    // The Docker node: its containers outlive its agent, so its upgrade
+    // must keep them (the agent adopts them by their labels).
+    if c.docker.is_some() {
+        let args = c.docker_args();
+        c.docker.as_mut().expect("docker").0.start(&old, &args);
+    } else {
+        eprintln!("SKIPPED (DROVER_TEST_SKIP=docker): no Docker node, so no node whose containers outlive its agent");
+    }
+    let nodes = NODES + usize::from(c.docker.is_some());
+    // Nodes whose containers must outlive the whole test: the new agent's
+    // (never restarted) and the Docker node's (its agent is upgraded).
+    let mut kept: Vec<String> = vec![NEW_NODE.to_string()];
+    kept.extend(c.docker.as_ref().map(|(_, n)| n.clone()));
     // An agent of the new release in the cluster of the old one: its
     // session is welcomed by an old member, which sends no capabilities.
     let args = c.agent_args(AGENTS);
@@ -996,15 +1068,15 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     let steady_before = wait_for(
         "steady Running and Ready on every node",
         CONVERGE,
-        || async { rolled_out(&client, "steady", 0, NODES).await },
+        || async { rolled_out(&client, "steady", 0, nodes).await },
     )
     .await;
     wait_for("roll Running and Ready on every node", CONVERGE, || async {
-        rolled_out(&client, "roll", round, NODES).await
+        rolled_out(&client, "roll", round, nodes).await
     })
     .await;
     eprintln!(
-        "{NODES} nodes and both DaemonSets up at {:?}",
+        "{nodes} nodes and both DaemonSets up at {:?}",
         started.elapsed()
     );
 
@@ -1030,7 +1102,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         round += 1;
         apply(&client, &daemon_set("roll", round)).await;
         assert!(
-            rolled_out(&client, "roll", round, NODES).await.is_none(),
+            rolled_out(&client, "roll", round, nodes).await.is_none(),
             "round {round} of the rollout is under way when the member stops"
         );
         let name = c.members[i].proc.name.clone();
@@ -1044,7 +1116,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         c.members[i].restart(&newb).await;
         let view = c.wait_in_cluster(i).await;
         let back = Instant::now();
-        let (acked, max_gap) = acks_between(&writes.lock().unwrap(), t, back);
+        let (acked, max_gap, slowest) = acks_between(&writes.lock().unwrap(), t, back);
         let updated = pods(&client, "roll").await.map_or(0, |p| {
             p.values()
                 .filter(|p| p.round == round.to_string() && p.running_ready)
@@ -1053,7 +1125,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         eprintln!(
             "{name} upgraded (was {}): exited {exit:?} after SIGTERM, back as a voter that \
              caught up {:?} after it; {acked} writes acknowledged meanwhile, longest gap \
-             {max_gap:?}; reports version {}; rollout round {round}: {updated} of {NODES} \
+             {max_gap:?}; reports version {}; rollout round {round}: {updated} of {nodes} \
              pods updated and ready",
             if i == leader {
                 "the leader"
@@ -1069,6 +1141,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             away: back - t,
             acked,
             max_gap,
+            slowest,
         });
         c.assert_all_alive();
     }
@@ -1077,20 +1150,20 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     // began with the hello of an old agent, which lists no capabilities:
     // welcomed all the same.
     wait_for("a session for every node", START, || async {
-        (c.sessions().await == NODES as u32).then_some(())
+        (c.sessions().await == nodes as u32).then_some(())
     })
     .await;
     let old_hellos = c.member_log_lines("(no capabilities sent: the baseline)");
     assert!(
-        old_hellos >= NODES - 1,
+        old_hellos >= nodes - 1,
         "the new members logged {old_hellos} hellos of old agents, fewer than the {} sessions of old agents they hold",
-        NODES - 1
+        nodes - 1
     );
 
     // No member's upgrade restarted a container: every steady pod is the
     // same pod with the same container, started at the same time.
     let steady_after_servers = wait_for("steady Running and Ready", CONVERGE, || async {
-        rolled_out(&client, "steady", 0, NODES).await
+        rolled_out(&client, "steady", 0, nodes).await
     })
     .await;
     assert_eq!(
@@ -1162,15 +1235,63 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             t.elapsed()
         );
     }
+    if c.docker.is_some() {
+        // SIGTERM leaves the containers running; the new agent adopts them.
+        let node = c.docker.as_ref().expect("docker").1.clone();
+        let before = steady_before
+            .values()
+            .find(|p| p.node == node)
+            .expect("a steady pod on the Docker node")
+            .clone();
+        let t = Instant::now();
+        let agent = &mut c.docker.as_mut().expect("docker").0;
+        let (exit, status) = agent.stop().await;
+        assert!(
+            status.success(),
+            "the Docker node's agent (old) exited with {status} on SIGTERM"
+        );
+        let from = agent.log_len();
+        let args = c.docker_args();
+        let agent = &mut c.docker.as_mut().expect("docker").0;
+        agent.start(&c.new, &args);
+        let log = agent.log.clone();
+        wait_for("the Docker node's new agent joined", START, || async {
+            let text = std::fs::read_to_string(&log).ok()?;
+            text.get(from..)?
+                .contains("joined the cluster")
+                .then_some(())
+        })
+        .await;
+        let joined = t.elapsed();
+        // Its pods report again, from the containers it adopted: the same
+        // container, started at the same time, no restart.
+        let what = format!("the steady pod of {node} reported by the new agent");
+        let after = wait_for(&what, CONVERGE, || async {
+            let now = pods(&client, "steady").await?;
+            now.values()
+                .find(|p| p.node == node && p.running_ready)
+                .cloned()
+        })
+        .await;
+        assert_eq!(
+            after, before,
+            "the Docker node's steady pod changed across its agent's upgrade"
+        );
+        eprintln!(
+            "the Docker node's agent upgraded: exited {exit:?} after SIGTERM, joined again {joined:?} \
+             after it, its steady container {} kept",
+            before.container_id
+        );
+    }
     wait_for("a session for every node", START, || async {
-        (c.sessions().await == NODES as u32).then_some(())
+        (c.sessions().await == nodes as u32).then_some(())
     })
     .await;
     // New agents list their capabilities, and learn the server's.
     let new_hellos = c.member_log_lines("(capabilities ");
     assert!(
-        new_hellos >= NODES,
-        "the members logged {new_hellos} hellos that list capabilities, fewer than the {NODES} new nodes"
+        new_hellos >= nodes,
+        "the members logged {new_hellos} hellos that list capabilities, fewer than the {nodes} new nodes"
     );
     for a in &c.agents[..AGENTS] {
         let log = std::fs::read_to_string(&a.log).unwrap_or_default();
@@ -1186,7 +1307,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     wait_for(
         "the last round of the rollout complete",
         CONVERGE,
-        || async { rolled_out(&client, "roll", round, NODES).await },
+        || async { rolled_out(&client, "roll", round, nodes).await },
     )
     .await;
     eprintln!(
@@ -1194,7 +1315,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         t.elapsed()
     );
     let steady_after = wait_for("steady Running and Ready", CONVERGE, || async {
-        rolled_out(&client, "steady", 0, NODES).await
+        rolled_out(&client, "steady", 0, nodes).await
     })
     .await;
     let mut restarted = 0;
@@ -1208,17 +1329,19 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             "steady pod {name}: the same pod on the same node, no restart counted"
         );
         if a.started_at != b.started_at || a.container_id != b.container_id {
-            assert_ne!(
-                a.node, NEW_NODE,
-                "steady pod {name}: its agent was never restarted, yet its container was"
+            assert!(
+                !kept.contains(&a.node),
+                "steady pod {name} on {}: its container must outlive the test (an agent never \
+                 restarted, or a Docker node's), yet it was started again: {b:?} -> {a:?}",
+                a.node
             );
             restarted += 1;
         }
     }
     eprintln!(
-        "steady: all {} pods kept their uid and restart count; {restarted} containers were \
-         started again by their agent's restart (the simulated runtime keeps containers in \
-         the agent's memory)",
+        "steady: all {} pods kept their uid and restart count, those of {kept:?} their \
+         containers too; {restarted} containers were started again by their agent's restart \
+         (the simulated runtime keeps containers in the agent's memory)",
         steady_before.len()
     );
 
@@ -1237,7 +1360,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     c.members[i].restart(&oldb).await;
     let view = c.wait_in_cluster(i).await;
     let back = Instant::now();
-    let (acked, max_gap) = acks_between(&writes.lock().unwrap(), t, back);
+    let (acked, max_gap, slowest) = acks_between(&writes.lock().unwrap(), t, back);
     assert_eq!(
         c.members[i]
             .proc
@@ -1253,6 +1376,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         away: back - t,
         acked,
         max_gap,
+        slowest,
     });
     eprintln!(
         "{name} downgraded: back as a voter {:?} after SIGTERM, {acked} writes acknowledged \
@@ -1371,7 +1495,7 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     );
 
     let nl = node_log.lock().unwrap();
-    assert_eq!(nl.names.len(), NODES, "the node watch saw {:?}", nl.names);
+    assert_eq!(nl.names.len(), nodes, "the node watch saw {:?}", nl.names);
     assert!(
         nl.violations.is_empty(),
         "nodes were not Ready during the upgrade: {:#?}",
@@ -1392,8 +1516,15 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     for a in &away {
         eprintln!(
             "  {}: exit {:?} after SIGTERM, away {:?}, {} writes acknowledged meanwhile, \
-             longest gap between acknowledgements {:?}",
-            a.who, a.exit, a.away, a.acked, a.max_gap
+             longest gap between acknowledgements {:?}, slowest write {}",
+            a.who,
+            a.exit,
+            a.away,
+            a.acked,
+            a.max_gap,
+            a.slowest.map_or("none".into(), |(at, took)| format!(
+                "{took:?} (sent {at:?} after SIGTERM)"
+            ))
         );
     }
     for (k, e) in w.failed.iter().take(5) {
