@@ -1407,6 +1407,42 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     })
     .await;
 
+    // The runbook's check, with the new client: every member healthy, and
+    // the version each one runs.
+    let cfg = c.members[0].dir.join("client.yaml");
+    let newb = c.new.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(newb)
+            .arg("--config")
+            .arg(cfg)
+            .args(["cluster", "status"])
+            .env_remove("DROVER_CONFIG")
+            .env_remove("DROVER_SERVER")
+            .output()
+            .expect("run drover cluster status")
+    })
+    .await
+    .expect("the client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "drover cluster status: {text}");
+    let header: Vec<&str> = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header.last(), Some(&"VERSION"), "{text}");
+    let healthy = text
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains(" true ") && l.trim_end().ends_with(env!("CARGO_PKG_VERSION")))
+        .count();
+    assert_eq!(
+        healthy, MEMBERS,
+        "every member healthy, with its version:\n{text}"
+    );
+    eprintln!("drover cluster status (new client, one member downgraded):\n{text}");
+
     // Stop writing; check every acknowledged write on every member.
     stop.store(true, Ordering::Relaxed);
     tokio::time::timeout(Duration::from_secs(30), writer_task)
