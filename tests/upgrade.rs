@@ -689,6 +689,11 @@ impl Cluster {
         }
     }
 
+    /// The Docker node's agent (there must be one).
+    fn docker_agent(&mut self) -> &mut Proc {
+        &mut self.docker.as_mut().expect("a Docker node").0
+    }
+
     /// `drover agent` of the Docker node (the default runtime).
     fn docker_args(&self) -> Vec<String> {
         let node = &self.docker.as_ref().expect("a Docker node").1;
@@ -1034,9 +1039,8 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
     c.sim.start(&old, &args);
     // The Docker node: its containers outlive its agent, so its upgrade
     // must keep them (the agent adopts them by their labels).
-    if c.docker.is_some() {
-        let args = c.docker_args();
-        c.docker.as_mut().expect("docker").0.start(&old, &args);
+    if let Some(args) = c.docker.is_some().then(|| c.docker_args()) {
+        c.docker_agent().start(&old, &args);
     } else {
         eprintln!("SKIPPED (DROVER_TEST_SKIP=docker): no Docker node, so no node whose containers outlive its agent");
     }
@@ -1235,16 +1239,15 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
             t.elapsed()
         );
     }
-    if c.docker.is_some() {
+    if let Some(node) = c.docker.as_ref().map(|(_, node)| node.clone()) {
         // SIGTERM leaves the containers running; the new agent adopts them.
-        let node = c.docker.as_ref().expect("docker").1.clone();
         let before = steady_before
             .values()
             .find(|p| p.node == node)
             .expect("a steady pod on the Docker node")
             .clone();
         let t = Instant::now();
-        let agent = &mut c.docker.as_mut().expect("docker").0;
+        let agent = c.docker_agent();
         let (exit, status) = agent.stop().await;
         assert!(
             status.success(),
@@ -1252,8 +1255,9 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         );
         let from = agent.log_len();
         let args = c.docker_args();
-        let agent = &mut c.docker.as_mut().expect("docker").0;
-        agent.start(&c.new, &args);
+        let newb = c.new.clone();
+        let agent = c.docker_agent();
+        agent.start(&newb, &args);
         let log = agent.log.clone();
         wait_for("the Docker node's new agent joined", START, || async {
             let text = std::fs::read_to_string(&log).ok()?;
