@@ -6,9 +6,12 @@
 //! 1. Three members on the **old** binary (member 0 bootstraps, 1 and 2
 //!    join), compacting their logs often so that a restarted member catches
 //!    up from a snapshot made by a member of the other version. Two
-//!    `drover agent --runtime sim --data-dir` processes and one `drover sim`
-//!    of two nodes (`--data-dir`), old too, and one agent of the **new**
-//!    binary, welcomed by an old member without capabilities: five nodes.
+//!    `drover agent --runtime sim --data-dir` processes, one `drover sim`
+//!    of two nodes (`--data-dir`) and a `drover agent` on the Docker engine
+//!    (unless the run opts out, `DROVER_TEST_SKIP=docker`), old too, and
+//!    one agent of the **new** binary, welcomed by an old member without
+//!    capabilities: six nodes. The DaemonSets' pods run `sleep` (Docker)
+//!    with a 1 s grace period.
 //! 2. Two DaemonSets: `steady` (never changed) and `roll` (RollingUpdate,
 //!    maxUnavailable 1, minReadySeconds 2, a template that each round of
 //!    the rollout changes).
@@ -20,19 +23,26 @@
 //!    round of the rollout, then SIGTERM, wait for the exit, start the
 //!    **new** binary on the same data dir, wait until it serves as a voter
 //!    and has applied the leader's commit index.
-//! 5. Every pod of `steady` keeps its uid, container id, restart count and
-//!    start time: no member's upgrade restarted a container.
+//! 5. Every session is on a new member, and the new members logged the
+//!    hellos of the old agents as carrying no capabilities. Every pod of
+//!    `steady` keeps its uid, container id, restart count and start time:
+//!    no member's upgrade restarted a container.
 //! 6. A last round of the rollout, then the agents one at a time (SIGTERM,
 //!    the new binary on the same data dir), then the sim (SIGKILL: SIGTERM
 //!    would make its disposable nodes leave; restarted from its data dir it
-//!    takes its nodes back). The simulated runtime keeps its containers in
-//!    memory, so a restarted agent starts its pods again: their uids stay
-//!    (no pod is replaced), their containers are new, and the test says so
-//!    rather than asserting what only a runtime that outlives the agent
-//!    (Docker) can keep.
+//!    takes its nodes back), then the Docker node's agent (SIGTERM: its
+//!    containers keep running, and the new agent adopts them: its pod keeps
+//!    its container, start time and restart count). The simulated runtime
+//!    keeps its containers in memory, so a restarted sim agent starts its
+//!    pods again: their uids and restart counts stay (no pod is replaced),
+//!    their containers are new, and the test counts them rather than
+//!    asserting what only a runtime that outlives the agent can keep. The
+//!    new agents list their capabilities, and learn the new servers'.
 //! 7. The rollout completes on every node; then the leader is downgraded
 //!    back to the old binary (the new binary hands leadership over before
-//!    it stops) and the cluster still takes writes, through it too.
+//!    it stops) and the cluster still takes writes, through it too;
+//!    `drover cluster status` (the new client) shows every member healthy
+//!    with its version.
 //! 8. Every acknowledged write is on every member; no node was ever not
 //!    Ready (the watch, and no `NodeNotReady` event was recorded).
 //!
