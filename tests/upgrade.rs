@@ -49,6 +49,10 @@
 //! The old binary: `DROVER_UPGRADE_FROM_BIN` (what `.ci/run` exports), or
 //! built by `.ci/build-upgrade-base` (a git worktree of the base commit,
 //! `cargo build --bin drover` into `target/upgrade-base`, cached there).
+//! When a release is cut, `tests/upgrade-base` moves to it; once that
+//! release negotiates capabilities itself, its members and agents no longer
+//! send none, and the checks of "no capabilities sent" here become checks
+//! of the capabilities it lists.
 //! Every wait has a deadline; every process is SIGKILLed when the test
 //! ends, panics included, and the tail of every log is printed on failure
 //! (`DROVER_TEST_KEEP=1` keeps the temp dir).
