@@ -1403,7 +1403,8 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         view.version
     );
     // Writes through the downgraded member (a follower forwards them).
-    let through = c.members[i].single(&c.token);
+    let mut through = c.members[i].single(&c.token);
+    through.deadline = Duration::from_secs(10);
     for k in 0..10 {
         let key = format!("/upgrade/through-old/{k}");
         let r = through.create(&key, b"x".to_vec()).await;
