@@ -288,6 +288,9 @@ pub(crate) struct Session {
     pub(crate) output: mpsc::Sender<pb::AgentMessage>,
     pub(crate) inbound: Streaming<pb::ServerMessage>,
     pub(crate) welcome: pb::Welcome,
+    /// The server, as its welcome describes it: its version and what it
+    /// speaks (a server from before the negotiation: the baseline).
+    pub(crate) peer: drover_proto::caps::Peer,
     /// The certificate the session was opened with (new when it was
     /// just issued or renewed).
     pub(crate) tls: Option<Arc<NodeTls>>,
@@ -334,6 +337,7 @@ pub(crate) async fn open(
                 tx,
                 output,
                 inbound,
+                peer: server_peer(&welcome),
                 welcome,
                 tls: None,
                 server: String::new(),
@@ -353,6 +357,11 @@ pub(crate) async fn open(
     }
 }
 
+/// The server of a session, as its welcome describes it.
+pub(crate) fn server_peer(welcome: &pb::Welcome) -> drover_proto::caps::Peer {
+    drover_proto::caps::Peer::new(&welcome.server_version, &welcome.capabilities)
+}
+
 /// Reads `--token` (a node token).
 pub(crate) fn node_token(text: &str) -> anyhow::Result<JoinToken> {
     let t = JoinToken::parse(text, "--token")?;
@@ -363,4 +372,40 @@ pub(crate) fn node_token(text: &str) -> anyhow::Result<JoinToken> {
         );
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_proto::caps;
+
+    #[test]
+    fn a_server_that_answers_no_capabilities_speaks_the_baseline() {
+        // A server of the release before the negotiation (7f1d4bf): its
+        // welcome has neither a version nor capabilities.
+        let old = pb::Welcome {
+            node: "edge-1".into(),
+            heartbeat_interval_ms: 1000,
+            member: 1,
+            servers: vec!["10.0.0.1:7600".into()],
+            ..Default::default()
+        };
+        let peer = server_peer(&old);
+        assert!(!peer.announced);
+        assert_eq!(peer.version, "");
+        for c in caps::BASELINE {
+            assert!(peer.supports(c), "{c}");
+        }
+        // A newer server: exactly what it lists.
+        let new = pb::Welcome {
+            server_version: "0.2.0".into(),
+            capabilities: vec![caps::HEARTBEAT_ACK.into(), "newer".into()],
+            ..old
+        };
+        let peer = server_peer(&new);
+        assert!(peer.announced);
+        assert_eq!(peer.version, "0.2.0");
+        assert!(peer.supports("newer"));
+        assert!(!peer.supports(caps::POD_CONFIG));
+    }
 }

@@ -27,7 +27,8 @@ pub fn parse_id(s: &str) -> Result<u64> {
 }
 
 /// `drover cluster status`: every member, its address, role, term,
-/// indexes and the agent sessions it holds, as each member itself reports
+/// indexes, the agent sessions it holds and the version it runs (a rolling
+/// upgrade shows here, `docs/upgrades.md`), as each member itself reports
 /// them.
 pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
     let first = c.status().await?;
@@ -54,6 +55,12 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
                 s.applied.to_string(),
                 s.sessions.to_string(),
                 "true".into(),
+                // Empty only from a member older than the field (none yet).
+                if s.version.is_empty() {
+                    "-".into()
+                } else {
+                    s.version.clone()
+                },
             ],
             None => vec![
                 fmt_id(m.id),
@@ -65,6 +72,7 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
                 "-".into(),
                 "-".into(),
                 "false (unreachable)".into(),
+                "-".into(),
             ],
         };
         rows.push(row);
@@ -80,7 +88,7 @@ pub async fn cluster_status(c: &Client, out: &mut impl Write) -> Result<()> {
         table::render(
             &[
                 "ID", "ADDRESS", "HTTP", "ROLE", "TERM", "COMMIT", "APPLIED", "SESSIONS",
-                "HEALTHY",
+                "HEALTHY", "VERSION",
             ],
             &rows
         )

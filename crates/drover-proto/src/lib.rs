@@ -9,6 +9,8 @@ pub mod v1 {
 }
 pub use v1::*;
 
+pub mod caps;
+
 pub mod codec {
     //! The codec of every generated service: prost, with small initial
     //! buffers.

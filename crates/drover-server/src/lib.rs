@@ -54,6 +54,7 @@ pub mod sessions;
 pub mod svc;
 pub mod transport;
 pub mod trust;
+pub mod upgrade;
 
 pub use error::ApiError;
 pub use loops::controller::ControllerConfig;
@@ -186,6 +187,11 @@ fn keep_port(listen: &str, addr: &str) -> String {
 /// the ports its data dir recorded, which an outgoing connection may hold
 /// for a while) from any other failure (status 1) without reading the log.
 pub const EXIT_ADDR_IN_USE: i32 = 98;
+
+/// How long a stopping leader waits for the member it hands leadership to
+/// ([`drover_store::Store::step_down`]); raft itself gives a transfer up
+/// after an election timeout (1 s by default).
+const STEP_DOWN: Duration = Duration::from_secs(2);
 
 /// A listening address of the member could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -626,6 +632,13 @@ impl Server {
 
     /// Stops serving and closes the store.
     pub async fn shutdown(&mut self) {
+        // A leader hands leadership over first: the others elect its
+        // successor at once instead of after an election timeout without
+        // writes (a rolling upgrade stops every member in turn;
+        // docs/upgrades.md).
+        if let Some(to) = self.store.step_down(STEP_DOWN).await {
+            tracing::info!("stopping: handed leadership to member {to:016x}");
+        }
         // Agents move to another member now, not when a dead connection is
         // noticed.
         self.ctx.sessions.close_all(

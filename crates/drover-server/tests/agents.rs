@@ -73,6 +73,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     tx1.send(msg(agent_message::Msg::Hello(pb::Hello {
         node: serde_json::to_vec(&other_node).unwrap(),
         agent_version: "test".into(),
+        ..Default::default()
     })))
     .await
     .unwrap();
@@ -91,9 +92,12 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
         "spec": {"taints": [{"key": "dedicated", "value": "edge", "effect": "NoSchedule"}]},
         "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]}
     });
+    // An agent of the release before the capabilities were negotiated
+    // (7f1d4bf): its hello lists none, and it is welcomed all the same.
     tx.send(msg(agent_message::Msg::Hello(pb::Hello {
         node: serde_json::to_vec(&node).unwrap(),
         agent_version: "test".into(),
+        capabilities: Vec::new(),
     })))
     .await
     .unwrap();
@@ -109,6 +113,13 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
         Some(server_message::Msg::Welcome(w)) => {
             assert_eq!(w.node, "edge-1");
             assert_eq!(w.heartbeat_interval_ms, 1000);
+            // The server says what it is and speaks, for agents that ask.
+            assert_eq!(w.server_version, env!("CARGO_PKG_VERSION"));
+            let mut caps = w.capabilities.clone();
+            caps.sort();
+            let mut ours = drover_proto::caps::ours();
+            ours.sort();
+            assert_eq!(caps, ours);
         }
         other => panic!("expected welcome, got {other:?}"),
     }

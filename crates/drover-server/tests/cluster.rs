@@ -294,6 +294,86 @@ async fn losing_the_leader_elects_another_and_writes_continue() {
     c.shutdown().await;
 }
 
+/// A leader that stops (SIGTERM, a rolling upgrade) hands leadership to
+/// another voter first: when its shutdown returns, another member already
+/// leads, in a later term, and took the leader's writes with it; the
+/// others never wait out an election timeout without a leader, and a
+/// client writing to the stopping leader all along is never held up for
+/// long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopping_leader_hands_leadership_over() {
+    let mut c = Cluster::start(3).await;
+    let client = c.client();
+    client
+        .create("/h/before", b"1".to_vec())
+        .await
+        .expect("write");
+    let old = c.leader().await;
+    let term = c.server(old).store.leader().term;
+    // A writer that talks to the leader first, as long as it answers.
+    let first = c.members[old].addr.clone();
+    let mut servers = vec![first.clone()];
+    servers.extend(c.live().map(|m| m.addr.clone()).filter(|a| *a != first));
+    let writer = drover_testkit::client(servers, &c.token, &c.ca);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writing = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut slowest = Duration::ZERO;
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                writer
+                    .create(&format!("/h/w{i}"), b"w".to_vec())
+                    .await
+                    .expect("a write while the leader stops");
+                slowest = slowest.max(t.elapsed());
+                i += 1;
+            }
+            (i, slowest)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.stop(old).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (n, slowest) = writing.await.expect("the writer");
+    eprintln!("{n} writes, the slowest {slowest:?}");
+    // A write in flight on the stopping leader goes on to its successor at
+    // once. Without waiting for the successor to be heard of, such a write
+    // waited (the member, stopping, no longer heard its peers) until the
+    // shutdown cut its connection, one second (the grace period) later:
+    // the bound is that second, which the fault always reaches.
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a write took {slowest:?} while the leader stopped: held for the shutdown's grace period?"
+    );
+    // No wait: the handover happened before the shutdown's grace period,
+    // during which the stopping leader still sent heartbeats, so without
+    // it no other member could lead yet.
+    let leaders: Vec<(usize, u64)> = c
+        .live()
+        .filter_map(|m| m.server.as_ref())
+        .map(|s| s.store.leader())
+        .enumerate()
+        .filter(|(_, l)| l.is_leader)
+        .map(|(i, l)| (i, l.term))
+        .collect();
+    assert_eq!(
+        leaders.len(),
+        1,
+        "one of the others leads as soon as the leader stopped: {leaders:?}"
+    );
+    assert!(leaders[0].1 > term, "in a later term than {term}");
+    let client = c.client();
+    client
+        .create("/h/after", b"2".to_vec())
+        .await
+        .expect("write after the handover");
+    let (kvs, _) = client.list("/h/", false).await.expect("list");
+    assert_eq!(kvs.len(), 2 + n);
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_member_has_every_acknowledged_write() {
     let mut c = Cluster::start(3).await;

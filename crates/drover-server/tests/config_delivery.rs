@@ -76,6 +76,7 @@ async fn a_node_is_sent_only_what_its_pods_reference() {
         msg: Some(agent_message::Msg::Hello(pb::Hello {
             node: serde_json::to_vec(&node).unwrap(),
             agent_version: "test".into(),
+            ..Default::default()
         })),
     })
     .await

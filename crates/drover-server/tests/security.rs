@@ -23,6 +23,7 @@ fn hello(name: &str) -> pb::AgentMessage {
         msg: Some(pb::agent_message::Msg::Hello(pb::Hello {
             node: serde_json::to_vec(&node).unwrap(),
             agent_version: "test".into(),
+            ..Default::default()
         })),
     }
 }

@@ -53,6 +53,9 @@ pub(crate) enum Msg {
     Removed,
     Status(oneshot::Sender<Status>),
     TransferLeader(u64),
+    /// A leader about to stop hands leadership to the most up-to-date
+    /// other voter; answers it (None: not the leader, or no other voter).
+    StepDown(oneshot::Sender<Option<u64>>),
     Shutdown,
     /// Proposes `data` as it is (a test seam: entries no proposer of ours
     /// would make).
@@ -277,6 +280,19 @@ impl Node {
         self.raw.raft.state == StateRole::Leader
     }
 
+    /// The other voter with the most of the log, where leadership goes
+    /// when this member (the leader) removes itself or stops.
+    fn most_up_to_date_voter(&self) -> Option<u64> {
+        let cs = self.storage.cache().cs.clone();
+        self.raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(pid, _)| **pid != self.id && cs.voters.contains(pid))
+            .max_by_key(|(_, p)| p.matched)
+            .map(|(pid, _)| *pid)
+    }
+
     fn leader(&self) -> Option<u64> {
         match self.raw.raft.leader_id {
             0 => None,
@@ -346,6 +362,17 @@ impl Node {
                 let _ = tx.send(self.status());
             }
             Msg::TransferLeader(to) => self.raw.transfer_leader(to),
+            Msg::StepDown(tx) => {
+                let to = if self.is_leader() {
+                    self.most_up_to_date_voter()
+                } else {
+                    None
+                };
+                if let Some(to) = to {
+                    self.raw.transfer_leader(to);
+                }
+                let _ = tx.send(to);
+            }
             Msg::Shutdown => return true,
             #[cfg(test)]
             Msg::ProposeRaw(data) => {
@@ -477,14 +504,7 @@ impl Node {
                 if id == self.id {
                     // Hand leadership to the most up-to-date other voter first;
                     // the caller retries against the new leader.
-                    let to = self
-                        .raw
-                        .raft
-                        .prs()
-                        .iter()
-                        .filter(|(pid, _)| **pid != self.id && is_voter(**pid))
-                        .max_by_key(|(_, p)| p.matched)
-                        .map(|(pid, _)| *pid);
+                    let to = self.most_up_to_date_voter();
                     if let Some(to) = to {
                         self.raw.transfer_leader(to);
                     }

@@ -310,6 +310,35 @@ impl Store {
         self.send(Msg::TransferLeader(to))
     }
 
+    /// When this member leads, hands leadership to the most up-to-date
+    /// other voter and waits (at most `timeout`) until another member leads
+    /// and this one has heard from it: a member about to stop, so that the
+    /// others need not wait out an election timeout without a leader (a
+    /// rolling upgrade stops every member in turn), and so that the writes
+    /// still in flight here go on to the new leader before the member stops
+    /// listening to its peers. Returns the member it handed leadership to,
+    /// None when it did not lead, had no other voter, or no other leader was
+    /// heard of by the deadline (raft gives up a transfer after an election
+    /// timeout).
+    pub async fn step_down(&self, timeout: Duration) -> Option<u64> {
+        if !self.leader().is_leader {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::StepDown(tx)).ok()?;
+        let to = rx.await.ok()??;
+        let me = self.id();
+        let mut leader = self.subscribe_leader();
+        tokio::time::timeout(
+            timeout,
+            leader.wait_for(|l| !l.is_leader && l.leader.is_some_and(|id| id != me)),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        Some(to)
+    }
+
     /// Hands a message from a peer to raft.
     pub fn step(&self, msg: RaftMessage) -> Result<()> {
         self.send(Msg::Raft(Box::new(msg)))

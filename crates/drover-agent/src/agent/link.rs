@@ -217,9 +217,17 @@ fn facts(shared: &Shared, name: &str, host_ip: &str) -> NodeFacts {
 fn hello(shared: &Shared, me: &Identity) -> pb::Hello {
     let facts = facts(shared, &me.name, &me.host_ip);
     let node = node::node_object(&me.name, &shared.labels, &shared.taints, &facts);
+    hello_of(&node)
+}
+
+/// The hello of an agent that describes itself as `node`: with this
+/// build's version and capabilities, so that the server knows what it may
+/// send (`drover_proto::caps`).
+fn hello_of(node: &drover_api::Node) -> pb::Hello {
     pb::Hello {
-        node: serde_json::to_vec(&node).unwrap_or_default(),
+        node: serde_json::to_vec(node).unwrap_or_default(),
         agent_version: crate::VERSION.to_string(),
+        capabilities: drover_proto::caps::ours(),
     }
 }
 
@@ -589,6 +597,7 @@ impl Link {
                     node = %name,
                     server = %server,
                     member = format_args!("{:016x}", session.welcome.member),
+                    server_version = %session.peer.describe(),
                     "{what}"
                 );
                 self.reconnect.reset();
@@ -806,5 +815,20 @@ mod tests {
         }
         assert_eq!(seen, [1, 2, 3, 4].into_iter().collect());
         assert_eq!(next_server(&list(&["a"]), 0, &[], 0, &mut rng), 0);
+    }
+
+    #[test]
+    fn the_hello_says_what_this_agent_speaks() {
+        let mut node = drover_api::Node::default();
+        node.metadata.name = "edge-1".into();
+        let h = hello_of(&node);
+        assert_eq!(h.agent_version, crate::VERSION);
+        let peer = drover_proto::caps::Peer::new(&h.agent_version, &h.capabilities);
+        assert!(peer.announced, "capabilities sent");
+        for c in drover_proto::caps::SESSION {
+            assert!(peer.supports(c), "{c}");
+        }
+        let back: serde_json::Value = serde_json::from_slice(&h.node).expect("JSON");
+        assert_eq!(back["metadata"]["name"], "edge-1");
     }
 }

@@ -141,14 +141,30 @@ const SERVERS_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The first message of a session.
 pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
+    welcome_to(node, ctx.id, ctx.voters())
+}
+
+/// The welcome of `node` by `member`: with this server's version and
+/// capabilities, so that the agent knows what it may use
+/// (`drover_proto::caps`).
+pub fn welcome_to(node: &str, member: u64, servers: Vec<String>) -> pb::ServerMessage {
     pb::ServerMessage {
         msg: Some(server_message::Msg::Welcome(pb::Welcome {
             node: node.to_string(),
             heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u32,
-            member: ctx.id,
-            servers: ctx.voters(),
+            member,
+            servers,
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+            capabilities: drover_proto::caps::ours(),
         })),
     }
+}
+
+/// The agent of a session, as its hello describes it: its version and
+/// what it speaks (an agent from before the negotiation sends no
+/// capabilities: the baseline).
+pub fn agent_peer(hello: &pb::Hello) -> drover_proto::caps::Peer {
+    drover_proto::caps::Peer::new(&hello.agent_version, &hello.capabilities)
 }
 
 /// Sends the member list to the agent when it differs from `sent` (what
@@ -414,4 +430,52 @@ async fn write_statuses(objects: &Objects, cache: &Informer, node: &str, s: pb::
         }
     });
     futures_util::future::join_all(writes).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_proto::caps;
+
+    #[test]
+    fn the_welcome_says_what_this_server_speaks() {
+        let Some(server_message::Msg::Welcome(w)) =
+            welcome_to("edge-1", 7, vec!["10.0.0.1:7600".into()]).msg
+        else {
+            panic!("a welcome");
+        };
+        assert_eq!(w.node, "edge-1");
+        assert_eq!(w.member, 7);
+        assert_eq!(w.server_version, env!("CARGO_PKG_VERSION"));
+        let peer = caps::Peer::new(&w.server_version, &w.capabilities);
+        assert!(peer.announced);
+        for c in caps::SESSION {
+            assert!(peer.supports(c), "{c}");
+        }
+    }
+
+    #[test]
+    fn an_agent_that_sends_no_capabilities_speaks_the_baseline() {
+        // An agent of the release before the negotiation (7f1d4bf).
+        let old = pb::Hello {
+            node: b"{}".to_vec(),
+            agent_version: "0.1.0".into(),
+            ..Default::default()
+        };
+        let peer = agent_peer(&old);
+        assert!(!peer.announced);
+        assert_eq!(peer.version, "0.1.0");
+        for c in caps::BASELINE {
+            assert!(peer.supports(c), "{c}");
+        }
+        // A newer agent: exactly what it lists.
+        let new = pb::Hello {
+            capabilities: vec![caps::POD_EVENTS.into(), "newer".into()],
+            ..old
+        };
+        let peer = agent_peer(&new);
+        assert!(peer.announced);
+        assert!(peer.supports("newer"));
+        assert!(!peer.supports(caps::POD_CONFIG));
+    }
 }

@@ -82,7 +82,19 @@ impl agent_server::Agent for AgentSvc {
             .await
             .map_err(status)?;
         self.ctx.heartbeats.beat(&node);
-        tracing::info!(node = %node, agent = %hello.agent_version, "agent connected");
+        let peer = session::agent_peer(&hello);
+        tracing::info!(node = %node, agent = %peer.describe(), "agent connected");
+        if let (Some(theirs), ours) = (
+            crate::upgrade::Version::parse(&peer.version),
+            crate::upgrade::Version::this_build(),
+        ) {
+            if !theirs.within_skew(ours) {
+                tracing::warn!(
+                    node = %node,
+                    "agent version {theirs} is more than one minor version from this server's {ours}: unsupported (docs/upgrades.md); upgrade the agent"
+                );
+            }
+        }
 
         let (tx, rx) = tokio::sync::mpsc::channel(SESSION_QUEUE);
         tx.send(Ok(session::welcome(&self.ctx, &node)))
