@@ -4,10 +4,12 @@
 For N in --nodes: one `drover server` and `drover sim --nodes N` with one
 DaemonSet (N nodes, N pods, their events and revisions: N nodes' worth of
 objects), then
-  - save: `drover cluster snapshot save FILE` wall time (median of --reps),
-    the file's size and object count
+  - save: `drover cluster snapshot save FILE` wall time (median of --reps)
+    with the N nodes connected (live), the file's size and object count
   - restore: `drover server --restore FILE` in an empty data dir, from the
     process's start to its first acknowledged write (`drover kv put`)
+  - save again from the restored server: the same store with no node
+    connected (idle), as etcd's below; the ratio uses this one
 and, side by side, one etcd 3.4 member (Debian's etcd-server, the same
 machine) loaded with the same keys and values (read back from drover's
 snapshot file, put through etcd's JSON gateway by 16 threads):
@@ -160,7 +162,7 @@ class Bench:
         kvs = records(snap)
         fig(f"n{n}.drover_objects", len(kvs), "objects")
         fig(f"n{n}.drover_snapshot_size", os.path.getsize(snap) / 2**20, "MiB")
-        fig(f"n{n}.drover_save", statistics.median(times) * 1e3, "ms")
+        fig(f"n{n}.drover_save_live", statistics.median(times) * 1e3, "ms")
         self.kill_all()
         # Restore: process start -> first acknowledged write.
         rdata = os.path.join(self.work, "restored")
@@ -171,8 +173,20 @@ class Bench:
             rcfg, "kv", "put", "/bench/after-restore", "x", timeout=30).returncode == 0, 300, 0.02)
         restore = time.monotonic() - t0
         fig(f"n{n}.drover_restore_to_first_write", restore * 1e3, "ms")
+        # The same store, idle (no node connected), as etcd's is below.
+        idle, again = [], os.path.join(self.work, "drover-idle.snapshot")
+        for _ in range(reps):
+            t0 = time.monotonic()
+            r = self.drover(rcfg, "cluster", "snapshot", "save", again, timeout=600)
+            if r.returncode != 0:
+                raise SystemExit(f"snapshot save (restored) failed: {r.stderr}")
+            idle.append(time.monotonic() - t0)
+        fig(f"n{n}.drover_save_idle", statistics.median(idle) * 1e3, "ms")
+        for line in open(os.path.join(self.work, "restored.log"), errors="replace"):
+            if "ms to read" in line:
+                log("server: " + line.strip()[-120:])
         self.kill_all()
-        return kvs, statistics.median(times), os.path.getsize(snap), restore
+        return kvs, statistics.median(idle), os.path.getsize(snap), restore
 
     def etcd_side(self, n, kvs, reps):
         if not (shutil.which("etcd") and shutil.which("etcdctl")):
