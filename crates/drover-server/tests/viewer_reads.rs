@@ -99,7 +99,10 @@ async fn a_viewer_reads_no_credential_and_no_raw_key() {
     let forbidden = forbidden_texts(&s.server, &s.dir, &[&server_token, &node_token]);
 
     // Even an admin's raw read shows the replicated tokens sealed.
-    let (kvs, _) = admin.list("/drover/", false).await.expect("admin kv list");
+    let (kvs, _) = admin
+        .list("/drover/tokens/", false)
+        .await
+        .expect("admin kv list");
     assert_eq!(
         kvs.len(),
         2,
