@@ -27,7 +27,7 @@ pub async fn save(c: &Client, path: &Path, out: &mut impl Write) -> Result<()> {
         );
     }
     let started = Instant::now();
-    let mut stream = c.snapshot().await?;
+    let mut stream = c.snapshot().await.map_err(too_old)?;
     let mut bytes = Vec::new();
     let mut done = false;
     while let Some(chunk) = stream.message().await.map_err(|s| {
@@ -94,7 +94,7 @@ pub async fn list(c: &Client, out: &mut impl Write) -> Result<()> {
     let mut notes = Vec::new();
     for m in &members {
         let answer = match c.with_server(&m.addr) {
-            Ok(one) => one.list_snapshots().await.map_err(anyhow::Error::from),
+            Ok(one) => one.list_snapshots().await.map_err(too_old),
             Err(e) => Err(e.into()),
         };
         match answer {
@@ -142,6 +142,17 @@ pub async fn list(c: &Client, out: &mut impl Write) -> Result<()> {
         writeln!(out, "{n}")?;
     }
     Ok(())
+}
+
+/// A member of a release before snapshots answers UNIMPLEMENTED: say so.
+fn too_old(e: crate::client::ClientError) -> anyhow::Error {
+    if e.code() == Some(tonic::Code::Unimplemented) {
+        anyhow::anyhow!(
+            "this server's drover is older than snapshots ({e}): upgrade it (docs/upgrades.md), or point --server at an upgraded member"
+        )
+    } else {
+        e.into()
+    }
 }
 
 fn size(n: u64) -> String {
