@@ -1,0 +1,259 @@
+//! The scheduler's view of the cluster for one pass (kube-scheduler's
+//! snapshot of `NodeInfo`s): each node with its allocatable resources, what
+//! its pods request (as NodeResourcesFit counts it, and with the scoring
+//! defaults for pods that request nothing), the host ports they hold, and
+//! the pods bound to it; the pods that have pod affinity terms, indexed
+//! once, so that a pass over many pods does not rescan every pod for each.
+//! A pod placed by the pass is added with [`Cluster::place`] and counts for
+//! every later decision.
+//!
+//! What counts is the fit module's rule for daemon pods
+//! ([`crate::daemon::fit`]): every pod bound to a node that has not
+//! terminated (pods being deleted included), and an unbound pod nominated
+//! to a node (it preempted there: the room is its) for resources and ports;
+//! a container's request is its `requests`, else its `limits`. A resource
+//! the node does not report is not checked.
+
+use std::collections::HashMap;
+
+use drover_api::{Node, Pod, PodPhase, PodSpec};
+
+use super::terms::{namespace_labels, NamespaceLabels, PodTerms};
+use crate::daemon::fit::{host_ports, requests, value_of, HostPort};
+
+/// kube-scheduler's `DefaultMilliCPURequest`: what a container that
+/// requests no CPU counts as when nodes are scored.
+pub const DEFAULT_MILLI_CPU_REQUEST: i128 = 100;
+/// kube-scheduler's `DefaultMemoryRequest` (200 MiB), likewise.
+pub const DEFAULT_MEMORY_REQUEST: i128 = 200 * 1024 * 1024;
+
+/// What a pod asks of its node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Demand {
+    /// CPU requested, in millicores.
+    pub(crate) cpu: i128,
+    /// Memory requested, in bytes.
+    pub(crate) memory: i128,
+    /// Other resources requested (by name, sorted), in units.
+    pub(crate) other: Vec<(String, i128)>,
+    /// CPU for scoring: a container without a CPU request counts 100m.
+    pub(crate) nonzero_cpu: i128,
+    /// Memory for scoring: a container without a memory request counts
+    /// 200 MiB.
+    pub(crate) nonzero_memory: i128,
+    /// The host ports it holds.
+    pub(crate) ports: Vec<HostPort>,
+}
+
+fn container_request(c: &drover_api::Container, resource: &str) -> Option<i128> {
+    let r = &c.resources;
+    r.requests
+        .get(resource)
+        .or_else(|| r.limits.get(resource))
+        .and_then(|q| value_of(resource, q))
+}
+
+impl Demand {
+    /// What a pod with `spec` asks.
+    pub(crate) fn of(spec: &PodSpec) -> Self {
+        let mut all = requests(spec);
+        let cpu = all.remove("cpu").unwrap_or(0);
+        let memory = all.remove("memory").unwrap_or(0);
+        let mut other: Vec<(String, i128)> = all.into_iter().filter(|(_, v)| *v != 0).collect();
+        other.sort();
+        let mut nonzero_cpu = 0;
+        let mut nonzero_memory = 0;
+        for c in &spec.containers {
+            nonzero_cpu += container_request(c, "cpu").unwrap_or(DEFAULT_MILLI_CPU_REQUEST);
+            nonzero_memory += container_request(c, "memory").unwrap_or(DEFAULT_MEMORY_REQUEST);
+        }
+        Demand {
+            cpu,
+            memory,
+            other,
+            nonzero_cpu,
+            nonzero_memory,
+            ports: host_ports(spec),
+        }
+    }
+}
+
+/// One node and what its pods hold.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeInfo<'a> {
+    /// The node.
+    pub(crate) node: &'a Node,
+    /// Allocatable CPU (millicores), if the node reports it.
+    pub(crate) alloc_cpu: Option<i128>,
+    /// Allocatable memory (bytes), if reported.
+    pub(crate) alloc_memory: Option<i128>,
+    /// How many pods the node allows, if reported.
+    pub(crate) alloc_pods: Option<i128>,
+    /// Other allocatable resources.
+    pub(crate) alloc_other: HashMap<String, i128>,
+    /// What the node's pods request.
+    pub(crate) used: Demand,
+    /// Requests of other resources, by name.
+    pub(crate) used_other: HashMap<String, i128>,
+    /// How many pods hold room on the node.
+    pub(crate) pod_count: i128,
+    /// The pods bound to the node (indices into [`Cluster::pods`]).
+    pub(crate) placed: Vec<usize>,
+}
+
+impl<'a> NodeInfo<'a> {
+    fn new(node: &'a Node) -> Self {
+        let allocatable = if node.status.allocatable.is_empty() {
+            &node.status.capacity
+        } else {
+            &node.status.allocatable
+        };
+        let get = |r: &str| allocatable.get(r).and_then(|q| value_of(r, q));
+        let alloc_other = allocatable
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "cpu" | "memory" | "pods"))
+            .filter_map(|(k, q)| value_of(k, q).map(|v| (k.clone(), v)))
+            .collect();
+        NodeInfo {
+            node,
+            alloc_cpu: get("cpu"),
+            alloc_memory: get("memory"),
+            alloc_pods: get("pods"),
+            alloc_other,
+            used: Demand::default(),
+            used_other: HashMap::new(),
+            pod_count: 0,
+            placed: Vec::new(),
+        }
+    }
+
+    fn hold(&mut self, demand: &Demand) {
+        self.used.cpu += demand.cpu;
+        self.used.memory += demand.memory;
+        self.used.nonzero_cpu += demand.nonzero_cpu;
+        self.used.nonzero_memory += demand.nonzero_memory;
+        for (k, v) in &demand.other {
+            *self.used_other.entry(k.clone()).or_default() += v;
+        }
+        self.used.ports.extend(demand.ports.iter().cloned());
+        self.pod_count += 1;
+    }
+
+    /// The node's name.
+    pub(crate) fn name(&self) -> &'a str {
+        self.node.metadata.name.as_str()
+    }
+
+    /// The value of the node's label `key`.
+    pub(crate) fn label(&self, key: &str) -> Option<&'a str> {
+        self.node.metadata.labels.get(key).map(String::as_str)
+    }
+}
+
+/// A pod bound to a node of the cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct Placed<'a> {
+    /// The pod.
+    pub(crate) pod: &'a Pod,
+    /// Its node (an index into [`Cluster::nodes`]).
+    pub(crate) node: usize,
+    /// Its pod affinity terms.
+    pub(crate) terms: PodTerms<'a>,
+}
+
+/// The nodes and the pods bound to them, for one scheduling pass.
+#[derive(Debug, Clone)]
+pub struct Cluster<'a> {
+    pub(crate) nodes: Vec<NodeInfo<'a>>,
+    pub(crate) index: HashMap<&'a str, usize>,
+    pub(crate) pods: Vec<Placed<'a>>,
+    /// The pods (indices into `pods`) with any pod affinity term.
+    pub(crate) with_terms: Vec<usize>,
+    pub(crate) namespaces: NamespaceLabels,
+}
+
+fn terminated(pod: &Pod) -> bool {
+    matches!(
+        pod.status.phase,
+        Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
+    )
+}
+
+impl<'a> Cluster<'a> {
+    /// The cluster of `nodes` and `pods` (every pod of every namespace;
+    /// unbound, terminated pods and pods of unknown nodes are left out,
+    /// except that an unbound pod nominated to a node holds its room).
+    pub fn new(nodes: &'a [Node], pods: impl IntoIterator<Item = &'a Pod>) -> Self {
+        let mut cluster = Cluster {
+            nodes: nodes.iter().map(NodeInfo::new).collect(),
+            index: HashMap::with_capacity(nodes.len()),
+            pods: Vec::new(),
+            with_terms: Vec::new(),
+            namespaces: NamespaceLabels::new(),
+        };
+        for (i, n) in nodes.iter().enumerate() {
+            cluster.index.insert(n.metadata.name.as_str(), i);
+        }
+        for pod in pods {
+            if terminated(pod) {
+                continue;
+            }
+            if pod.spec.node_name.is_empty() {
+                let nominated = pod.status.nominated_node_name.as_str();
+                if let Some(&i) = cluster.index.get(nominated) {
+                    cluster.nodes[i].hold(&Demand::of(&pod.spec));
+                }
+                continue;
+            }
+            if let Some(&i) = cluster.index.get(pod.spec.node_name.as_str()) {
+                cluster.add(pod, i);
+            }
+        }
+        cluster
+    }
+
+    /// The labels of each namespace, for the terms' namespace selectors
+    /// (without them, a namespace has no labels).
+    pub fn with_namespaces(mut self, namespaces: NamespaceLabels) -> Self {
+        self.namespaces = namespaces;
+        self
+    }
+
+    fn add(&mut self, pod: &'a Pod, node: usize) {
+        let terms = PodTerms::of(pod);
+        let i = self.pods.len();
+        if !terms.is_empty() {
+            self.with_terms.push(i);
+        }
+        self.nodes[node].hold(&Demand::of(&pod.spec));
+        self.nodes[node].placed.push(i);
+        self.pods.push(Placed { pod, node, terms });
+    }
+
+    /// Counts `pod` as bound to the node `node` (a decision of this pass),
+    /// so that later decisions see it. `false` when there is no such node.
+    pub fn place(&mut self, pod: &'a Pod, node: &str) -> bool {
+        match self.index.get(node) {
+            Some(&i) => {
+                self.add(pod, i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many nodes there are.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The names of the nodes, in the order given.
+    pub fn node_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.nodes.iter().map(|n| n.name())
+    }
+
+    /// The labels of a pod's namespace.
+    pub(crate) fn namespace_labels(&self, namespace: &str) -> &drover_api::Labels {
+        namespace_labels(&self.namespaces, namespace)
+    }
+}
