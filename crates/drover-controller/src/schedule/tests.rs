@@ -480,24 +480,3 @@ fn no_nodes_and_the_queue_order() {
     let names: Vec<&str> = order.iter().map(|p| p.metadata.name.as_str()).collect();
     assert_eq!(names, ["m-critical", "z-old", "a-low"]);
 }
-
-#[test]
-fn a_batch_of_replicas_with_hostname_anti_affinity_lands_one_per_node() {
-    let nodes: Vec<Node> = (0..200).map(|i| node(&format!("n{i:03}"), &[])).collect();
-    let replicas: Vec<Pod> = (0..210)
-        .map(|i| super::tests_affinity::anti_on_hostname(pod(&format!("r{i}"), &[("app", "r")])))
-        .collect();
-    let mut c = Cluster::new(&nodes, []);
-    let decisions = c.schedule_batch(&replicas, &mut rng(3));
-    let mut placed: Vec<&str> = decisions.iter().filter_map(|(_, d)| bound_to(d)).collect();
-    assert_eq!(placed.len(), 200);
-    placed.sort();
-    placed.dedup();
-    assert_eq!(placed.len(), 200, "one per node");
-    for (_, d) in &decisions[200..] {
-        assert_eq!(
-            message(d),
-            "0/200 nodes are available: 200 node(s) didn't match pod anti-affinity rules."
-        );
-    }
-}

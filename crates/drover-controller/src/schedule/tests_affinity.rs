@@ -345,3 +345,24 @@ fn schedule_anyway_prefers_the_emptier_domain() {
         .collect();
     assert_eq!((s["a"], s["b"], s["c"], s["d"]), (0, 100, 100, 100));
 }
+
+#[test]
+fn a_batch_of_replicas_with_hostname_anti_affinity_lands_one_per_node() {
+    let nodes: Vec<Node> = (0..200).map(|i| node(&format!("n{i:03}"), &[])).collect();
+    let replicas: Vec<Pod> = (0..210)
+        .map(|i| anti_on_hostname(pod(&format!("r{i}"), &[("app", "r")])))
+        .collect();
+    let mut c = Cluster::new(&nodes, []);
+    let decisions = c.schedule_batch(&replicas, &mut rng(3));
+    let mut placed: Vec<&str> = decisions.iter().filter_map(|(_, d)| bound_to(d)).collect();
+    assert_eq!(placed.len(), 200);
+    placed.sort();
+    placed.dedup();
+    assert_eq!(placed.len(), 200, "one per node");
+    for (_, d) in &decisions[200..] {
+        assert_eq!(
+            message(d),
+            "0/200 nodes are available: 200 node(s) didn't match pod anti-affinity rules."
+        );
+    }
+}
