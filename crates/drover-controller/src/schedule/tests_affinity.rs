@@ -366,3 +366,28 @@ fn a_batch_of_replicas_with_hostname_anti_affinity_lands_one_per_node() {
         );
     }
 }
+
+#[test]
+fn schedule_anyway_on_the_hostname_weighs_counts_by_the_number_of_scored_nodes() {
+    use UnsatisfiableConstraintAction::ScheduleAnyway;
+    let nodes = [node("a", &[]), node("b", &[]), node("c", &[])];
+    let pods = [
+        on(pod("w1", &[("app", "web")]), "a"),
+        on(pod("w2", &[("app", "web")]), "a"),
+        on(pod("w3", &[("app", "web")]), "b"),
+    ];
+    let c = Cluster::new(&nodes, &pods);
+    let p = spreading(
+        pod("w4", &[("app", "web")]),
+        spread(HOSTNAME_LABEL, 1, ScheduleAnyway),
+    );
+    let e = c.evaluate(&p);
+    let s: Vec<i64> = e
+        .feasible
+        .iter()
+        .map(|s| s.plugins.topology_spread)
+        .collect();
+    // Weight ln(3 + 2) = 1.61: raw a round(3.22) = 3, b round(1.61) = 2,
+    // c 0; normalised 100 * (3 + 0 - raw) / 3.
+    assert_eq!(s, [0, 33, 100]);
+}
