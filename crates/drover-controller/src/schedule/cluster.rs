@@ -16,6 +16,8 @@
 
 use std::collections::HashMap;
 
+use super::hash::FastMap;
+
 use drover_api::{Node, Pod, PodPhase, PodSpec};
 
 use super::terms::{namespace_labels, NamespaceLabels, PodTerms};
@@ -165,11 +167,16 @@ pub(crate) struct Placed<'a> {
 #[derive(Debug, Clone)]
 pub struct Cluster<'a> {
     pub(crate) nodes: Vec<NodeInfo<'a>>,
-    pub(crate) index: HashMap<&'a str, usize>,
+    pub(crate) index: FastMap<&'a str, usize>,
     pub(crate) pods: Vec<Placed<'a>>,
     /// The pods (indices into `pods`) with any pod affinity term.
     pub(crate) with_terms: Vec<usize>,
     pub(crate) namespaces: NamespaceLabels,
+    /// `percentageOfNodesToScore` (0: kube-scheduler's adaptive default).
+    pub(crate) percentage: u32,
+    /// Where the next cycle starts looking (kube-scheduler's
+    /// `nextStartNodeIndex`).
+    pub(crate) next_start: usize,
 }
 
 fn terminated(pod: &Pod) -> bool {
@@ -186,10 +193,12 @@ impl<'a> Cluster<'a> {
     pub fn new(nodes: &'a [Node], pods: impl IntoIterator<Item = &'a Pod>) -> Self {
         let mut cluster = Cluster {
             nodes: nodes.iter().map(NodeInfo::new).collect(),
-            index: HashMap::with_capacity(nodes.len()),
+            index: FastMap::with_capacity_and_hasher(nodes.len(), Default::default()),
             pods: Vec::new(),
             with_terms: Vec::new(),
             namespaces: NamespaceLabels::new(),
+            percentage: 0,
+            next_start: 0,
         };
         for (i, n) in nodes.iter().enumerate() {
             cluster.index.insert(n.metadata.name.as_str(), i);
@@ -217,6 +226,32 @@ impl<'a> Cluster<'a> {
     pub fn with_namespaces(mut self, namespaces: NamespaceLabels) -> Self {
         self.namespaces = namespaces;
         self
+    }
+
+    /// kube-scheduler's `percentageOfNodesToScore`: a cycle stops looking
+    /// once it has found this share of the nodes feasible (at least 100
+    /// nodes; all of them below 100). 0, the default, is kube-scheduler's
+    /// adaptive share: 50 % less 1 % per 125 nodes, at least 5 %; 100
+    /// looks at every node. Each cycle of a batch starts where the
+    /// previous one stopped, so every node gets its turn.
+    pub fn with_percentage_of_nodes_to_score(mut self, percent: u32) -> Self {
+        self.percentage = percent.min(100);
+        self
+    }
+
+    /// How many feasible nodes a cycle looks for.
+    pub(crate) fn nodes_to_find(&self) -> usize {
+        const MIN_NODES: usize = 100;
+        let n = self.nodes.len();
+        if n < MIN_NODES {
+            return n;
+        }
+        let percent = if self.percentage == 0 {
+            50usize.saturating_sub(n / 125).max(5)
+        } else {
+            self.percentage as usize
+        };
+        (n * percent / 100).max(MIN_NODES)
     }
 
     fn add(&mut self, pod: &'a Pod, node: usize) {

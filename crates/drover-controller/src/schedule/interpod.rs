@@ -18,7 +18,7 @@
 //! - existing anti-affinity: no pair of the node's labels counts a placed
 //!   pod whose anti-affinity the incoming pod breaks.
 
-use std::collections::HashMap;
+use super::hash::FastMap;
 
 use drover_api::Pod;
 
@@ -26,22 +26,46 @@ use super::cluster::{Cluster, NodeInfo};
 use super::reasons::Reason;
 use super::terms::{PodTerms, Term};
 
-type Pair<'x> = (&'x str, &'x str);
+/// Counts by topology key, then value: a node is judged by looking up its
+/// own value of each key (few keys), never by scanning every pair.
+#[derive(Debug, Default)]
+struct PairCounts<'x> {
+    by_key: FastMap<&'x str, FastMap<&'x str, i64>>,
+}
+
+impl<'x> PairCounts<'x> {
+    fn add(&mut self, term: &Term<'x>, node: &NodeInfo<'x>, by: i64) {
+        if let Some(value) = node.label(term.topology_key) {
+            *self
+                .by_key
+                .entry(term.topology_key)
+                .or_default()
+                .entry(value)
+                .or_default() += by;
+        }
+    }
+
+    fn get(&self, key: &str, value: &str) -> i64 {
+        self.by_key
+            .get(key)
+            .and_then(|m| m.get(value))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
 
 /// What the placed pods say about each topology pair, for one incoming pod.
 #[derive(Debug, Default)]
 pub(crate) struct InterPodState<'x> {
-    affinity: HashMap<Pair<'x>, i64>,
-    anti_affinity: HashMap<Pair<'x>, i64>,
-    existing_anti_affinity: HashMap<Pair<'x>, i64>,
+    affinity: PairCounts<'x>,
+    anti_affinity: PairCounts<'x>,
+    existing_anti_affinity: PairCounts<'x>,
     /// The incoming pod matches all its own required affinity terms.
     matches_itself: bool,
-}
-
-fn count<'x>(map: &mut HashMap<Pair<'x>, i64>, term: &Term<'x>, node: &NodeInfo<'x>, by: i64) {
-    if let Some(value) = node.label(term.topology_key) {
-        *map.entry((term.topology_key, value)).or_default() += by;
-    }
 }
 
 impl<'x> InterPodState<'x> {
@@ -54,7 +78,7 @@ impl<'x> InterPodState<'x> {
             let node = &cluster.nodes[placed.node];
             for t in &placed.terms.anti_affinity {
                 if t.matches(pod, own_ns) {
-                    count(&mut s.existing_anti_affinity, t, node, 1);
+                    s.existing_anti_affinity.add(t, node, 1);
                 }
             }
         }
@@ -66,12 +90,12 @@ impl<'x> InterPodState<'x> {
                     && terms.affinity.iter().all(|t| t.matches(placed.pod, ns))
                 {
                     for t in &terms.affinity {
-                        count(&mut s.affinity, t, node, 1);
+                        s.affinity.add(t, node, 1);
                     }
                 }
                 for t in &terms.anti_affinity {
                     if t.matches(placed.pod, ns) {
-                        count(&mut s.anti_affinity, t, node, 1);
+                        s.anti_affinity.add(t, node, 1);
                     }
                 }
             }
@@ -88,11 +112,7 @@ impl<'x> InterPodState<'x> {
             let Some(value) = node.label(t.topology_key) else {
                 return Some(Reason::PodAffinity);
             };
-            if self
-                .affinity
-                .get(&(t.topology_key, value))
-                .is_none_or(|c| *c <= 0)
-            {
+            if self.affinity.get(t.topology_key, value) <= 0 {
                 pods_exist = false;
             }
         }
@@ -102,23 +122,15 @@ impl<'x> InterPodState<'x> {
         if !self.anti_affinity.is_empty() {
             for t in &terms.anti_affinity {
                 if let Some(value) = node.label(t.topology_key) {
-                    if self
-                        .anti_affinity
-                        .get(&(t.topology_key, value))
-                        .is_some_and(|c| *c > 0)
-                    {
+                    if self.anti_affinity.get(t.topology_key, value) > 0 {
                         return Some(Reason::PodAntiAffinity);
                     }
                 }
             }
         }
-        if !self.existing_anti_affinity.is_empty() {
-            for (k, v) in &node.node.metadata.labels {
-                if self
-                    .existing_anti_affinity
-                    .get(&(k.as_str(), v.as_str()))
-                    .is_some_and(|c| *c > 0)
-                {
+        for (key, values) in &self.existing_anti_affinity.by_key {
+            if let Some(value) = node.label(key) {
+                if values.get(value).is_some_and(|c| *c > 0) {
                     return Some(Reason::ExistingAntiAffinity);
                 }
             }
@@ -131,7 +143,7 @@ impl<'x> InterPodState<'x> {
 /// then value.
 #[derive(Debug, Default)]
 pub(crate) struct InterPodScores<'x> {
-    by_key: HashMap<&'x str, HashMap<&'x str, i64>>,
+    by_key: FastMap<&'x str, FastMap<&'x str, i64>>,
 }
 
 impl<'x> InterPodScores<'x> {

@@ -57,21 +57,17 @@ pub(crate) fn balanced_allocation(demand: &Demand, node: &NodeInfo<'_>) -> i64 {
     if demand.cpu == 0 && demand.memory == 0 {
         return 0;
     }
-    let mut fractions = Vec::with_capacity(2);
-    for (alloc, used, wanted) in [
-        (node.alloc_cpu, node.used.cpu, demand.cpu),
-        (node.alloc_memory, node.used.memory, demand.memory),
-    ] {
-        let Some(alloc) = alloc.filter(|a| *a != 0) else {
-            continue;
-        };
-        let f = (used + wanted) as f64 / alloc as f64;
-        fractions.push(f.min(1.0));
-    }
-    let std = if fractions.len() == 2 {
-        ((fractions[0] - fractions[1]) / 2.0).abs()
-    } else {
-        0.0
+    let fraction = |alloc: Option<i128>, used: i128, wanted: i128| {
+        alloc
+            .filter(|a| *a != 0)
+            .map(|a| ((used + wanted) as f64 / a as f64).min(1.0))
+    };
+    let cpu = fraction(node.alloc_cpu, node.used.cpu, demand.cpu);
+    let memory = fraction(node.alloc_memory, node.used.memory, demand.memory);
+    // With one resource (or none) the deviation is 0.
+    let std = match (cpu, memory) {
+        (Some(c), Some(m)) => ((c - m) / 2.0).abs(),
+        _ => 0.0,
     };
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }

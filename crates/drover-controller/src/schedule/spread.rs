@@ -21,7 +21,7 @@
 //! `kubernetes.io/hostname`, the node's own count and the number of
 //! scored nodes); normalised so the fewest matching pods score 100.
 
-use std::collections::HashMap;
+use super::hash::FastMap;
 
 use drover_api::node_affinity::RequiredNodeAffinity;
 use drover_api::selector::{Operator, Requirement, Selector};
@@ -129,7 +129,7 @@ fn count_on(
 /// The filter's counts for one incoming pod.
 #[derive(Debug)]
 pub(crate) struct SpreadFilter<'x> {
-    counts: HashMap<Pair<'x>, i64>,
+    counts: FastMap<Pair<'x>, i64>,
     /// Per constraint: the smallest count of a domain (the global minimum).
     min: Vec<i64>,
 }
@@ -142,7 +142,7 @@ impl<'x> SpreadFilter<'x> {
         affinity: &RequiredNodeAffinity<'_>,
         hard: &[Constraint<'x>],
     ) -> Self {
-        let mut counts: HashMap<Pair<'x>, i64> = HashMap::new();
+        let mut counts: FastMap<Pair<'x>, i64> = FastMap::default();
         if !hard.is_empty() {
             for node in &cluster.nodes {
                 if !has_keys(node, hard) {
@@ -200,7 +200,7 @@ impl<'x> SpreadFilter<'x> {
 /// The score's counts for one incoming pod over the feasible nodes.
 #[derive(Debug)]
 pub(crate) struct SpreadScores<'x> {
-    counts: HashMap<Pair<'x>, i64>,
+    counts: FastMap<Pair<'x>, i64>,
     weights: Vec<f64>,
 }
 
@@ -214,7 +214,7 @@ impl<'x> SpreadScores<'x> {
         soft: &[Constraint<'x>],
         feasible: &[usize],
     ) -> Self {
-        let mut counts: HashMap<Pair<'x>, i64> = HashMap::new();
+        let mut counts: FastMap<Pair<'x>, i64> = FastMap::default();
         let mut sizes = vec![0usize; soft.len()];
         let mut scored = 0usize;
         for &n in feasible {

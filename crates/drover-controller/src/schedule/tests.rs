@@ -480,3 +480,29 @@ fn no_nodes_and_the_queue_order() {
     let names: Vec<&str> = order.iter().map(|p| p.metadata.name.as_str()).collect();
     assert_eq!(names, ["m-critical", "z-old", "a-low"]);
 }
+
+#[test]
+fn a_cycle_looks_for_kube_schedulers_share_of_feasible_nodes_and_the_next_starts_after_it() {
+    let many = |n: usize| -> Vec<Node> { (0..n).map(|i| node(&format!("n{i:05}"), &[])).collect() };
+    let (n99, n150, n1000, n10000) = (many(99), many(150), many(1000), many(10_000));
+    assert_eq!(Cluster::new(&n99, []).nodes_to_find(), 99);
+    assert_eq!(Cluster::new(&n150, []).nodes_to_find(), 100);
+    assert_eq!(Cluster::new(&n1000, []).nodes_to_find(), 420);
+    assert_eq!(Cluster::new(&n10000, []).nodes_to_find(), 500);
+    let all = Cluster::new(&n1000, []).with_percentage_of_nodes_to_score(100);
+    assert_eq!(all.nodes_to_find(), 1000);
+    let ten = Cluster::new(&n1000, []).with_percentage_of_nodes_to_score(10);
+    assert_eq!(ten.nodes_to_find(), 100);
+
+    let mut c = Cluster::new(&n1000, []);
+    let e = c.evaluate(&pod("p", &[]));
+    assert_eq!((e.feasible.len(), e.processed), (420, 420));
+    assert_eq!(e.feasible[0].node, "n00000");
+    let pods = [pod("a", &[]), pod("b", &[])];
+    let d = c.schedule_batch(&pods, &mut rng(1));
+    // The first cycle looked at n0..n419, the second starts at n420.
+    let first: usize = bound_to(&d[0].1).expect("bound")[1..].parse().expect("n");
+    let second: usize = bound_to(&d[1].1).expect("bound")[1..].parse().expect("n");
+    assert!(first < 420, "{first}");
+    assert!((420..840).contains(&second), "{second}");
+}
