@@ -325,7 +325,7 @@ fn bound_pods_strategy() -> impl Strategy<Value = Vec<Pod>> {
 }
 
 fn toleration_strategy() -> impl Strategy<Value = Vec<Toleration>> {
-    let all = vec![
+    let all = [
         Toleration {
             key: "dedicated".into(),
             operator: Some(TolerationOperator::Exists),

@@ -116,7 +116,10 @@ impl<'x> InterPodState<'x> {
                 pods_exist = false;
             }
         }
-        if !pods_exist && !(self.affinity.is_empty() && self.matches_itself) {
+        // No pod anywhere matches and the pod matches its own terms: it
+        // may be the first of its group.
+        let first_of_group = self.affinity.is_empty() && self.matches_itself;
+        if !pods_exist && !first_of_group {
             return Some(Reason::PodAffinity);
         }
         if !self.anti_affinity.is_empty() {

@@ -205,7 +205,7 @@ impl Evaluation<'_> {
         let mut seen = 0u64;
         for s in self.feasible.iter().filter(|s| s.total == best) {
             seen += 1;
-            if rng.next_u64() % seen == 0 {
+            if rng.next_u64().is_multiple_of(seen) {
                 chosen = Some(s);
             }
         }
