@@ -164,7 +164,7 @@ pub struct Evaluation<'a> {
     pub nodes: usize,
     /// A reason that rules out every node before filtering.
     pub prefilter: Option<String>,
-    /// Each rejected node (by index) with one of its reasons; a node
+    /// Each rejected node (by name) with one of its reasons; a node
     /// appears once per reason.
     pub rejected: Vec<(&'a str, Reason)>,
     /// The feasible nodes found, with their scores, in the order they were
