@@ -89,41 +89,22 @@ fn taint(text: &str) -> Taint {
     text.parse().expect("a taint")
 }
 
+const SEED_10: &str =
+    include_str!("../../../drover-api/tests/data/10-deployment-antiaffinity.yaml");
+
 #[test]
 fn seed_10_places_one_replica_per_worker_and_leaves_two_pending_with_kube_schedulers_message() {
-    // The pod template of ../shared/manifests/10-deployment-antiaffinity.yaml.
-    let yaml = r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: template
-  labels:
-    app: distributed-agent
-spec:
-  affinity:
-    podAntiAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-      - labelSelector:
-          matchExpressions:
-          - key: app
-            operator: In
-            values:
-            - distributed-agent
-        topologyKey: "kubernetes.io/hostname"
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms:
-        - matchExpressions:
-          - key: node-type
-            operator: In
-            values:
-            - worker
-  containers:
-  - name: agent
-    image: busybox:latest
-    command: ["sh", "-c", "sleep 3600"]
-"#;
-    let manifests = drover_api::parse_manifests(yaml).expect("the seed parses");
+    // The pod template of the seed (a copy of
+    // ../shared/manifests/10-deployment-antiaffinity.yaml), as a Pod.
+    let (_, template) = SEED_10
+        .split_once("  template:\n")
+        .expect("the Deployment has a template");
+    let body: Vec<&str> = template
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect();
+    let yaml = format!("apiVersion: v1\nkind: Pod\n{}\n", body.join("\n"));
+    let manifests = drover_api::parse_manifests(&yaml).expect("the seed parses");
     let drover_api::Manifest::Pod(template) = &manifests[0] else {
         panic!("not a pod: {manifests:?}");
     };
