@@ -311,3 +311,62 @@ mod tests {
         assert_eq!(m, want);
     }
 }
+
+#[cfg(test)]
+mod pod_tests {
+    use crate::{parse_manifests, Manifest};
+
+    #[test]
+    fn a_pod_is_refused_for_its_spread_and_affinity_and_round_trips_them() {
+        let yaml = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers: [{name: c, image: busybox}]
+  affinity:
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 50
+        podAffinityTerm:
+          labelSelector: {matchLabels: {app: web}}
+          topologyKey: topology.kubernetes.io/zone
+          namespaceSelector: {}
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}, minDomains: 3, nodeTaintsPolicy: Honor, matchLabelKeys: [pod-template-hash]}
+"#;
+        let manifests = parse_manifests(yaml).expect("parses");
+        let Manifest::Pod(pod) = &manifests[0] else {
+            panic!("a pod")
+        };
+        assert!(manifests[0].unknown_fields().is_empty());
+        assert!(
+            manifests[0].validate().is_ok(),
+            "{:?}",
+            manifests[0].validate()
+        );
+        let json = serde_json::to_value(pod.as_ref()).expect("serializes");
+        assert_eq!(
+            json["spec"]["topologySpreadConstraints"][0]["nodeTaintsPolicy"],
+            "Honor"
+        );
+        assert_eq!(
+            json["spec"]["affinity"]["podAntiAffinity"]
+                ["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+                ["namespaceSelector"],
+            serde_json::json!({})
+        );
+        let back: crate::Pod = serde_json::from_value(json).expect("reads back");
+        assert_eq!(&back, pod.as_ref());
+
+        let bad = yaml
+            .replace("maxSkew: 1", "maxSkew: 0")
+            .replace("weight: 50", "weight: 500");
+        let manifests = parse_manifests(&bad).expect("parses");
+        let err = manifests[0].validate().expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "Pod \"web\" is invalid: [spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 500: must be in the range 1-100, spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero]"
+        );
+    }
+}
