@@ -2,8 +2,11 @@
 //! snapshot of `NodeInfo`s): each node with its allocatable resources, what
 //! its pods request (as NodeResourcesFit counts it, and with the scoring
 //! defaults for pods that request nothing), the host ports they hold, and
-//! the pods bound to it; the pods that have pod affinity terms, indexed
-//! once, so that a pass over many pods does not rescan every pod for each.
+//! the pods bound to it; for InterPodAffinity, the placed pods grouped by
+//! namespace and labels (a Deployment's replicas are one group) with their
+//! count in every topology pair, and their required anti-affinity terms
+//! grouped alike, so that a decision matches each term once per group,
+//! not once per placed pod.
 //! A pod placed by the pass is added with [`Cluster::place`] and counts for
 //! every later decision.
 //!
@@ -20,7 +23,7 @@ use super::hash::FastMap;
 
 use drover_api::{Node, Pod, PodPhase, PodSpec};
 
-use super::terms::{namespace_labels, NamespaceLabels, PodTerms};
+use super::terms::{namespace_labels, NamespaceLabels, PairCounts, PodTerms, Term};
 use crate::daemon::fit::{host_ports, requests, value_of, HostPort};
 
 /// kube-scheduler's `DefaultMilliCPURequest`: what a container that
@@ -163,14 +166,46 @@ pub(crate) struct Placed<'a> {
     pub(crate) terms: PodTerms<'a>,
 }
 
+/// The placed pods of one namespace with the same labels: InterPodAffinity
+/// judges them alike, so a term is matched once per class, not once per
+/// pod (the replicas of a Deployment are one class).
+#[derive(Debug, Clone)]
+pub(crate) struct Class<'a> {
+    /// Their namespace.
+    pub(crate) namespace: &'a str,
+    /// Their labels.
+    pub(crate) labels: &'a drover_api::Labels,
+    /// How many of them run in each topology pair (every label of their
+    /// nodes).
+    pub(crate) counts: PairCounts<'a>,
+}
+
+/// The placed pods' required anti-affinity terms that are alike (same
+/// owner namespace and term): matched once against an incoming pod.
+#[derive(Debug, Clone)]
+pub(crate) struct AntiGroup<'a> {
+    /// The term.
+    pub(crate) term: Term<'a>,
+    /// How many pods with the term run in each domain (by the value of the
+    /// term's topology key).
+    pub(crate) counts: FastMap<&'a str, i64>,
+}
+
 /// The nodes and the pods bound to them, for one scheduling pass.
 #[derive(Debug, Clone)]
 pub struct Cluster<'a> {
     pub(crate) nodes: Vec<NodeInfo<'a>>,
     pub(crate) index: FastMap<&'a str, usize>,
     pub(crate) pods: Vec<Placed<'a>>,
-    /// The pods (indices into `pods`) with any pod affinity term.
-    pub(crate) with_terms: Vec<usize>,
+    /// The pods (indices into `pods`) with required affinity or preferred
+    /// terms (what InterPodAffinity's score reads of placed pods).
+    pub(crate) with_scoring_terms: Vec<usize>,
+    /// The placed pods by class.
+    pub(crate) classes: Vec<Class<'a>>,
+    class_index: FastMap<String, usize>,
+    /// The placed pods' required anti-affinity terms, grouped.
+    pub(crate) anti_groups: Vec<AntiGroup<'a>>,
+    anti_index: FastMap<String, usize>,
     pub(crate) namespaces: NamespaceLabels,
     /// `percentageOfNodesToScore` (0: kube-scheduler's adaptive default).
     pub(crate) percentage: u32,
@@ -195,7 +230,11 @@ impl<'a> Cluster<'a> {
             nodes: nodes.iter().map(NodeInfo::new).collect(),
             index: FastMap::with_capacity_and_hasher(nodes.len(), Default::default()),
             pods: Vec::new(),
-            with_terms: Vec::new(),
+            with_scoring_terms: Vec::new(),
+            classes: Vec::new(),
+            class_index: FastMap::default(),
+            anti_groups: Vec::new(),
+            anti_index: FastMap::default(),
             namespaces: NamespaceLabels::new(),
             percentage: 0,
             next_start: 0,
@@ -257,8 +296,58 @@ impl<'a> Cluster<'a> {
     fn add(&mut self, pod: &'a Pod, node: usize) {
         let terms = PodTerms::of(pod);
         let i = self.pods.len();
-        if !terms.is_empty() {
-            self.with_terms.push(i);
+        if !terms.affinity.is_empty()
+            || !terms.preferred_affinity.is_empty()
+            || !terms.preferred_anti_affinity.is_empty()
+        {
+            self.with_scoring_terms.push(i);
+        }
+        let node_ref: &'a Node = self.nodes[node].node;
+        let node_labels = &node_ref.metadata.labels;
+        // Its class.
+        let ns = pod.metadata.namespace.as_str();
+        let mut key = String::from(ns);
+        for (k, v) in &pod.metadata.labels {
+            key.push('\0');
+            key.push_str(k);
+            key.push('=');
+            key.push_str(v);
+        }
+        let c = *self.class_index.entry(key).or_insert_with(|| {
+            self.classes.push(Class {
+                namespace: ns,
+                labels: &pod.metadata.labels,
+                counts: PairCounts::default(),
+            });
+            self.classes.len() - 1
+        });
+        for (k, v) in node_labels {
+            self.classes[c].counts.add(k, v, 1);
+        }
+        // Its required anti-affinity terms.
+        if let Some(anti) = pod
+            .spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+        {
+            for (t, compiled) in anti
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .zip(&terms.anti_affinity)
+            {
+                let key = format!("{ns}\0{t:?}");
+                let g = *self.anti_index.entry(key).or_insert_with(|| {
+                    self.anti_groups.push(AntiGroup {
+                        term: compiled.clone(),
+                        counts: FastMap::default(),
+                    });
+                    self.anti_groups.len() - 1
+                });
+                if let Some(value) = node_labels.get(compiled.topology_key) {
+                    *self.anti_groups[g].counts.entry(value).or_default() += 1;
+                }
+            }
         }
         self.nodes[node].hold(&Demand::of(&pod.spec));
         self.nodes[node].placed.push(i);

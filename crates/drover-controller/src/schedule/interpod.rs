@@ -4,103 +4,88 @@
 //! `topologyKey`) and a score (the preferred terms of both sides, and the
 //! required affinity of placed pods at weight 1).
 //!
-//! Before the nodes are looked at, the placed pods are counted once per
-//! topology pair (`key`, `value` of the node label): how many match all of
-//! the incoming pod's affinity terms, how many match each of its
-//! anti-affinity terms, and how many have an anti-affinity term the
-//! incoming pod matches. A node is then judged by its own labels:
+//! Before the nodes are looked at, each term is matched once per group of
+//! placed pods ([`Cluster`]'s classes: one namespace, the same labels; and
+//! its groups of alike anti-affinity terms), and a node is then judged by
+//! looking up its own value of each term's topology key in the matching
+//! groups' counts:
 //!
-//! - affinity: the node has every term's topology key, and each term's
-//!   pair counts a matching pod; or no pod anywhere matches and the
-//!   incoming pod matches all its own terms (the first of a group that
-//!   wants to be together);
-//! - anti-affinity: no term's pair on the node counts a matching pod;
-//! - existing anti-affinity: no pair of the node's labels counts a placed
-//!   pod whose anti-affinity the incoming pod breaks.
-
-use super::hash::FastMap;
+//! - affinity: the node has every term's topology key, and for each term a
+//!   pod that matches all the terms runs in the node's domain; or no such
+//!   pod runs anywhere (on a node with one of the keys) and the incoming
+//!   pod matches all its own terms (the first of a group that wants to be
+//!   together);
+//! - anti-affinity: no pod matching a term runs in the node's domain of
+//!   that term;
+//! - existing anti-affinity: no placed pod whose required anti-affinity
+//!   term the incoming pod matches runs in the node's domain of that term.
 
 use drover_api::Pod;
 
-use super::cluster::{Cluster, NodeInfo};
+use super::cluster::{AntiGroup, Class, Cluster, NodeInfo};
+use super::hash::FastMap;
 use super::reasons::Reason;
 use super::terms::{PodTerms, Term};
 
-/// Counts by topology key, then value: a node is judged by looking up its
-/// own value of each key (few keys), never by scanning every pair.
-#[derive(Debug, Default)]
-struct PairCounts<'x> {
-    by_key: FastMap<&'x str, FastMap<&'x str, i64>>,
-}
-
-impl<'x> PairCounts<'x> {
-    fn add(&mut self, term: &Term<'x>, node: &NodeInfo<'x>, by: i64) {
-        if let Some(value) = node.label(term.topology_key) {
-            *self
-                .by_key
-                .entry(term.topology_key)
-                .or_default()
-                .entry(value)
-                .or_default() += by;
-        }
-    }
-
-    fn get(&self, key: &str, value: &str) -> i64 {
-        self.by_key
-            .get(key)
-            .and_then(|m| m.get(value))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
-    }
-}
-
-/// What the placed pods say about each topology pair, for one incoming pod.
+/// What the placed pods say, for one incoming pod: the groups its terms
+/// match.
 #[derive(Debug, Default)]
 pub(crate) struct InterPodState<'x> {
-    affinity: PairCounts<'x>,
-    anti_affinity: PairCounts<'x>,
-    existing_anti_affinity: PairCounts<'x>,
+    /// The classes whose pods match all the required affinity terms.
+    affinity: Vec<&'x Class<'x>>,
+    /// Whether any of them runs on a node with one of the terms' keys.
+    affinity_anywhere: bool,
+    /// Per required anti-affinity term (in order), the classes it matches.
+    anti_affinity: Vec<Vec<&'x Class<'x>>>,
+    /// The placed pods' anti-affinity terms the incoming pod matches.
+    existing_anti_affinity: Vec<&'x AntiGroup<'x>>,
     /// The incoming pod matches all its own required affinity terms.
     matches_itself: bool,
 }
 
+fn class_matches(cluster: &Cluster<'_>, term: &Term<'_>, class: &Class<'_>) -> bool {
+    term.matches_parts(
+        class.namespace,
+        class.labels,
+        cluster.namespace_labels(class.namespace),
+    )
+}
+
 impl<'x> InterPodState<'x> {
-    /// The counts for `pod` (with its compiled `terms`) in `cluster`.
-    pub(crate) fn new(cluster: &'x Cluster<'_>, pod: &'x Pod, terms: &'x PodTerms<'x>) -> Self {
+    /// The groups for `pod` (with its compiled `terms`) in `cluster`.
+    pub(crate) fn new(cluster: &'x Cluster<'x>, pod: &Pod, terms: &PodTerms<'_>) -> Self {
         let mut s = InterPodState::default();
         let own_ns = cluster.namespace_labels(&pod.metadata.namespace);
-        for &i in &cluster.with_terms {
-            let placed = &cluster.pods[i];
-            let node = &cluster.nodes[placed.node];
-            for t in &placed.terms.anti_affinity {
-                if t.matches(pod, own_ns) {
-                    s.existing_anti_affinity.add(t, node, 1);
-                }
-            }
-        }
-        if !terms.affinity.is_empty() || !terms.anti_affinity.is_empty() {
-            for placed in &cluster.pods {
-                let node = &cluster.nodes[placed.node];
-                let ns = cluster.namespace_labels(&placed.pod.metadata.namespace);
-                if !terms.affinity.is_empty()
-                    && terms.affinity.iter().all(|t| t.matches(placed.pod, ns))
-                {
-                    for t in &terms.affinity {
-                        s.affinity.add(t, node, 1);
-                    }
-                }
-                for t in &terms.anti_affinity {
-                    if t.matches(placed.pod, ns) {
-                        s.anti_affinity.add(t, node, 1);
-                    }
-                }
-            }
+        s.existing_anti_affinity = cluster
+            .anti_groups
+            .iter()
+            .filter(|g| g.term.matches(pod, own_ns))
+            .collect();
+        if !terms.affinity.is_empty() {
+            s.affinity = cluster
+                .classes
+                .iter()
+                .filter(|c| terms.affinity.iter().all(|t| class_matches(cluster, t, c)))
+                .collect();
+            s.affinity_anywhere = s.affinity.iter().any(|c| {
+                terms
+                    .affinity
+                    .iter()
+                    .any(|t| c.counts.has_key(t.topology_key))
+            });
             s.matches_itself = terms.affinity.iter().all(|t| t.matches(pod, own_ns));
         }
+        s.anti_affinity = terms
+            .anti_affinity
+            .iter()
+            .map(|t| {
+                cluster
+                    .classes
+                    .iter()
+                    .filter(|c| class_matches(cluster, t, c))
+                    .collect()
+            })
+            .collect();
         s
     }
 
@@ -112,28 +97,33 @@ impl<'x> InterPodState<'x> {
             let Some(value) = node.label(t.topology_key) else {
                 return Some(Reason::PodAffinity);
             };
-            if self.affinity.get(t.topology_key, value) <= 0 {
+            if !self
+                .affinity
+                .iter()
+                .any(|c| c.counts.get(t.topology_key, value) > 0)
+            {
                 pods_exist = false;
             }
         }
         // No pod anywhere matches and the pod matches its own terms: it
         // may be the first of its group.
-        let first_of_group = self.affinity.is_empty() && self.matches_itself;
+        let first_of_group = !self.affinity_anywhere && self.matches_itself;
         if !pods_exist && !first_of_group {
             return Some(Reason::PodAffinity);
         }
-        if !self.anti_affinity.is_empty() {
-            for t in &terms.anti_affinity {
-                if let Some(value) = node.label(t.topology_key) {
-                    if self.anti_affinity.get(t.topology_key, value) > 0 {
-                        return Some(Reason::PodAntiAffinity);
-                    }
+        for (t, classes) in terms.anti_affinity.iter().zip(&self.anti_affinity) {
+            if let Some(value) = node.label(t.topology_key) {
+                if classes
+                    .iter()
+                    .any(|c| c.counts.get(t.topology_key, value) > 0)
+                {
+                    return Some(Reason::PodAntiAffinity);
                 }
             }
         }
-        for (key, values) in &self.existing_anti_affinity.by_key {
-            if let Some(value) = node.label(key) {
-                if values.get(value).is_some_and(|c| *c > 0) {
+        for g in &self.existing_anti_affinity {
+            if let Some(value) = node.label(g.term.topology_key) {
+                if g.counts.get(value).is_some_and(|c| *c > 0) {
                     return Some(Reason::ExistingAntiAffinity);
                 }
             }
@@ -150,61 +140,58 @@ pub(crate) struct InterPodScores<'x> {
 }
 
 impl<'x> InterPodScores<'x> {
-    fn add(&mut self, term: &Term<'x>, node: &NodeInfo<'x>, sign: i64) {
-        if let Some(value) = node.label(term.topology_key) {
-            *self
-                .by_key
-                .entry(term.topology_key)
-                .or_default()
-                .entry(value)
-                .or_default() += sign * term.weight;
-        }
+    fn add(&mut self, key: &'x str, value: &'x str, by: i64) {
+        *self
+            .by_key
+            .entry(key)
+            .or_default()
+            .entry(value)
+            .or_default() += by;
     }
 
-    /// The pair scores for `pod`: for each placed pod, the incoming pod's
-    /// preferred affinity (+weight) and anti-affinity (-weight) terms it
-    /// matches, and the placed pod's required affinity (+1), preferred
+    /// The pair scores for `pod`: each placed pod that the incoming pod's
+    /// preferred affinity (+weight) or anti-affinity (-weight) terms match
+    /// (by class), and each placed pod's required affinity (+1), preferred
     /// affinity (+weight) and preferred anti-affinity (-weight) terms the
     /// incoming pod matches; each at the pair of the placed pod's node.
-    pub(crate) fn new(cluster: &'x Cluster<'_>, pod: &'x Pod, terms: &'x PodTerms<'x>) -> Self {
+    pub(crate) fn new(cluster: &'x Cluster<'x>, pod: &Pod, terms: &PodTerms<'x>) -> Self {
         let mut s = InterPodScores::default();
         let own_ns = cluster.namespace_labels(&pod.metadata.namespace);
-        let has_preferred =
-            !terms.preferred_affinity.is_empty() || !terms.preferred_anti_affinity.is_empty();
-        let mut visit = |i: usize| {
+        for (sign, list) in [
+            (1, &terms.preferred_affinity),
+            (-1, &terms.preferred_anti_affinity),
+        ] {
+            for t in list {
+                for c in cluster
+                    .classes
+                    .iter()
+                    .filter(|c| class_matches(cluster, t, c))
+                {
+                    if let Some(values) = c.counts.by_key.get(t.topology_key) {
+                        for (value, n) in values {
+                            s.add(t.topology_key, value, sign * t.weight * n);
+                        }
+                    }
+                }
+            }
+        }
+        for &i in &cluster.with_scoring_terms {
             let placed = &cluster.pods[i];
             let node = &cluster.nodes[placed.node];
-            let ns = cluster.namespace_labels(&placed.pod.metadata.namespace);
-            for t in &terms.preferred_affinity {
-                if t.matches(placed.pod, ns) {
-                    s.add(t, node, 1);
-                }
-            }
-            for t in &terms.preferred_anti_affinity {
-                if t.matches(placed.pod, ns) {
-                    s.add(t, node, -1);
-                }
-            }
-            for t in placed
+            let theirs = placed
                 .terms
                 .affinity
                 .iter()
                 .chain(&placed.terms.preferred_affinity)
-            {
+                .map(|t| (t, 1))
+                .chain(placed.terms.preferred_anti_affinity.iter().map(|t| (t, -1)));
+            for (t, sign) in theirs {
                 if t.matches(pod, own_ns) {
-                    s.add(t, node, 1);
+                    if let Some(value) = node.label(t.topology_key) {
+                        s.add(t.topology_key, value, sign * t.weight);
+                    }
                 }
             }
-            for t in &placed.terms.preferred_anti_affinity {
-                if t.matches(pod, own_ns) {
-                    s.add(t, node, -1);
-                }
-            }
-        };
-        if has_preferred {
-            (0..cluster.pods.len()).for_each(&mut visit);
-        } else {
-            cluster.with_terms.iter().copied().for_each(&mut visit);
         }
         s
     }

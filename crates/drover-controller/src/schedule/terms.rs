@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 
 use drover_api::selector::Selector;
+
+use super::hash::FastMap;
 use drover_api::{LabelSelector, Labels, Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 
 /// The labels of each namespace, by name (a namespace that is not listed
@@ -60,17 +62,27 @@ impl<'a> Term<'a> {
     /// Whether `pod` (whose namespace has `namespace_labels`) is one of
     /// the pods the term is about.
     pub(crate) fn matches(&self, pod: &Pod, namespace_labels: &Labels) -> bool {
-        let ns = pod.metadata.namespace.as_str();
+        self.matches_parts(
+            &pod.metadata.namespace,
+            &pod.metadata.labels,
+            namespace_labels,
+        )
+    }
+
+    /// Whether a pod of namespace `ns` with `labels` is one the term is
+    /// about.
+    pub(crate) fn matches_parts(
+        &self,
+        ns: &str,
+        labels: &Labels,
+        namespace_labels: &Labels,
+    ) -> bool {
         let in_namespace = self.namespaces.contains(&ns)
             || self
                 .namespace_selector
                 .as_ref()
                 .is_some_and(|s| s.matches(namespace_labels));
-        in_namespace
-            && self
-                .selector
-                .as_ref()
-                .is_some_and(|s| s.matches(&pod.metadata.labels))
+        in_namespace && self.selector.as_ref().is_some_and(|s| s.matches(labels))
     }
 }
 
@@ -123,12 +135,37 @@ impl<'a> PodTerms<'a> {
         }
         out
     }
+}
 
-    /// Whether the pod has no term at all.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.affinity.is_empty()
-            && self.anti_affinity.is_empty()
-            && self.preferred_affinity.is_empty()
-            && self.preferred_anti_affinity.is_empty()
+/// Counts by topology key, then value: a node is judged by looking up its
+/// own value of each key (few keys), never by scanning every pair.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PairCounts<'x> {
+    pub(crate) by_key: FastMap<&'x str, FastMap<&'x str, i64>>,
+}
+
+impl<'x> PairCounts<'x> {
+    /// Adds `by` to the pair (`key`, `value`).
+    pub(crate) fn add(&mut self, key: &'x str, value: &'x str, by: i64) {
+        *self
+            .by_key
+            .entry(key)
+            .or_default()
+            .entry(value)
+            .or_default() += by;
+    }
+
+    /// The count of the pair (`key`, `value`).
+    pub(crate) fn get(&self, key: &str, value: &str) -> i64 {
+        self.by_key
+            .get(key)
+            .and_then(|m| m.get(value))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether any pair of `key` is counted.
+    pub(crate) fn has_key(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
     }
 }
