@@ -7,7 +7,9 @@
 //!
 //! - 10,000 pods of one Deployment (10m CPU each) onto 1,000 nodes;
 //! - 1,000 replicas with required anti-affinity on `kubernetes.io/hostname`
-//!   onto 1,000 and onto 10,000 nodes;
+//!   onto 1,000 and onto 10,000 nodes, and 10,000 onto 10,000 nodes;
+//! - 10,000 pods spread over 3 zones (`maxSkew: 1`, `DoNotSchedule`) onto
+//!   1,000 nodes;
 //!
 //! each with kube-scheduler's adaptive share of nodes to look at, then
 //! with every node.
@@ -16,6 +18,7 @@ use std::time::Instant;
 
 use drover_api::{
     Affinity, Container, LabelSelector, Node, Pod, PodAffinityTerm, PodAntiAffinity, Quantity,
+    TopologySpreadConstraint, UnsatisfiableConstraintAction,
 };
 use drover_controller::schedule::{Cluster, Decision};
 use rand::rngs::StdRng;
@@ -37,7 +40,7 @@ fn node(i: usize) -> Node {
     n
 }
 
-fn replica(app: &str, i: usize, anti: bool) -> Pod {
+fn replica(app: &str, i: usize, anti: bool, spread: bool) -> Pod {
     let mut p = Pod::default();
     p.metadata.name = format!("{app}-{i:05}");
     p.metadata.namespace = "default".into();
@@ -52,6 +55,18 @@ fn replica(app: &str, i: usize, anti: bool) -> Pod {
         .requests
         .insert("cpu".into(), Quantity::from("10m"));
     p.spec.containers = vec![c];
+    if spread {
+        p.spec.topology_spread_constraints = vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "topology.kubernetes.io/zone".into(),
+            when_unsatisfiable: Some(UnsatisfiableConstraintAction::DoNotSchedule),
+            label_selector: Some(LabelSelector {
+                match_labels: [("app".to_string(), app.to_string())].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+    }
     if anti {
         p.spec.affinity = Some(Affinity {
             pod_anti_affinity: Some(PodAntiAffinity {
@@ -71,9 +86,9 @@ fn replica(app: &str, i: usize, anti: bool) -> Pod {
     p
 }
 
-fn pass(label: &str, nodes: usize, pods: usize, anti: bool, percent: u32) {
+fn pass(label: &str, nodes: usize, pods: usize, (anti, spread): (bool, bool), percent: u32) {
     let nodes: Vec<Node> = (0..nodes).map(node).collect();
-    let pending: Vec<Pod> = (0..pods).map(|i| replica("web", i, anti)).collect();
+    let pending: Vec<Pod> = (0..pods).map(|i| replica("web", i, anti, spread)).collect();
     let start = Instant::now();
     let mut cluster = Cluster::new(&nodes, []).with_percentage_of_nodes_to_score(percent);
     let decisions = cluster.schedule_batch(&pending, &mut StdRng::seed_from_u64(24));
@@ -97,8 +112,10 @@ fn pass(label: &str, nodes: usize, pods: usize, anti: bool, percent: u32) {
 #[ignore = "a benchmark: run with --release -- --ignored --nocapture"]
 fn batch_pass_figures() {
     for percent in [0, 100] {
-        pass("deployment", 1_000, 10_000, false, percent);
-        pass("anti-affinity", 1_000, 1_000, true, percent);
-        pass("anti-affinity", 10_000, 1_000, true, percent);
+        pass("deployment", 1_000, 10_000, (false, false), percent);
+        pass("anti-affinity", 1_000, 1_000, (true, false), percent);
+        pass("anti-affinity", 10_000, 1_000, (true, false), percent);
+        pass("anti-affinity", 10_000, 10_000, (true, false), percent);
+        pass("zone spread", 1_000, 10_000, (false, true), percent);
     }
 }

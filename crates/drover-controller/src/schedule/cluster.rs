@@ -1,12 +1,13 @@
 //! The scheduler's view of the cluster for one pass (kube-scheduler's
 //! snapshot of `NodeInfo`s): each node with its allocatable resources, what
 //! its pods request (as NodeResourcesFit counts it, and with the scoring
-//! defaults for pods that request nothing), the host ports they hold, and
-//! the pods bound to it; for InterPodAffinity, the placed pods grouped by
-//! namespace and labels (a Deployment's replicas are one group) with their
-//! count in every topology pair, and their required anti-affinity terms
-//! grouped alike, so that a decision matches each term once per group,
-//! not once per placed pod.
+//! defaults for pods that request nothing) and the host ports they hold;
+//! the placed pods grouped by namespace and labels (a class: a
+//! Deployment's replicas are one) with their count in every topology pair
+//! (InterPodAffinity) and on every node (PodTopologySpread, pods being
+//! deleted left out), and their required anti-affinity terms grouped
+//! alike, so that a decision matches each term or selector once per group,
+//! not once per placed pod; and the placed pods whose terms score.
 //! A pod placed by the pass is added with [`Cluster::place`] and counts for
 //! every later decision.
 //!
@@ -88,6 +89,8 @@ impl Demand {
 pub(crate) struct NodeInfo<'a> {
     /// The node.
     pub(crate) node: &'a Node,
+    /// Its index in [`Cluster::nodes`].
+    pub(crate) index: usize,
     /// Allocatable CPU (millicores), if the node reports it.
     pub(crate) alloc_cpu: Option<i128>,
     /// Allocatable memory (bytes), if reported.
@@ -102,12 +105,10 @@ pub(crate) struct NodeInfo<'a> {
     pub(crate) used_other: HashMap<String, i128>,
     /// How many pods hold room on the node.
     pub(crate) pod_count: i128,
-    /// The pods bound to the node (indices into [`Cluster::pods`]).
-    pub(crate) placed: Vec<usize>,
 }
 
 impl<'a> NodeInfo<'a> {
-    fn new(node: &'a Node) -> Self {
+    fn new(index: usize, node: &'a Node) -> Self {
         let allocatable = if node.status.allocatable.is_empty() {
             &node.status.capacity
         } else {
@@ -121,6 +122,7 @@ impl<'a> NodeInfo<'a> {
             .collect();
         NodeInfo {
             node,
+            index,
             alloc_cpu: get("cpu"),
             alloc_memory: get("memory"),
             alloc_pods: get("pods"),
@@ -128,7 +130,6 @@ impl<'a> NodeInfo<'a> {
             used: Demand::default(),
             used_other: HashMap::new(),
             pod_count: 0,
-            placed: Vec::new(),
         }
     }
 
@@ -155,11 +156,10 @@ impl<'a> NodeInfo<'a> {
     }
 }
 
-/// A pod bound to a node of the cluster.
+/// A pod bound to a node of the cluster, with required affinity or
+/// preferred terms.
 #[derive(Debug, Clone)]
 pub(crate) struct Placed<'a> {
-    /// The pod.
-    pub(crate) pod: &'a Pod,
     /// Its node (an index into [`Cluster::nodes`]).
     pub(crate) node: usize,
     /// Its pod affinity terms.
@@ -178,6 +178,9 @@ pub(crate) struct Class<'a> {
     /// How many of them run in each topology pair (every label of their
     /// nodes).
     pub(crate) counts: PairCounts<'a>,
+    /// How many of them that are not being deleted run on each node (by
+    /// index), for PodTopologySpread.
+    pub(crate) per_node: FastMap<usize, i64>,
 }
 
 /// The placed pods' required anti-affinity terms that are alike (same
@@ -196,10 +199,8 @@ pub(crate) struct AntiGroup<'a> {
 pub struct Cluster<'a> {
     pub(crate) nodes: Vec<NodeInfo<'a>>,
     pub(crate) index: FastMap<&'a str, usize>,
+    /// The placed pods with required affinity or preferred terms.
     pub(crate) pods: Vec<Placed<'a>>,
-    /// The pods (indices into `pods`) with required affinity or preferred
-    /// terms (what InterPodAffinity's score reads of placed pods).
-    pub(crate) with_scoring_terms: Vec<usize>,
     /// The placed pods by class.
     pub(crate) classes: Vec<Class<'a>>,
     class_index: FastMap<String, usize>,
@@ -227,10 +228,13 @@ impl<'a> Cluster<'a> {
     /// except that an unbound pod nominated to a node holds its room).
     pub fn new(nodes: &'a [Node], pods: impl IntoIterator<Item = &'a Pod>) -> Self {
         let mut cluster = Cluster {
-            nodes: nodes.iter().map(NodeInfo::new).collect(),
+            nodes: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| NodeInfo::new(i, n))
+                .collect(),
             index: FastMap::with_capacity_and_hasher(nodes.len(), Default::default()),
             pods: Vec::new(),
-            with_scoring_terms: Vec::new(),
             classes: Vec::new(),
             class_index: FastMap::default(),
             anti_groups: Vec::new(),
@@ -295,13 +299,6 @@ impl<'a> Cluster<'a> {
 
     fn add(&mut self, pod: &'a Pod, node: usize) {
         let terms = PodTerms::of(pod);
-        let i = self.pods.len();
-        if !terms.affinity.is_empty()
-            || !terms.preferred_affinity.is_empty()
-            || !terms.preferred_anti_affinity.is_empty()
-        {
-            self.with_scoring_terms.push(i);
-        }
         let node_ref: &'a Node = self.nodes[node].node;
         let node_labels = &node_ref.metadata.labels;
         // Its class.
@@ -318,11 +315,15 @@ impl<'a> Cluster<'a> {
                 namespace: ns,
                 labels: &pod.metadata.labels,
                 counts: PairCounts::default(),
+                per_node: FastMap::default(),
             });
             self.classes.len() - 1
         });
         for (k, v) in node_labels {
             self.classes[c].counts.add(k, v, 1);
+        }
+        if pod.metadata.deletion_timestamp.is_none() {
+            *self.classes[c].per_node.entry(node).or_default() += 1;
         }
         // Its required anti-affinity terms.
         if let Some(anti) = pod
@@ -350,8 +351,13 @@ impl<'a> Cluster<'a> {
             }
         }
         self.nodes[node].hold(&Demand::of(&pod.spec));
-        self.nodes[node].placed.push(i);
-        self.pods.push(Placed { pod, node, terms });
+        // What InterPodAffinity's score reads of placed pods.
+        if !terms.affinity.is_empty()
+            || !terms.preferred_affinity.is_empty()
+            || !terms.preferred_anti_affinity.is_empty()
+        {
+            self.pods.push(Placed { node, terms });
+        }
     }
 
     /// Counts `pod` as bound to the node `node` (a decision of this pass),

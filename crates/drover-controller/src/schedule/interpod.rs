@@ -175,8 +175,7 @@ impl<'x> InterPodScores<'x> {
                 }
             }
         }
-        for &i in &cluster.with_scoring_terms {
-            let placed = &cluster.pods[i];
+        for placed in &cluster.pods {
             let node = &cluster.nodes[placed.node];
             let theirs = placed
                 .terms

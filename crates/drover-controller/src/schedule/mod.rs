@@ -328,7 +328,7 @@ impl<'a> Cluster<'a> {
             vec![0; feasible.len()]
         } else {
             let s = SpreadScores::new(self, pod, affinity, soft, feasible);
-            let raw: Vec<Option<i64>> = nodes().map(|n| s.score(self, pod, soft, n)).collect();
+            let raw: Vec<Option<i64>> = nodes().map(|n| s.score(soft, n)).collect();
             spread::normalize(&raw)
         };
         let inter = InterPodScores::new(self, pod, terms);

@@ -28,7 +28,7 @@ use drover_api::selector::{Operator, Requirement, Selector};
 use drover_api::taints::{find_untolerated, with_effects};
 use drover_api::{NodeInclusionPolicy, Pod, TaintEffect, UnsatisfiableConstraintAction};
 
-use super::cluster::{Cluster, NodeInfo};
+use super::cluster::{Class, Cluster, NodeInfo};
 use super::reasons::Reason;
 
 /// The node label of a node's own name.
@@ -108,22 +108,27 @@ fn has_keys(node: &NodeInfo<'_>, constraints: &[Constraint<'_>]) -> bool {
     constraints.iter().all(|c| node.label(c.key).is_some())
 }
 
-/// The pods on `node` that `c` counts for a pod of `namespace`.
-fn count_on(
-    cluster: &Cluster<'_>,
-    node: &NodeInfo<'_>,
+/// The classes of placed pods that `c` counts for a pod of `namespace`.
+fn counted<'c>(
+    cluster: &'c Cluster<'c>,
     c: &Constraint<'_>,
     namespace: &str,
-) -> i64 {
-    node.placed
+) -> Vec<&'c Class<'c>> {
+    cluster
+        .classes
         .iter()
-        .map(|&i| cluster.pods[i].pod)
-        .filter(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && p.metadata.namespace == namespace
-                && c.selects(p)
+        .filter(|k| {
+            k.namespace == namespace && c.selector.as_ref().is_some_and(|s| s.matches(k.labels))
         })
-        .count() as i64
+        .collect()
+}
+
+/// The pods of `classes` on `node` that are not being deleted.
+fn count_on(classes: &[&Class<'_>], node: &NodeInfo<'_>) -> i64 {
+    classes
+        .iter()
+        .filter_map(|k| k.per_node.get(&node.index))
+        .sum()
 }
 
 /// The filter's counts for one incoming pod.
@@ -137,24 +142,27 @@ pub(crate) struct SpreadFilter<'x> {
 impl<'x> SpreadFilter<'x> {
     /// The counts of `hard` (the pod's `DoNotSchedule` constraints).
     pub(crate) fn new(
-        cluster: &'x Cluster<'_>,
+        cluster: &'x Cluster<'x>,
         pod: &Pod,
         affinity: &RequiredNodeAffinity<'_>,
         hard: &[Constraint<'x>],
     ) -> Self {
         let mut counts: FastMap<Pair<'x>, i64> = FastMap::default();
         if !hard.is_empty() {
+            let classes: Vec<Vec<&Class<'_>>> = hard
+                .iter()
+                .map(|c| counted(cluster, c, &pod.metadata.namespace))
+                .collect();
             for node in &cluster.nodes {
                 if !has_keys(node, hard) {
                     continue;
                 }
-                for c in hard {
+                for (c, k) in hard.iter().zip(&classes) {
                     if !c.includes(pod, affinity, node) {
                         continue;
                     }
                     let value = node.label(c.key).unwrap_or_default();
-                    let n = count_on(cluster, node, c, &pod.metadata.namespace);
-                    *counts.entry((c.key, value)).or_default() += n;
+                    *counts.entry((c.key, value)).or_default() += count_on(k, node);
                 }
             }
         }
@@ -202,18 +210,24 @@ impl<'x> SpreadFilter<'x> {
 pub(crate) struct SpreadScores<'x> {
     counts: FastMap<Pair<'x>, i64>,
     weights: Vec<f64>,
+    /// Per constraint, the classes of placed pods it counts.
+    classes: Vec<Vec<&'x Class<'x>>>,
 }
 
 impl<'x> SpreadScores<'x> {
     /// The counts of `soft` (the pod's `ScheduleAnyway` constraints) for
     /// the nodes `feasible` (indices into the cluster's nodes).
     pub(crate) fn new(
-        cluster: &'x Cluster<'_>,
+        cluster: &'x Cluster<'x>,
         pod: &Pod,
         affinity: &RequiredNodeAffinity<'_>,
         soft: &[Constraint<'x>],
         feasible: &[usize],
     ) -> Self {
+        let classes: Vec<Vec<&Class<'_>>> = soft
+            .iter()
+            .map(|c| counted(cluster, c, &pod.metadata.namespace))
+            .collect();
         let mut counts: FastMap<Pair<'x>, i64> = FastMap::default();
         let mut sizes = vec![0usize; soft.len()];
         let mut scored = 0usize;
@@ -250,31 +264,26 @@ impl<'x> SpreadScores<'x> {
             if !has_keys(node, soft) {
                 continue;
             }
-            for c in soft {
+            for (c, k) in soft.iter().zip(&classes) {
                 if c.key == HOSTNAME_LABEL || !c.includes(pod, affinity, node) {
                     continue;
                 }
                 let value = node.label(c.key).unwrap_or_default();
-                if counts.contains_key(&(c.key, value)) {
-                    let n = count_on(cluster, node, c, &pod.metadata.namespace);
-                    if let Some(total) = counts.get_mut(&(c.key, value)) {
-                        *total += n;
-                    }
+                if let Some(total) = counts.get_mut(&(c.key, value)) {
+                    *total += count_on(k, node);
                 }
             }
         }
-        SpreadScores { counts, weights }
+        SpreadScores {
+            counts,
+            weights,
+            classes,
+        }
     }
 
     /// The raw score of a feasible node; `None` for a node without every
     /// topology key (it scores 0 after normalisation).
-    pub(crate) fn score(
-        &self,
-        cluster: &Cluster<'_>,
-        pod: &Pod,
-        soft: &[Constraint<'_>],
-        node: &NodeInfo<'_>,
-    ) -> Option<i64> {
+    pub(crate) fn score(&self, soft: &[Constraint<'_>], node: &NodeInfo<'_>) -> Option<i64> {
         if !has_keys(node, soft) {
             return None;
         }
@@ -284,7 +293,7 @@ impl<'x> SpreadScores<'x> {
                 continue;
             };
             let count = if c.key == HOSTNAME_LABEL {
-                count_on(cluster, node, c, &pod.metadata.namespace)
+                count_on(&self.classes[i], node)
             } else {
                 self.counts.get(&(c.key, value)).copied().unwrap_or(0)
             };
