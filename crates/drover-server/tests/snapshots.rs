@@ -257,17 +257,11 @@ async fn save_wipe_restore_keeps_objects_revisions_and_running_pods() {
     let mut o = fast_options(tmp.path().join("second"));
     o.join = Some(r.addr.clone());
     o.token = Some(r.server.identity.server_token.clone());
-    let mut second = Server::start(o)
-        .await
-        .expect("a member joins the restored cluster");
+    let mut second = Server::start(o).await.expect("a member joins the restored cluster");
     wait_until("2 voters", WAIT, || async {
-        c.status().await.is_ok_and(|s| {
-            s.members
-                .iter()
-                .filter(|m| !m.learner && !m.removed)
-                .count()
-                == 2
-        })
+        c.status()
+            .await
+            .is_ok_and(|s| s.members.iter().filter(|m| !m.learner && !m.removed).count() == 2)
     })
     .await;
     second.shutdown().await;
