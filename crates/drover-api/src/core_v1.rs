@@ -9,6 +9,7 @@ use crate::config_v1::{
     ConfigMapKeySelector, ConfigMapVolumeSource, EnvFromSource, ObjectFieldSelector,
     ProjectedVolumeSource, SecretKeySelector, SecretVolumeSource,
 };
+use crate::core_v1_affinity::{PodAffinity, PodAntiAffinity, TopologySpreadConstraint};
 use crate::meta::{IntOrString, Labels, ObjectMeta};
 use crate::quantity::Quantity;
 use crate::serde_util::EnumField;
@@ -51,7 +52,7 @@ api_struct! {
         node_name: String = "nodeName",
         /// Labels a node must have (all of them) for the pod to run there.
         node_selector: Labels = "nodeSelector",
-        /// Node affinity (pod affinity is kept but not used).
+        /// Node affinity, pod affinity and pod anti-affinity.
         affinity: Option<Affinity> = "affinity",
         /// Taints the pod tolerates.
         tolerations: Vec<Toleration> = "tolerations",
@@ -72,6 +73,9 @@ api_struct! {
         service_account_name: String = "serviceAccountName",
         /// Pod-level security settings.
         security_context: Option<PodSecurityContext> = "securityContext",
+        /// How the pod and its peers spread across topology domains (the
+        /// scheduler's PodTopologySpread).
+        topology_spread_constraints: Vec<TopologySpreadConstraint> = "topologySpreadConstraints",
     }
 }
 
@@ -459,11 +463,16 @@ api_struct! {
 }
 
 api_struct! {
-    /// Scheduling constraints. Only `nodeAffinity` is implemented; pod
-    /// (anti-)affinity is kept and reported as an unknown field.
+    /// Scheduling constraints: which nodes, and near or away from which
+    /// pods, the pod may (or would rather) run.
     pub struct Affinity {
         /// Which nodes the pod may (or would rather) run on.
         node_affinity: Option<NodeAffinity> = "nodeAffinity",
+        /// Pods the pod must (or would rather) share a topology domain with.
+        pod_affinity: Option<PodAffinity> = "podAffinity",
+        /// Pods the pod must (or would rather) keep out of the topology
+        /// domain of.
+        pod_anti_affinity: Option<PodAntiAffinity> = "podAntiAffinity",
     }
 }
 

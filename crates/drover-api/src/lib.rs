@@ -46,6 +46,7 @@ pub mod apps_v1;
 pub mod columns;
 pub mod config_v1;
 pub mod core_v1;
+pub mod core_v1_affinity;
 pub mod defaults;
 pub mod kind;
 pub mod kubernetes_fields;
@@ -67,6 +68,7 @@ pub mod validation;
 pub use apps_v1::*;
 pub use config_v1::*;
 pub use core_v1::*;
+pub use core_v1_affinity::*;
 pub use kind::{Kind, UnknownKind};
 pub use manifest::{parse_manifests, parse_manifests_in, DocumentError, Manifest, ParseError};
 pub use meta::{

@@ -16,6 +16,9 @@
 //!   for good.
 //! - [`pod_gc`]: which pods go because their DaemonSet or their node is
 //!   gone (a missing node's pods after a grace period).
+//! - [`schedule`]: where a pod without a node goes, as kube-scheduler
+//!   decides it (filters, scores, its Unschedulable message), one pod or a
+//!   batch at a time.
 //! - [`events`]: the events both record, with Kubernetes' reasons.
 //! - [`time`]: the [`Timestamp`] planners take as `now`, and RFC 3339.
 //!
@@ -52,6 +55,7 @@ pub mod daemon;
 pub mod events;
 pub mod node;
 pub mod pod_gc;
+pub mod schedule;
 pub mod time;
 
 pub use time::Timestamp;

@@ -74,7 +74,6 @@ pub fn fields(type_name: &str) -> Vec<FieldInfo> {
             f("enableServiceLinks", boolean(), "Whether service addresses are injected as environment variables."),
             f("preemptionPolicy", enumeration(&["Never", "PreemptLowerPriority"]), "Whether the pod may preempt pods of lower priority (taken from the PriorityClass)."),
             f("overhead", map(TypeRef::Quantity), "Resources the pod's sandbox consumes on top of its containers."),
-            f("topologySpreadConstraints", list(object()), "How pods spread across topology domains."),
             f("setHostnameAsFQDN", boolean(), "Whether the hostname is the fully qualified domain name."),
             f("os", object(), "The operating system the pod needs (name: linux or windows)."),
             f("hostUsers", boolean(), "Whether the pod uses the host's user namespace."),
@@ -144,10 +143,6 @@ pub fn fields(type_name: &str) -> Vec<FieldInfo> {
             f("seLinuxChangePolicy", string(), "How SELinux labels are applied to volumes."),
         ],
         "Probe" => vec![f("grpc", object(), "A gRPC health check (port and service).")],
-        "Affinity" => vec![
-            f("podAffinity", object(), "Rules that place the pod near other pods."),
-            f("podAntiAffinity", object(), "Rules that keep the pod away from other pods."),
-        ],
         "PodStatus" => vec![
             f("hostIPs", list(object()), "The node's IP addresses (ip)."),
             f("podIPs", list(object()), "The pod's IP addresses (ip)."),

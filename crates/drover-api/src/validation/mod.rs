@@ -25,12 +25,14 @@
 //! rules; a leaf, which [`crate::selector`] and [`crate::taints`] use too),
 //! `fields` (single values checked into [`FieldError`]s), then one file per
 //! part of an object: `meta`, `selectors`, `taints` (with tolerations),
+//! `affinity` (pod affinity and anti-affinity, topology spread),
 //! `container`, `pod`, `daemon_set`, `other_kinds` (nodes, ControllerRevisions,
 //! Events). Every public item is re-exported here (the files themselves are not
 //! public). [`validate_manifest`], which dispatches on the kind, is defined
 //! beside [`Manifest`](crate::Manifest), so that validation does not depend on
 //! manifests.
 
+mod affinity;
 pub mod config;
 mod container;
 pub(crate) mod daemon_set;
@@ -43,6 +45,7 @@ pub(crate) mod pod;
 mod selectors;
 mod taints;
 
+pub use affinity::{validate_pod_affinity, validate_topology_spread_constraints};
 pub use container::DOWNWARD_API_FIELD_PATHS;
 pub use daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_spec, validate_daemon_set_update,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use super::affinity::{validate_pod_affinity, validate_topology_spread_constraints};
 use super::container::validate_container;
 use super::errors::{to_result, FieldError, Invalid, Path};
 use super::fields::{
@@ -230,6 +231,13 @@ pub fn validate_pod_spec(
             ));
         }
     }
+    if let Some(affinity) = &spec.affinity {
+        errors.extend(validate_pod_affinity(affinity, &path.child("affinity")));
+    }
+    errors.extend(validate_topology_spread_constraints(
+        &spec.topology_spread_constraints,
+        &path.child("topologySpreadConstraints"),
+    ));
     errors.extend(validate_tolerations(
         &spec.tolerations,
         &path.child("tolerations"),

@@ -106,9 +106,9 @@ impl fmt::Display for Misfit {
 }
 
 /// A port a pod holds on its node: port, protocol, host IP.
-type HostPort = (i32, String, String);
+pub(crate) type HostPort = (i32, String, String);
 
-fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+pub(crate) fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
     let mut out = Vec::new();
     for c in &spec.containers {
         for p in &c.ports {
@@ -127,14 +127,14 @@ fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
     out
 }
 
-fn overlaps(a: &str, b: &str) -> bool {
+pub(crate) fn overlaps(a: &str, b: &str) -> bool {
     let any = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
     any(a) || any(b) || a == b
 }
 
 /// A quantity of `resource` as this module counts it: millicores for
 /// `cpu`, whole units otherwise; `None` when it does not parse.
-fn value_of(resource: &str, q: &Quantity) -> Option<i128> {
+pub(crate) fn value_of(resource: &str, q: &Quantity) -> Option<i128> {
     if resource == "cpu" {
         q.to_millis().ok()
     } else {

@@ -9,7 +9,10 @@
 //! - [`tolerations`]: taints and tolerations, and a daemon pod's defaults;
 //! - [`daemon`]: `NodeShouldRunDaemonPod` from the two above;
 //! - [`lifecycle`]: the node lifecycle's Ready transitions and taints;
-//! - [`availability`]: a pod's readiness and `minReadySeconds`.
+//! - [`availability`]: a pod's readiness and `minReadySeconds`;
+//! - [`labels`]: label selectors (`matchLabels`, `matchExpressions`);
+//! - [`scheduler`]: kube-scheduler's filters, reasons and scores for one
+//!   pending pod, brute force over the whole cluster.
 
 // Each property-test binary uses its own part of the oracles.
 #![allow(dead_code)]
@@ -17,5 +20,7 @@
 pub mod affinity;
 pub mod availability;
 pub mod daemon;
+pub mod labels;
 pub mod lifecycle;
+pub mod scheduler;
 pub mod tolerations;
