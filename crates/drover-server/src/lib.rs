@@ -339,18 +339,20 @@ impl Server {
                     .unwrap_or_else(|| grpc_addr.to_string());
                 let id = identity::new_id();
                 let hosts = hosts_for(&addr);
+                // This member as the only voter of a new (or restored) cluster.
+                let me = || Member {
+                    id,
+                    addr: addr.clone(),
+                    http: http_addr.to_string(),
+                    learner: false,
+                    removed: false,
+                };
                 let (t, admin_token, init) = match &opts.join {
                     None if restore.is_some() => {
                         let b = restore.as_ref().expect("checked");
                         let t = trust::Trust::restore(dir, id, &hosts, &b.header)?;
                         let (kvs, cluster) = recover::restored_objects(b, opts.keep_cluster_id);
-                        let me = Member {
-                            id,
-                            addr: addr.clone(),
-                            http: http_addr.to_string(),
-                            learner: false,
-                            removed: false,
-                        };
+                        let me = me();
                         let msg = format!(
                             "RESTORED from {}: {} objects at revision {} of cluster {}, taken {} by member {:016x}; this is now cluster {cluster} with one member, {id:016x}",
                             opts.restore.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -384,13 +386,7 @@ impl Server {
                             None => identity::new_token("admin"),
                         };
                         let t = trust::Trust::bootstrap(dir, id, &hosts, None, None)?;
-                        let me = Member {
-                            id,
-                            addr: addr.clone(),
-                            http: http_addr.to_string(),
-                            learner: false,
-                            removed: false,
-                        };
+                        let me = me();
                         (t, at, Init::Bootstrap(me))
                     }
                     Some(target) => {

@@ -101,6 +101,25 @@ pub fn hosts_of(addrs: &[&str]) -> Vec<String> {
     out
 }
 
+/// A new certificate for member `id` signed by `ca`, saved in `dir`
+/// (`member.crt`, `member.key`).
+fn issue_member(
+    ca: &Ca,
+    dir: &Path,
+    id: u64,
+    hosts: &[String],
+    now: SystemTime,
+) -> Result<Credential> {
+    let (issued, key) = ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, now)?;
+    let member = Credential {
+        key_pem: key,
+        csr_pem: String::new(),
+        cert_pem: issued.cert_pem,
+    };
+    member.save(dir, "member")?;
+    Ok(member)
+}
+
 /// This member's trust.
 pub struct Trust {
     pub ca: Ca,
@@ -144,13 +163,7 @@ impl Trust {
         };
         let server = token(TokenKind::Server, server_secret);
         let node = token(TokenKind::Node, node_secret);
-        let (issued, key) = ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, now)?;
-        let member = Credential {
-            key_pem: key,
-            csr_pem: String::new(),
-            cert_pem: issued.cert_pem,
-        };
-        member.save(dir, "member")?;
+        let member = issue_member(&ca, dir, id, hosts, now)?;
         Trust::build(ca, member, server, node)
     }
 
@@ -167,15 +180,8 @@ impl Trust {
             .context("the snapshot's CA does not read (ca_cert, ca_key)")?;
         let server = JoinToken::parse(&h.server_token, "the snapshot's server token")?;
         let node = JoinToken::parse(&h.node_token, "the snapshot's node token")?;
-        let (issued, key) =
-            ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, SystemTime::now())?;
         ca.save(dir)?;
-        let member = Credential {
-            key_pem: key,
-            csr_pem: String::new(),
-            cert_pem: issued.cert_pem,
-        };
-        member.save(dir, "member")?;
+        let member = issue_member(&ca, dir, id, hosts, SystemTime::now())?;
         Trust::build(ca, member, server, node)
     }
 

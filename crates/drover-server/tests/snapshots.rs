@@ -10,7 +10,6 @@
 
 use drover_agent::{AgentOptions, SimConfig};
 use drover_api::{Kind, Pod};
-use drover_pki::Credential;
 use drover_proto::reason::Reason;
 use drover_proto::v1 as pb;
 use drover_server::api::snapshot::CLUSTER_KEY;
@@ -260,16 +259,7 @@ async fn save_wipe_restore_keeps_objects_revisions_and_running_pods() {
     let mut second = Server::start(o)
         .await
         .expect("a member joins the restored cluster");
-    wait_until("2 voters", WAIT, || async {
-        c.status().await.is_ok_and(|s| {
-            s.members
-                .iter()
-                .filter(|m| !m.learner && !m.removed)
-                .count()
-                == 2
-        })
-    })
-    .await;
+    wait_voters(&c, 2).await;
     second.shutdown().await;
     agent.stop_unchecked(Duration::from_secs(5)).await;
     r.shutdown().await;
@@ -326,26 +316,7 @@ async fn a_corrupt_or_truncated_snapshot_is_refused_and_nothing_is_written() {
 async fn only_an_admin_takes_a_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let s = TestServer::start(&tmp.path().join("s")).await;
-    // A viewer.
-    let cred = Credential::generate("viewer").unwrap();
-    let r = s
-        .client()
-        .issue_client(pb::IssueClientRequest {
-            name: "viewer-1".into(),
-            role: "viewer".into(),
-            ttl_seconds: 3600,
-            csr: cred.csr_pem.clone(),
-        })
-        .await
-        .expect("issue");
-    let viewer = drover_cli::Client::new(&drover_cli::ClientConfig {
-        servers: r.servers,
-        ca: r.ca,
-        cert: r.cert,
-        key: cred.key_pem,
-        ..Default::default()
-    })
-    .unwrap();
+    let (viewer, _, _) = drover_testkit::viewer_client(&s, "viewer-1").await;
     let anonymous = client(vec![s.addr.clone()], "", &s.ca);
     let wrong = client(vec![s.addr.clone()], "drover-admin-0123456789abcdef", &s.ca);
     for (who, c, reason) in [
@@ -445,16 +416,7 @@ async fn force_new_cluster_keeps_every_acknowledged_write_and_refuses_while_memb
     let token = servers[0].identity.admin_token.clone();
     let ca = servers[0].trust.ca.cert_pem().to_string();
     let c = client(addrs.clone(), &token, &ca);
-    wait_until("3 voters", WAIT, || async {
-        c.status().await.is_ok_and(|s| {
-            s.members
-                .iter()
-                .filter(|m| !m.learner && !m.removed)
-                .count()
-                == 3
-        })
-    })
-    .await;
+    wait_voters(&c, 3).await;
     let mut acked = Vec::new();
     for i in 0..200 {
         let key = format!("/acked/{i:03}");
@@ -546,16 +508,7 @@ async fn removing_a_member_without_a_quorum_says_what_to_do() {
     let token = servers[0].identity.admin_token.clone();
     let ca = servers[0].trust.ca.cert_pem().to_string();
     let c = client(vec![servers[0].grpc_addr.to_string()], &token, &ca);
-    wait_until("3 voters", WAIT, || async {
-        c.status().await.is_ok_and(|s| {
-            s.members
-                .iter()
-                .filter(|m| !m.learner && !m.removed)
-                .count()
-                == 3
-        })
-    })
-    .await;
+    wait_voters(&c, 3).await;
     let gone = servers[2].identity.id;
     for mut s in servers.drain(1..) {
         s.shutdown().await;
@@ -568,4 +521,18 @@ async fn removing_a_member_without_a_quorum_says_what_to_do() {
     for mut s in servers {
         s.shutdown().await;
     }
+}
+
+/// Waits until `c`'s cluster has `n` voting members.
+async fn wait_voters(c: &drover_cli::Client, n: usize) {
+    wait_until(&format!("{n} voters"), WAIT, || async {
+        c.status().await.is_ok_and(|s| {
+            s.members
+                .iter()
+                .filter(|m| !m.learner && !m.removed)
+                .count()
+                == n
+        })
+    })
+    .await;
 }

@@ -5,8 +5,7 @@
 //! still takes a rotated one up.
 
 use drover_api::Kind;
-use drover_pki::{Credential, JoinToken, TokenKind};
-use drover_proto::v1::{self as pb};
+use drover_pki::{JoinToken, TokenKind};
 use drover_server::Server;
 use drover_testkit::{
     cert_channel, client_of, https, node_certificate, start_servers, wait_until, HttpsRequest,
@@ -16,30 +15,6 @@ use std::time::Duration;
 use tonic::Code;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A viewer's client, and its certificate and key.
-async fn viewer_of(s: &TestServer) -> (drover_cli::Client, String, String) {
-    let cred = Credential::generate("viewer").unwrap();
-    let r = s
-        .client()
-        .issue_client(pb::IssueClientRequest {
-            name: "viewer-1".into(),
-            role: "viewer".into(),
-            ttl_seconds: 3600,
-            csr: cred.csr_pem.clone(),
-        })
-        .await
-        .expect("issue");
-    let c = drover_cli::Client::new(&drover_cli::ClientConfig {
-        servers: r.servers,
-        ca: r.ca,
-        cert: r.cert.clone(),
-        key: cred.key_pem.clone(),
-        ..Default::default()
-    })
-    .expect("client");
-    (c, r.cert, cred.key_pem)
-}
 
 /// The path of the list of every object of `kind` in the Kubernetes API.
 fn kapi_list(kind: Kind) -> String {
@@ -113,7 +88,7 @@ async fn a_viewer_reads_no_credential_and_no_raw_key() {
         assert_clean(&kv.key, &String::from_utf8_lossy(&kv.value), &forbidden);
     }
 
-    let (viewer, vcert, vkey) = viewer_of(&s).await;
+    let (viewer, vcert, vkey) = drover_testkit::viewer_client(&s, "viewer-1").await;
     // Raw keys: refused.
     for (what, e) in [
         (

@@ -257,3 +257,28 @@ impl TestServer {
             .unwrap_or(usize::MAX)
     }
 }
+
+/// A client of `s` with a new viewer certificate for `name` (issued by the
+/// admin), and that certificate and its key (PEM).
+pub async fn viewer_client(s: &TestServer, name: &str) -> (Client, String, String) {
+    let cred = drover_pki::Credential::generate("viewer").expect("a key");
+    let r = s
+        .client()
+        .issue_client(drover_proto::v1::IssueClientRequest {
+            name: name.into(),
+            role: "viewer".into(),
+            ttl_seconds: 3600,
+            csr: cred.csr_pem.clone(),
+        })
+        .await
+        .expect("issue a viewer certificate");
+    let c = Client::new(&ClientConfig {
+        servers: r.servers,
+        ca: r.ca,
+        cert: r.cert.clone(),
+        key: cred.key_pem.clone(),
+        ..Default::default()
+    })
+    .expect("client");
+    (c, r.cert, cred.key_pem)
+}

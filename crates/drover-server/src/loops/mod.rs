@@ -8,7 +8,8 @@
 //! - [`mirror`]: mirror pods kept in step with a node's static pods;
 //! - [`heartbeats`]: a follower relaying the heartbeats it hears to the
 //!   leader;
-//! - [`tokens`]: rotated join tokens, replicated, taken up by every member.
+//! - [`tokens`]: rotated join tokens, replicated, taken up by every member;
+//! - [`snapshots`]: on the leader, the cluster id and scheduled snapshots.
 
 pub mod controller;
 pub mod events;
@@ -19,7 +20,36 @@ pub mod session;
 pub mod snapshots;
 pub mod tokens;
 
+use crate::ctx::Ctx;
 use drover_api::Manifest;
+use std::future::Future;
+use tokio::sync::watch;
+
+/// Runs `lead` for each term this member leads, until `stop`: `lead` is
+/// dropped (cancelled) as soon as the member stops leading or the term
+/// changes, and called again when it leads anew. `lead` returning early
+/// waits for the end of the term.
+pub async fn each_term<F, Fut>(ctx: &Ctx, mut stop: watch::Receiver<bool>, mut lead: F)
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut leader = ctx.store.subscribe_leader();
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            r = leader.wait_for(|l| l.is_leader) => if r.is_err() { return },
+        }
+        let term = ctx.store.leader().term;
+        let ended = leader.clone();
+        let mut ended = ended;
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = ended.wait_for(|l| !l.is_leader || l.term != term) => {}
+            _ = async { lead(term).await; std::future::pending::<()>().await } => {}
+        }
+    }
+}
 
 /// The store revision of an object the API just wrote (what a loop waits
 /// for its cache to reach); 0, nothing to wait for, when it carries none.

@@ -12,20 +12,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// Runs until `stop`.
-pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
-    let mut leader = ctx.store.subscribe_leader();
-    loop {
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            r = leader.wait_for(|l| l.is_leader) => if r.is_err() { return },
-        }
-        let term = ctx.store.leader().term;
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            _ = leader.wait_for(|l| !l.is_leader || l.term != term) => {}
-            _ = lead(&ctx) => {}
-        }
-    }
+pub async fn run(ctx: Arc<Ctx>, stop: watch::Receiver<bool>) {
+    super::each_term(&ctx, stop, |_| lead(&ctx)).await
 }
 
 async fn lead(ctx: &Ctx) {
@@ -44,7 +32,7 @@ async fn lead(ctx: &Ctx) {
     }
     let s = ctx.snapshots.clone();
     let Some(every) = s.interval else {
-        return std::future::pending().await;
+        return;
     };
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
