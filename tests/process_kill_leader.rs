@@ -68,15 +68,6 @@ where
     drover_testkit::wait_for(what, timeout, POLL, f).await
 }
 
-/// The HTTP status code of `GET path` on `addr` (HTTPS under the CA in
-/// `dir`), or None when it does not answer.
-async fn http_status(addr: &str, path: &str, dir: &std::path::Path) -> Option<u16> {
-    let ca = std::fs::read_to_string(dir.join("ca.crt")).ok()?;
-    drover_testkit::https_get(addr, path, &ca, None)
-        .await
-        .map(|(code, _)| code)
-}
-
 /// One server process; SIGKILLed and reaped when dropped.
 struct Proc(Child);
 
@@ -145,28 +136,24 @@ impl Member {
         loop {
             let before = std::fs::metadata(&self.log).map_or(0, |m| m.len() as usize);
             self.spawn(&[]);
-            loop {
-                let p = self.proc.as_mut().expect("just spawned");
-                if let Some(st) = p.0.try_wait().expect("try_wait") {
-                    self.proc = None;
-                    let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                    let out = log.get(before..).unwrap_or_default();
-                    drover_testkit::expect_busy_port_exit(&self.name, st, out, deadline);
-                    tokio::time::sleep(POLL).await;
-                    break;
-                }
-                if http_status(&self.http, "/health", &self.dir)
-                    .await
-                    .is_some()
-                {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{} restarted but its HTTP port did not answer within {START_TIMEOUT:?}",
-                    self.name
-                );
-                tokio::time::sleep(POLL).await;
+            let proc = &mut self.proc;
+            let exited = || {
+                let st = proc
+                    .as_mut()
+                    .expect("just spawned")
+                    .0
+                    .try_wait()
+                    .expect("try_wait")?;
+                *proc = None;
+                Some(st)
+            };
+            let at = (self.http.as_str(), self.dir.as_path());
+            if drover_testkit::await_restart(
+                &self.name, &self.log, before, exited, at, deadline, POLL,
+            )
+            .await
+            {
+                return;
             }
         }
     }
@@ -355,7 +342,7 @@ impl Cluster {
         let dir = self.members[i].dir.clone();
         loop {
             self.members[i].assert_alive();
-            if http_status(&http, "/health", &dir).await == Some(200) {
+            if drover_testkit::member_http_status(&http, "/health", &dir).await == Some(200) {
                 break;
             }
             assert!(

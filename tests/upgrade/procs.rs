@@ -215,27 +215,21 @@ impl Member {
         loop {
             let before = self.proc.log_len();
             self.proc.start(bin, &self.restart_args());
-            loop {
-                if let Some(st) = self.proc.exited() {
-                    let log = std::fs::read_to_string(&self.proc.log).unwrap_or_default();
-                    let out = log.get(before..).unwrap_or_default();
-                    drover_testkit::expect_busy_port_exit(&self.proc.name, st, out, deadline);
-                    tokio::time::sleep(POLL).await;
-                    break;
-                }
-                if http_status(&self.http, "/health", &self.dir)
-                    .await
-                    .is_some()
-                {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{} restarted with {} but its HTTP port did not answer within {START:?}",
-                    self.proc.name,
-                    bin.display()
-                );
-                tokio::time::sleep(POLL).await;
+            let (name, log) = (self.proc.name.clone(), self.proc.log.clone());
+            let proc = &mut self.proc;
+            let at = (self.http.as_str(), self.dir.as_path());
+            if drover_testkit::await_restart(
+                &name,
+                &log,
+                before,
+                || proc.exited(),
+                at,
+                deadline,
+                POLL,
+            )
+            .await
+            {
+                return;
             }
         }
     }
@@ -250,13 +244,6 @@ impl Member {
 
 /// The HTTP status of `GET path` on `addr` (HTTPS under the CA in `dir`),
 /// or None when it does not answer.
-pub async fn http_status(addr: &str, path: &str, dir: &Path) -> Option<u16> {
-    let ca = std::fs::read_to_string(dir.join("ca.crt")).ok()?;
-    drover_testkit::https_get(addr, path, &ca, None)
-        .await
-        .map(|(code, _)| code)
-}
-
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, f: F) -> T
 where
     F: FnMut() -> Fut,
@@ -476,7 +463,8 @@ impl Cluster {
         let dir = self.members[i].dir.clone();
         let healthy = format!("{name} healthy");
         wait_for(&healthy, START, || async {
-            (http_status(&http, "/health", &dir).await == Some(200)).then_some(())
+            (drover_testkit::member_http_status(&http, "/health", &dir).await == Some(200))
+                .then_some(())
         })
         .await;
         self.members[i].proc.assert_alive();

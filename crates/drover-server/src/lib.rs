@@ -245,14 +245,14 @@ impl Server {
         // A restore reads and checks its snapshot before anything is written.
         let restore = match &opts.restore {
             Some(file) => {
-                if opts.join.is_some() || opts.force_new_cluster {
-                    bail!("--restore makes a new cluster: it goes without --join and --force-new-cluster");
+                if opts.join.is_some() || opts.token.is_some() || opts.force_new_cluster {
+                    bail!("--restore makes a new cluster: it goes without --join, --token and --force-new-cluster");
                 }
                 if opts.admin_token.is_some() {
                     bail!("--admin-token: a restore keeps the snapshot's admin token; replace it afterwards with `drover token rotate admin`");
                 }
                 recover::check_empty(dir)?;
-                Some(recover::read_snapshot(file)?)
+                Some((file, recover::read_snapshot(file)?))
             }
             None => None,
         };
@@ -347,34 +347,28 @@ impl Server {
                     learner: false,
                     removed: false,
                 };
-                let (t, admin_token, init) = match &opts.join {
-                    None if restore.is_some() => {
-                        let b = restore.as_ref().expect("checked");
+                let (t, admin_token, init) = match (&opts.join, &restore) {
+                    (None, Some((file, b))) => {
                         let t = trust::Trust::restore(dir, id, &hosts, &b.header)?;
                         let (kvs, cluster) = recover::restored_objects(b, opts.keep_cluster_id);
-                        let me = me();
-                        let msg = format!(
-                            "RESTORED from {}: {} objects at revision {} of cluster {}, taken {} by member {:016x}; this is now cluster {cluster} with one member, {id:016x}",
-                            opts.restore.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-                            b.kvs.len(),
-                            b.header.revision,
-                            if b.header.cluster_id.is_empty() { "(no id)" } else { &b.header.cluster_id },
-                            humantime::format_rfc3339_seconds(
-                                std::time::UNIX_EPOCH + Duration::from_millis(b.header.taken_at_ms)
-                            ),
-                            b.header.taken_by,
-                        );
-                        tracing::warn!("{msg}");
-                        eprintln!("drover server: {msg}");
+                        recover::announce_restore(file, b, &cluster, id);
                         let at = if b.header.admin_token.is_empty() {
                             identity::new_token("admin")
                         } else {
                             b.header.admin_token.clone()
                         };
                         let revision = b.header.revision;
-                        (t, at, Init::Restore { me, kvs, revision })
+                        (
+                            t,
+                            at,
+                            Init::Restore {
+                                me: me(),
+                                kvs,
+                                revision,
+                            },
+                        )
                     }
-                    None => {
+                    (None, None) => {
                         if opts.token.is_some() {
                             bail!("--token is for --join (the cluster's server token); a new cluster makes its own tokens");
                         }
@@ -389,7 +383,7 @@ impl Server {
                         let me = me();
                         (t, at, Init::Bootstrap(me))
                     }
-                    Some(target) => {
+                    (Some(target), _) => {
                         let Some(text) = opts.token.clone() else {
                             bail!("--join needs --token: the cluster's server token (the file server-token in a member's data dir)");
                         };

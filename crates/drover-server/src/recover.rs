@@ -118,9 +118,32 @@ pub async fn force_new_cluster(dir: &Path, me: &Identity, trust: &Trust) -> Resu
         me.addr,
         dir.display()
     );
+    loudly(&msg);
+    Ok(())
+}
+
+/// Says what a restore is about to make of `b` (read from `file`): the new
+/// cluster `cluster` with member `id`.
+pub fn announce_restore(file: &Path, b: &Backup, cluster: &str, id: u64) {
+    let taken = std::time::UNIX_EPOCH + Duration::from_millis(b.header.taken_at_ms);
+    let old = match b.header.cluster_id.as_str() {
+        "" => "(no id)",
+        c => c,
+    };
+    loudly(&format!(
+        "RESTORED from {}: {} objects at revision {} of cluster {old}, taken {} by member {:016x}; this is now cluster {cluster} with one member, {id:016x}",
+        file.display(),
+        b.kvs.len(),
+        b.header.revision,
+        humantime::format_rfc3339_seconds(taken),
+        b.header.taken_by,
+    ));
+}
+
+/// What an operator must not miss: in the log and on stderr.
+fn loudly(msg: &str) {
     tracing::warn!("{msg}");
     eprintln!("drover server: {msg}");
-    Ok(())
 }
 
 /// What a member at `addr` answers to a status call within 2 s, or `None`

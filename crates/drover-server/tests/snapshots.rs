@@ -92,6 +92,16 @@ fn hello_pod(pods: Vec<Pod>) -> Option<Pod> {
     })
 }
 
+/// The hello pod's containers in the node's runtime: pod uid, container
+/// id, attempt.
+fn hello_containers(rt: &drover_agent::SimRuntime) -> Vec<(String, String, u32)> {
+    rt.containers()
+        .into_iter()
+        .filter(|c| c.pod_name.starts_with("hello-"))
+        .map(|c| (c.pod_uid, c.id, c.attempt))
+        .collect()
+}
+
 fn container(p: &Pod) -> (String, i32) {
     let c = &p.status.container_statuses[0];
     (c.container_id.clone(), c.restart_count)
@@ -116,13 +126,7 @@ async fn save_wipe_restore_keeps_objects_revisions_and_running_pods() {
     )
     .await;
     let before = inventory(&s.client()).await;
-    let containers_before: Vec<_> = agent
-        .runtime
-        .containers()
-        .into_iter()
-        .filter(|c| c.pod_name.starts_with("hello-"))
-        .map(|c| (c.pod_uid, c.id, c.attempt))
-        .collect();
+    let containers_before = hello_containers(&agent.runtime);
     assert_eq!(containers_before.len(), 1, "{containers_before:?}");
     let cluster_before = wait_for(
         "the cluster id",
@@ -223,13 +227,7 @@ async fn save_wipe_restore_keeps_objects_revisions_and_running_pods() {
     })
     .await;
     // And its pod of before is adopted: the same container, not restarted.
-    let hello: Vec<_> = agent
-        .runtime
-        .containers()
-        .into_iter()
-        .filter(|c| c.pod_name.starts_with("hello-"))
-        .map(|c| (c.pod_uid, c.id, c.attempt))
-        .collect();
+    let hello = hello_containers(&agent.runtime);
     assert_eq!(
         hello, containers_before,
         "the pod's container was not touched"

@@ -42,7 +42,8 @@ pub use link::CuttableLink;
 pub use net::{host_port, https, https_get, refusing_port, HttpsRequest};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use process::{
-    expect_busy_port_exit, member_addrs, spawn_logged, wait_member_addrs, MemberAddrs, Procs,
+    await_restart, expect_busy_port_exit, member_addrs, member_http_status, spawn_logged,
+    wait_member_addrs, MemberAddrs, Procs,
 };
 pub use server::{
     authed, cert_channel, client, client_of, fast_options, grpc_channel, loopback_options,

@@ -101,3 +101,46 @@ pub fn expect_busy_port_exit(name: &str, status: ExitStatus, out: &str, deadline
     );
     eprintln!("{name}: a port it recorded is still in use; starting it again");
 }
+
+/// The HTTP status of `path` on a member's HTTP port `addr`, over TLS under
+/// the CA in its data dir `dir` (`ca.crt`); `None` while it does not answer.
+pub async fn member_http_status(addr: &str, path: &str, dir: &Path) -> Option<u16> {
+    let ca = std::fs::read_to_string(dir.join("ca.crt")).ok()?;
+    crate::net::https_get(addr, path, &ca, None)
+        .await
+        .map(|(code, _)| code)
+}
+
+/// After a member process was started again from its data dir: waits
+/// until its HTTP port `http` answers (`true`), or until it exits because
+/// a port it recorded is held for a moment (`false`: start it again, see
+/// [`expect_busy_port_exit`]). `exited` polls the process; `log` from byte
+/// `log_from` is what this start wrote. Any other exit, or `deadline`
+/// passing, fails the test.
+pub async fn await_restart(
+    name: &str,
+    log: &Path,
+    log_from: usize,
+    mut exited: impl FnMut() -> Option<ExitStatus>,
+    (http, dir): (&str, &Path),
+    deadline: Instant,
+    poll: Duration,
+) -> bool {
+    loop {
+        if let Some(st) = exited() {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let out = text.get(log_from..).unwrap_or_default();
+            expect_busy_port_exit(name, st, out, deadline);
+            tokio::time::sleep(poll).await;
+            return false;
+        }
+        if member_http_status(http, "/health", dir).await.is_some() {
+            return true;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} restarted but its HTTP port did not answer in time"
+        );
+        tokio::time::sleep(poll).await;
+    }
+}

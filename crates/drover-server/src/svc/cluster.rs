@@ -519,34 +519,32 @@ impl cluster_server::Cluster for ClusterSvc {
         );
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
-            let (revision, objects) = (header.revision, kvs.len() as u64);
+            // The first piece says what the whole holds.
+            let mut head = Some((header.revision, kvs.len() as u64));
+            let mut piece = |data, done| {
+                let (revision, objects) = head.take().unwrap_or_default();
+                pb::SnapshotChunk {
+                    data,
+                    done,
+                    revision,
+                    objects,
+                }
+            };
             let (mut enc, mut buf) = Encoder::start(&header);
             drop(header);
-            let mut first = true;
             for kv in &kvs {
                 enc.object(kv, &mut buf);
-                if buf.len() >= SNAPSHOT_CHUNK {
-                    let chunk = pb::SnapshotChunk {
-                        data: std::mem::take(&mut buf),
-                        done: false,
-                        revision: if first { revision } else { 0 },
-                        objects: if first { objects } else { 0 },
-                    };
-                    first = false;
-                    if tx.send(Ok(chunk)).await.is_err() {
-                        return;
-                    }
+                if buf.len() >= SNAPSHOT_CHUNK
+                    && tx
+                        .send(Ok(piece(std::mem::take(&mut buf), false)))
+                        .await
+                        .is_err()
+                {
+                    return;
                 }
             }
             buf.extend(enc.finish());
-            let _ = tx
-                .send(Ok(pb::SnapshotChunk {
-                    data: buf,
-                    done: true,
-                    revision: if first { revision } else { 0 },
-                    objects: if first { objects } else { 0 },
-                }))
-                .await;
+            let _ = tx.send(Ok(piece(buf, true))).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
