@@ -44,6 +44,11 @@ pub(crate) struct ServerArgs {
     /// How long node certificates live; agents renew theirs after two thirds of it.
     #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
     pub(crate) node_cert_ttl: Duration,
+    /// How long member certificates live; a member renews its own, while it
+    /// runs, when a third of it is left (a shorter value than a member's
+    /// certificate has renews it at start).
+    #[arg(long, default_value = "365d", value_parser = humantime::parse_duration)]
+    pub(crate) member_cert_ttl: Duration,
     /// Raft tick in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub(crate) tick_ms: u64,
@@ -108,6 +113,10 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
         anyhow::bail!("--node-cert-ttl {:?}: at least 5s", a.node_cert_ttl);
     }
     opts.node_cert_ttl = a.node_cert_ttl;
+    if a.member_cert_ttl < Duration::from_secs(5) {
+        anyhow::bail!("--member-cert-ttl {:?}: at least 5s", a.member_cert_ttl);
+    }
+    opts.member_cert_ttl = a.member_cert_ttl;
     opts.max_connections_per_address = a.max_connections_per_address;
     opts.tick = tick;
     opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;

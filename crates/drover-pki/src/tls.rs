@@ -2,11 +2,12 @@
 
 use crate::Error;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
+use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::sync::Arc;
 
@@ -102,6 +103,70 @@ pub fn client_config(
             .map_err(tls_err("the client certificate"))?,
         None => b.with_no_client_auth(),
     };
+    c.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(c))
+}
+
+/// A client certificate and key that can be replaced while the
+/// configuration that presents them is in use: a member renews its own
+/// certificate without a restart, and every connection made after
+/// [`ClientIdentity::set`] presents the new one (connections already open
+/// keep the one they were made with).
+#[derive(Debug)]
+pub struct ClientIdentity(std::sync::RwLock<Arc<CertifiedKey>>);
+
+impl ClientIdentity {
+    /// The identity `cert_pem` (the leaf first) with its key `key_pem`.
+    pub fn new(cert_pem: &str, key_pem: &str) -> Result<Arc<ClientIdentity>, Error> {
+        Ok(Arc::new(ClientIdentity(std::sync::RwLock::new(certified(
+            cert_pem, key_pem,
+        )?))))
+    }
+
+    /// Presents `cert_pem` and `key_pem` from now on; an unreadable pair
+    /// changes nothing.
+    pub fn set(&self, cert_pem: &str, key_pem: &str) -> Result<(), Error> {
+        let k = certified(cert_pem, key_pem)?;
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = k;
+        Ok(())
+    }
+
+    fn get(&self) -> Arc<CertifiedKey> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl ResolvesClientCert for ClientIdentity {
+    fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        Some(self.get())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+fn certified(cert_pem: &str, key_pem: &str) -> Result<Arc<CertifiedKey>, Error> {
+    let k = CertifiedKey::from_der(
+        certs(cert_pem, "the client certificate")?,
+        key(key_pem, "the client key")?,
+        &provider(),
+    )
+    .map_err(tls_err("the client certificate"))?;
+    Ok(Arc::new(k))
+}
+
+/// [`client_config`] presenting a [`ClientIdentity`], which may be renewed
+/// while the configuration is in use.
+pub fn client_config_renewable(
+    ca_pem: &str,
+    identity: Arc<ClientIdentity>,
+) -> Result<Arc<ClientConfig>, Error> {
+    let mut c = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls_err("TLS 1.3"))?
+        .with_root_certificates(roots(ca_pem)?)
+        .with_client_cert_resolver(identity);
     c.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(c))
 }

@@ -90,6 +90,9 @@ pub struct ServerOptions {
     pub admin_token: Option<String>,
     /// How long node certificates live.
     pub node_cert_ttl: Duration,
+    /// How long member certificates live (see
+    /// [`trust::Trust::renew_member_if_due`]).
+    pub member_cert_ttl: Duration,
     /// How long a joining member may take to catch up with the log (on the
     /// leader) before its join fails and its learner is removed.
     pub join_catch_up: Duration,
@@ -131,6 +134,7 @@ impl ServerOptions {
             token: None,
             admin_token: None,
             node_cert_ttl: trust::NODE_CERT_TTL,
+            member_cert_ttl: trust::MEMBER_CERT_TTL,
             join_catch_up: Duration::from_secs(60),
             tick: Duration::from_millis(100),
             election_ticks: 10,
@@ -411,6 +415,11 @@ impl Server {
         };
         let mut trust = trust;
         trust.node_cert_ttl = opts.node_cert_ttl;
+        trust.member_cert_ttl = opts.member_cert_ttl;
+        trust.renew_as(dir, identity.id, &hosts_for(&identity.addr));
+        trust
+            .renew_member_if_due()
+            .context("cannot renew this member's certificate")?;
         let trust = Arc::new(trust);
 
         let mut cfg = StoreConfig::new(identity.id, dir.join("store"));
@@ -423,6 +432,7 @@ impl Server {
             identity.id,
             identity.addr.clone(),
             trust.client_tls(),
+            trust.renewals(),
             tokio::runtime::Handle::current(),
         ));
         let store = match Store::open(cfg, init, transport) {
@@ -475,6 +485,7 @@ impl Server {
             tokio::spawn(access::follow(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(loops::tokens::follow(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(loops::snapshots::run(ctx.clone(), shutdown_rx.clone())),
+            tokio::spawn(loops::renewal::run(ctx.trust.clone(), shutdown_rx.clone())),
             tokio::spawn(ports::serve_grpc(
                 grpc_l,
                 ctx.clone(),

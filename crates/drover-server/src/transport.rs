@@ -16,7 +16,7 @@ use raft::eraftpb::MessageType;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tonic::transport::{Channel, Endpoint};
 
 /// How members dial each other: TLS with the member certificate.
@@ -34,18 +34,29 @@ pub struct GrpcTransport {
     id: u64,
     addr: String,
     tls: ClientTls,
+    /// This member's certificate renewals: each peer's connection is made
+    /// anew after one (see [`crate::trust::Trust::renewals`]).
+    renewals: watch::Receiver<u64>,
     rt: tokio::runtime::Handle,
     peers: Mutex<HashMap<u64, Peer>>,
 }
 
 impl GrpcTransport {
     /// `id` and `addr` are this member's; `tls` carries its member
-    /// certificate, which is what authenticates it to peers.
-    pub fn new(id: u64, addr: String, tls: ClientTls, rt: tokio::runtime::Handle) -> Self {
+    /// certificate, which is what authenticates it to peers; `renewals`
+    /// changes when that certificate is renewed.
+    pub fn new(
+        id: u64,
+        addr: String,
+        tls: ClientTls,
+        renewals: watch::Receiver<u64>,
+        rt: tokio::runtime::Handle,
+    ) -> Self {
         GrpcTransport {
             id,
             addr,
             tls,
+            renewals,
             rt,
             peers: Mutex::new(HashMap::new()),
         }
@@ -58,6 +69,7 @@ impl GrpcTransport {
             from_addr: self.addr.clone(),
             to,
             tls: self.tls.clone(),
+            renewals: self.renewals.clone(),
             reporter: reporter.clone(),
         };
         let endpoint = drover_pki::net::endpoint(addr);
@@ -104,22 +116,35 @@ struct PeerTask {
     from_addr: String,
     to: u64,
     tls: ClientTls,
+    renewals: watch::Receiver<u64>,
     reporter: Reporter,
 }
 
 impl PeerTask {
-    async fn run(self, endpoint: Endpoint, mut rx: mpsc::Receiver<RaftMessage>) {
+    fn client(&self, endpoint: &Endpoint) -> RaftClient<Channel> {
+        let channel: Channel = drover_pki::net::lazy(endpoint.clone(), self.tls.clone());
+        RaftClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    async fn run(mut self, endpoint: Endpoint, mut rx: mpsc::Receiver<RaftMessage>) {
         let endpoint = endpoint
             .connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(5));
-        let channel: Channel = drover_pki::net::lazy(endpoint, self.tls.clone());
-        let mut client = RaftClient::new(channel)
-            .max_decoding_message_size(MAX_MESSAGE)
-            .max_encoding_message_size(MAX_MESSAGE);
+        self.renewals.borrow_and_update();
+        let mut client = self.client(&endpoint);
         let mut failures = 0u32;
         while let Some(first) = rx.recv().await {
+            // The connection presents the certificate it was made with,
+            // which the peer refuses once it expires: after a renewal,
+            // a new connection with the new one.
+            if self.renewals.has_changed().unwrap_or(false) {
+                self.renewals.borrow_and_update();
+                client = self.client(&endpoint);
+            }
             let mut msgs = vec![first];
             while msgs.len() < 1024 {
                 match rx.try_recv() {

@@ -18,16 +18,17 @@ use anyhow::{Context, Result};
 use base64::Engine as _;
 use drover_pki::cert::Issued;
 use drover_pki::net::ServerTls;
-use drover_pki::tls::{self, Alpn};
+use drover_pki::tls::{self, Alpn, ClientIdentity};
 use drover_pki::{Ca, Credential, JoinToken, Role, TokenKind};
 use ring::{aead, digest, hkdf};
 use rustls::ClientConfig;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-/// Member certificates live this long; a member renews its own (it holds
-/// the CA) when it starts with less than a third left.
+/// Member certificates live this long unless `--member-cert-ttl` says
+/// otherwise; a member renews its own (it holds the CA) while it runs, when
+/// a third of that or less is left ([`Trust::renew_member_if_due`]).
 pub const MEMBER_CERT_TTL: Duration = Duration::from_secs(365 * 86_400);
 
 /// Node certificates live this long unless `--node-cert-ttl` says otherwise.
@@ -108,9 +109,10 @@ fn issue_member(
     dir: &Path,
     id: u64,
     hosts: &[String],
+    ttl: Duration,
     now: SystemTime,
 ) -> Result<Credential> {
-    let (issued, key) = ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, now)?;
+    let (issued, key) = ca.issue(&Role::Member(id), hosts, ttl, now)?;
     let member = Credential {
         key_pem: key,
         csr_pem: String::new(),
@@ -128,10 +130,28 @@ pub struct Trust {
     /// The HTTP port's TLS.
     pub http: Arc<ServerTls>,
     client: Arc<ClientConfig>,
-    member: Credential,
+    /// What [`Trust::client`] presents (replaced on renewal).
+    identity: Arc<ClientIdentity>,
+    member: RwLock<Credential>,
     tokens: RwLock<(JoinToken, JoinToken)>,
     /// How long node certificates live.
     pub node_cert_ttl: Duration,
+    /// How long member certificates live (this member's renewals, and the
+    /// certificates it signs for joining members).
+    pub member_cert_ttl: Duration,
+    /// Where and as whom this member renews its certificate; `None`: it
+    /// does not (set by [`Trust::renew_as`]).
+    renewal: Option<Renewal>,
+    /// How many times the certificate was renewed ([`Trust::renewals`]).
+    renewed: tokio::sync::watch::Sender<u64>,
+}
+
+/// What a member's certificate renewal needs besides the CA.
+#[derive(Debug, Clone)]
+struct Renewal {
+    dir: PathBuf,
+    id: u64,
+    hosts: Vec<String>,
 }
 
 impl std::fmt::Debug for Trust {
@@ -163,7 +183,7 @@ impl Trust {
         };
         let server = token(TokenKind::Server, server_secret);
         let node = token(TokenKind::Node, node_secret);
-        let member = issue_member(&ca, dir, id, hosts, now)?;
+        let member = issue_member(&ca, dir, id, hosts, MEMBER_CERT_TTL, now)?;
         Trust::build(ca, member, server, node)
     }
 
@@ -181,13 +201,14 @@ impl Trust {
         let server = JoinToken::parse(&h.server_token, "the snapshot's server token")?;
         let node = JoinToken::parse(&h.node_token, "the snapshot's node token")?;
         ca.save(dir)?;
-        let member = issue_member(&ca, dir, id, hosts, SystemTime::now())?;
+        let member = issue_member(&ca, dir, id, hosts, MEMBER_CERT_TTL, SystemTime::now())?;
         Trust::build(ca, member, server, node)
     }
 
     /// A member's trust from its data dir; `None` when it has none yet (a
-    /// joining member before its certificate). Renews the member
-    /// certificate when a third of its life or less is left.
+    /// joining member before its certificate). A certificate due for
+    /// renewal is renewed by [`Trust::renew_member_if_due`], which the
+    /// server calls before it serves.
     pub fn load(
         dir: &Path,
         id: u64,
@@ -201,20 +222,14 @@ impl Trust {
         let Some(mut member) = Credential::load(dir, "member")? else {
             return Ok(None);
         };
-        let peer = member
+        let readable = member
             .peer()
-            .with_context(|| format!("{} is unreadable", dir.join("member.crt").display()))?;
-        let now = SystemTime::now();
-        let left = peer.not_after.duration_since(now).unwrap_or_default();
-        if left < MEMBER_CERT_TTL / 3 || peer.role != Role::Member(id) {
-            let (issued, key) = ca.issue(&Role::Member(id), hosts, MEMBER_CERT_TTL, now)?;
-            member = Credential {
-                key_pem: key,
-                csr_pem: String::new(),
-                cert_pem: issued.cert_pem,
-            };
-            member.save(dir, "member")?;
-            tracing::info!("renewed this member's certificate");
+            .with_context(|| format!("{} is unreadable", dir.join("member.crt").display()));
+        if let Err(e) = readable {
+            // The CA is there: a member whose own certificate is damaged
+            // gets a new one rather than staying down.
+            tracing::warn!("{e:#}: issuing this member a new certificate");
+            member = issue_member(&ca, dir, id, hosts, MEMBER_CERT_TTL, SystemTime::now())?;
         }
         let server = JoinToken::parse(server_token, "server.json: server_token")?;
         let node = JoinToken::parse(node_token, "server.json: node_token")?;
@@ -246,16 +261,93 @@ impl Trust {
             tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Grpc)?;
         let http =
             tls::server_config(ca.cert_pem(), &member.cert_pem, &member.key_pem, Alpn::Http)?;
-        let client = tls::client_config(ca.cert_pem(), Some((&member.cert_pem, &member.key_pem)))?;
+        let identity = ClientIdentity::new(&member.cert_pem, &member.key_pem)?;
+        let client = tls::client_config_renewable(ca.cert_pem(), identity.clone())?;
         Ok(Trust {
             ca,
             grpc: ServerTls::new(grpc),
             http: ServerTls::new(http),
             client,
-            member,
+            identity,
+            member: RwLock::new(member),
             tokens: RwLock::new((server, node)),
             node_cert_ttl: NODE_CERT_TTL,
+            member_cert_ttl: MEMBER_CERT_TTL,
+            renewal: None,
+            renewed: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// Makes this member renew its own certificate (see
+    /// [`Trust::renew_member_if_due`]) as member `id`, for `hosts`, saving
+    /// it in `dir`.
+    pub fn renew_as(&mut self, dir: &Path, id: u64, hosts: &[String]) {
+        self.renewal = Some(Renewal {
+            dir: dir.to_path_buf(),
+            id,
+            hosts: hosts.to_vec(),
+        });
+    }
+
+    /// When this member's certificate is due for renewal: when a third of
+    /// [`Trust::member_cert_ttl`] or less is left. A certificate that would
+    /// outlive that lifetime (the lifetime was shortened), or that is not
+    /// this member's, is due now.
+    pub fn member_renewal_due(&self, now: SystemTime) -> SystemTime {
+        if self.renewal.is_none() {
+            // Never: this member does not renew.
+            return now + Duration::from_secs(100 * 365 * 86_400);
+        }
+        let member = self.member.read().unwrap_or_else(|e| e.into_inner());
+        let Ok(peer) = member.peer() else {
+            return now;
+        };
+        let mine = self
+            .renewal
+            .as_ref()
+            .is_some_and(|r| peer.role == Role::Member(r.id));
+        let left = peer.not_after.duration_since(now).unwrap_or_default();
+        // A minute of slack: a certificate issued just now by a clock a
+        // little ahead is not "longer than the lifetime".
+        if !mine || left > self.member_cert_ttl + Duration::from_secs(60) {
+            return now;
+        }
+        peer.not_after
+            .checked_sub(self.member_cert_ttl / 3)
+            .unwrap_or(now)
+    }
+
+    /// Renews this member's certificate when it is due
+    /// ([`Trust::member_renewal_due`]): a new key and certificate, saved in
+    /// the data dir, then presented by both ports and to other members for
+    /// every connection made from then on (open connections keep theirs,
+    /// which stays valid: it was renewed with a third of its life left).
+    /// Answers the new certificate's end of validity, or `None` when
+    /// nothing was due (or this member does not renew).
+    pub fn renew_member_if_due(&self) -> Result<Option<SystemTime>> {
+        let Some(r) = &self.renewal else {
+            return Ok(None);
+        };
+        let now = SystemTime::now();
+        if self.member_renewal_due(now) > now {
+            return Ok(None);
+        }
+        let member = issue_member(&self.ca, &r.dir, r.id, &r.hosts, self.member_cert_ttl, now)?;
+        let peer = member.peer()?;
+        let ca = self.ca.cert_pem();
+        let grpc = tls::server_config(ca, &member.cert_pem, &member.key_pem, Alpn::Grpc)?;
+        let http = tls::server_config(ca, &member.cert_pem, &member.key_pem, Alpn::Http)?;
+        self.identity.set(&member.cert_pem, &member.key_pem)?;
+        self.grpc.set(grpc);
+        self.http.set(http);
+        *self.member.write().unwrap_or_else(|e| e.into_inner()) = member;
+        self.renewed.send_modify(|n| *n += 1);
+        tracing::info!(
+            serial = %peer.serial,
+            "renewed this member's certificate: valid until {}",
+            drover_controller::Timestamp::from(peer.not_after).to_rfc3339()
+        );
+        Ok(Some(peer.not_after))
     }
 
     /// How this member dials other members (with its member certificate).
@@ -263,9 +355,21 @@ impl Trust {
         self.client.clone()
     }
 
+    /// Counts this member's renewals: connections to other members made
+    /// before one keep presenting the old certificate, which other members
+    /// refuse once it expires, so whoever keeps channels to other members
+    /// makes new ones when this changes.
+    pub fn renewals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.renewed.subscribe()
+    }
+
     /// This member's certificate (PEM).
-    pub fn member_cert(&self) -> &str {
-        &self.member.cert_pem
+    pub fn member_cert(&self) -> String {
+        self.member
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .cert_pem
+            .clone()
     }
 
     /// The token of `kind` this member knows of (a rotated one replaces it,

@@ -21,6 +21,16 @@ pub const ELECTION_TICKS: usize = 10;
 /// How long [`TestServer::start`] waits for its member to lead.
 pub const LEADER_WAIT: Duration = Duration::from_secs(10);
 
+/// Sends the members' and agents' logs to the test's output, as `RUST_LOG`
+/// selects them (`RUST_LOG=drover_agent=debug` shows what the agents do);
+/// once per test binary, later calls change nothing.
+pub fn log_to_test() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 /// A member with its data in `dir`, its gRPC and HTTP ports chosen by the
 /// kernel (`127.0.0.1:0`); raft and the controllers at their defaults.
 pub fn loopback_options(dir: impl Into<PathBuf>) -> ServerOptions {
@@ -179,11 +189,7 @@ impl TestServer {
     /// A member with `o`; returns once it leads (a restarted member elects
     /// itself), which it must within `leader_within`.
     pub async fn with_options(o: ServerOptions, leader_within: Duration) -> TestServer {
-        // RUST_LOG=drover_agent=debug shows what the agents do.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
+        log_to_test();
         let dir = o.data_dir.clone();
         let server = Server::start(o).await.expect("server starts");
         let objects = server.objects();

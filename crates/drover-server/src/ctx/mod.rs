@@ -58,7 +58,9 @@ pub struct Ctx {
     pub sessions: Sessions,
     /// This member's Prometheus metrics.
     pub metrics: crate::metrics::Metrics,
-    channels: Mutex<HashMap<String, Channel>>,
+    /// Channels to other members, made with the certificate of the
+    /// renewal counted first ([`Trust::renewals`]).
+    channels: Mutex<(u64, HashMap<String, Channel>)>,
 }
 
 impl Ctx {
@@ -90,7 +92,7 @@ impl Ctx {
             heartbeats: Default::default(),
             sessions: Default::default(),
             metrics: Default::default(),
-            channels: Mutex::new(HashMap::new()),
+            channels: Mutex::new((0, HashMap::new())),
         }
     }
 
@@ -130,7 +132,14 @@ impl Ctx {
     /// A (lazily connected, shared) channel to another member, over TLS
     /// with this member's certificate.
     pub fn channel(&self, addr: &str) -> Result<Channel, ApiError> {
-        let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        // Renewed since these channels were made: new connections, with
+        // the new certificate.
+        let renewal = *self.trust.renewals().borrow();
+        if g.0 != renewal {
+            *g = (renewal, HashMap::new());
+        }
+        let ch = &mut g.1;
         if let Some(c) = ch.get(addr) {
             return Ok(c.clone());
         }

@@ -9,12 +9,14 @@
 //! - [`heartbeats`]: a follower relaying the heartbeats it hears to the
 //!   leader;
 //! - [`tokens`]: rotated join tokens, replicated, taken up by every member;
-//! - [`snapshots`]: on the leader, the cluster id and scheduled snapshots.
+//! - [`snapshots`]: on the leader, the cluster id and scheduled snapshots;
+//! - [`renewal`]: every member renews its own certificate while it runs.
 
 pub mod controller;
 pub mod events;
 pub mod heartbeats;
 pub mod mirror;
+pub mod renewal;
 pub mod revisions;
 pub mod session;
 pub mod snapshots;

@@ -79,7 +79,7 @@ impl ClusterSvc {
                 &r.csr,
                 &Role::Member(r.member),
                 &r.hosts,
-                trust::MEMBER_CERT_TTL,
+                ctx.trust.member_cert_ttl,
             )
             .map_err(super::status)?;
         tracing::info!("certified member {:016x}", r.member);
