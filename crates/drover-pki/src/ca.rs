@@ -237,6 +237,7 @@ mod tests {
         let peer = PeerCert::parse(&der).unwrap();
         assert_eq!(peer.role, role);
         assert_eq!(peer.serial, issued.serial);
+        assert_eq!(peer.key, issued.key, "the key digest the CA recorded");
         // A CA read back from its files is the same CA.
         let d = tempfile::tempdir().unwrap();
         ca.save(d.path()).unwrap();

@@ -87,6 +87,9 @@ pub struct PeerCert {
     /// The serial number, hex (what revocation and node records name).
     pub serial: String,
     pub not_after: SystemTime,
+    /// SHA-256 (hex) of the certified public key, as [`Issued::key`]: the
+    /// key that owns a node's name, whichever certificate it presents.
+    pub key: String,
 }
 
 impl PeerCert {
@@ -110,6 +113,7 @@ impl PeerCert {
             role,
             serial: crate::hex(cert.raw_serial()),
             not_after: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            key: crate::sha256_hex(&cert.public_key().subject_public_key.data),
         })
     }
 }

@@ -14,8 +14,13 @@ use tonic::Request;
 pub enum Caller {
     /// A control-plane member (member certificate).
     Member(u64),
-    /// A node (node certificate): its name and the certificate's serial.
-    Node { name: String, serial: String },
+    /// A node (node certificate): its name, the certificate's serial and
+    /// the SHA-256 (hex) of its public key.
+    Node {
+        name: String,
+        serial: String,
+        key: String,
+    },
     /// The admin token or an admin certificate.
     Admin(String),
     /// A viewer certificate: reads, watches, logs.
@@ -94,6 +99,7 @@ pub fn of_certificate(cert: &PeerCert, revocations: &Revocations) -> Option<Call
         Role::Node(name) => Caller::Node {
             name: name.clone(),
             serial: cert.serial.clone(),
+            key: cert.key.clone(),
         },
         Role::Admin(n) => client(format!("admin {n}"), Caller::Admin(n.clone())),
         Role::Viewer(n) => client(format!("viewer {n}"), Caller::Viewer(n.clone())),

@@ -12,6 +12,7 @@ use drover_agent::{AgentOptions, SimConfig};
 use drover_api::{Kind, Pod};
 use drover_proto::reason::Reason;
 use drover_proto::v1 as pb;
+use drover_server::api::node_certs::{CERT_ANNOTATION, KEY_ANNOTATION};
 use drover_server::api::snapshot::CLUSTER_KEY;
 use drover_server::Server;
 use drover_store::backup::Backup;
@@ -259,6 +260,92 @@ async fn save_wipe_restore_keeps_objects_revisions_and_running_pods() {
         .expect("a member joins the restored cluster");
     wait_voters(&c, 2).await;
     second.shutdown().await;
+    agent.stop_unchecked(Duration::from_secs(5)).await;
+    r.shutdown().await;
+}
+
+/// A node that renewed its certificate after the snapshot (the snapshot's
+/// Node records the older serial) comes back to the restored cluster on
+/// its current certificate, which its session (or its renewal) then binds:
+/// the node token it joined with was rotated, so joining again is not a
+/// way back.
+#[tokio::test]
+async fn a_node_that_renewed_after_the_snapshot_comes_back_to_the_restore() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    // 9 s node certificates: renewed every 6 s.
+    let short = |o: &mut drover_server::ServerOptions| o.node_cert_ttl = Duration::from_secs(9);
+    let s = TestServer::start_tuned(&dir, short).await;
+    let mut o = AgentOptions::new(vec![s.addr.clone()], &s.node_token, "node-r");
+    o.tuning = quick_tuning(9);
+    o.data_dir = Some(tmp.path().join("node-r"));
+    o.leave_on_stop = false;
+    let agent = start_sim_agent(o, SimConfig::default());
+    let serial = |n: &drover_api::Node| n.metadata.annotations[CERT_ANNOTATION].clone();
+    let first = wait_for("node-r Ready", WAIT, Duration::from_millis(50), || async {
+        s.node("node-r").await.filter(|n| n.is_ready())
+    })
+    .await;
+    // The agent's token is the old one from now on (and the snapshot
+    // holds the new one).
+    s.client()
+        .rotate_token("node")
+        .await
+        .expect("rotate the node token");
+    let file = tmp.path().join("drover.snapshot");
+    drover_cli::snapshot::save(&s.client(), &file, &mut Vec::new())
+        .await
+        .expect("snapshot save");
+    let saved = Backup::decode(&std::fs::read(&file).unwrap()).expect("the file checks");
+    let in_snapshot = saved
+        .kvs
+        .iter()
+        .find(|kv| kv.key.ends_with("/nodes/node-r"))
+        .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+        .expect("node-r is in the snapshot");
+    assert!(in_snapshot.contains(&serial(&first)), "{in_snapshot}");
+    let renewed = wait_for(
+        "node-r renews its certificate after the snapshot",
+        WAIT,
+        Duration::from_millis(50),
+        || async {
+            s.node("node-r")
+                .await
+                .filter(|n| serial(n) != serial(&first))
+        },
+    )
+    .await;
+
+    let addr = s.addr.clone();
+    s.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut o = fast_options(&dir);
+    o.listen = Some(addr);
+    o.restore = Some(file);
+    short(&mut o);
+    let r = TestServer::with_options(o, Duration::from_secs(10)).await;
+    // The restored Node names the snapshot's serial; the agent presents a
+    // later certificate of the same key.
+    wait_until("node-r's session on the restored member", WAIT, || async {
+        r.server.ctx.sessions.holds("node-r")
+    })
+    .await;
+    let back = wait_for(
+        "node-r Ready on the restored member",
+        WAIT,
+        Duration::from_millis(50),
+        || async { r.node("node-r").await.filter(|n| n.is_ready()) },
+    )
+    .await;
+    assert_ne!(
+        serial(&back),
+        serial(&first),
+        "bound to a later certificate"
+    );
+    assert_eq!(
+        back.metadata.annotations[KEY_ANNOTATION], renewed.metadata.annotations[KEY_ANNOTATION],
+        "the same key owns the name"
+    );
     agent.stop_unchecked(Duration::from_secs(5)).await;
     r.shutdown().await;
 }

@@ -14,9 +14,11 @@
 //!   Its next join or renewal records the key.
 //! - A renewal rebinds from the caller's current serial to the new one,
 //!   for the same key.
-//! - A session is allowed only for the bound serial, and ends when the
-//!   binding changes or the Node is deleted: deleting a node revokes its
-//!   certificate.
+//! - A session is allowed for the bound serial, or for another
+//!   certificate of the key that owns the name ([`speaks_for`]: a cluster
+//!   restored from a snapshot taken before the node's last renewal), which
+//!   the session then binds; it ends when the binding changes or the Node
+//!   is deleted: deleting a node revokes its certificates.
 
 use super::{Objects, ATTEMPTS};
 use crate::error::ApiError;
@@ -54,6 +56,27 @@ pub fn bound_serial(node: &Node) -> Option<&str> {
         .get(CERT_ANNOTATION)
         .map(String::as_str)
         .filter(|s| !s.is_empty())
+}
+
+/// A node's certificate as a session or a renewal presents it.
+#[derive(Debug, Clone)]
+pub struct Cert {
+    /// Its serial (hex).
+    pub serial: String,
+    /// The SHA-256 (hex) of its public key.
+    pub key: String,
+}
+
+/// Whether `cert` speaks for `node`: it is the bound certificate, or
+/// another certificate of the key that owns the name. The second covers a
+/// cluster restored from a snapshot taken before the node renewed its
+/// certificate (the Node records the older serial) and a node that comes
+/// back on the certificate it held before a renewal whose answer it lost:
+/// the CA certified that key for that name, and only the name's owner
+/// holds it. Deleting the Node still revokes every certificate of the key
+/// (no Node, nothing speaks for it).
+pub fn speaks_for(node: &Node, cert: &Cert) -> bool {
+    bound_serial(node) == Some(cert.serial.as_str()) || bound_key(node) == Some(cert.key.as_str())
 }
 
 /// The refusal of a node certificate that is no longer bound.
@@ -120,9 +143,13 @@ impl Objects {
                         tracing::warn!(node = %name, "refused a {} as node {name} with a key other than the one that owns the name", if from.is_some() { "renewal" } else { "join" });
                         return Err(taken(name));
                     }
+                    // A renewal from a certificate that is not the bound one
+                    // is the owner's (its key was checked above) when the
+                    // name has an owner: see `speaks_for`.
+                    let stale = |old: &str| current.as_deref() != Some(old) && owner.is_none();
                     match from {
-                        Some(old) if current.as_deref() != Some(old) && attempt == 0 => continue,
-                        Some(old) if current.as_deref() != Some(old) => return Err(revoked(name)),
+                        Some(old) if stale(old) && attempt == 0 => continue,
+                        Some(old) if stale(old) => return Err(revoked(name)),
                         Some(_) => {}
                         // The owner itself joining again: its name is its own.
                         None if owner.is_some() => {}

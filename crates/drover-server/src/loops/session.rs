@@ -5,7 +5,7 @@
 //! ([`super::events`]), static pods (mirror pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
 //! is deleted). The gRPC side is [`crate::svc::agent`].
 
-use crate::api::node_certs::{bound_serial, revoked};
+use crate::api::node_certs::{bound_serial, revoked, speaks_for, Cert, CERT_ANNOTATION};
 use crate::api::{now_rfc3339, Objects};
 use crate::cache::Informer;
 use crate::ctx::Ctx;
@@ -76,8 +76,9 @@ pub fn hello_node(hello: &pb::Hello) -> Result<Node, ApiError> {
 }
 
 /// Creates the agent's Node, or updates the existing one with what the
-/// agent reports; answers its name.
-pub async fn register(objects: &Objects, node: Node, serial: &str) -> Result<String, ApiError> {
+/// agent reports, bound to `cert` from then on (see
+/// [`crate::api::node_certs::speaks_for`]); answers its name.
+pub async fn register(objects: &Objects, node: Node, cert: &Cert) -> Result<String, ApiError> {
     let name = node.metadata.name.clone();
     for attempt in 0..REGISTER_ATTEMPTS {
         // Local first (the write is compare-and-swap; a stale read is
@@ -91,12 +92,18 @@ pub async fn register(objects: &Objects, node: Node, serial: &str) -> Result<Str
         // certificate; the update below is on that very version, so a
         // deletion or a new binding in between makes it fail.
         let existing = match read {
-            Ok(Manifest::Node(n)) if bound_serial(&n) == Some(serial) => *n,
+            Ok(Manifest::Node(n)) if speaks_for(&n, cert) => *n,
             Ok(_) | Err(ApiError::NotFound(_)) if attempt == 0 => continue,
             Ok(_) | Err(ApiError::NotFound(_)) => return Err(revoked(&name)),
             Err(e) => return Err(e),
         };
-        let n = node_from_hello(node.clone(), Some(existing), &now_rfc3339());
+        let mut n = node_from_hello(node.clone(), Some(existing), &now_rfc3339());
+        if bound_serial(&n) != Some(cert.serial.as_str()) {
+            tracing::info!(node = %name, serial = %cert.serial, "the node's session binds its certificate (another certificate of the key that owns the name was bound)");
+            n.metadata
+                .annotations
+                .insert(CERT_ANNOTATION.into(), cert.serial.clone());
+        }
         match objects.update(Manifest::Node(Box::new(n))).await {
             Ok(_) => return Ok(name),
             Err(ApiError::Conflict(_) | ApiError::NotFound(_)) => continue,
@@ -108,20 +115,20 @@ pub async fn register(objects: &Objects, node: Node, serial: &str) -> Result<Str
     )))
 }
 
-/// Refuses a session whose certificate is not (or no longer) the one bound
-/// to its Node.
-pub async fn check_bound(objects: &Objects, name: &str, serial: &str) -> Result<(), ApiError> {
+/// Refuses a session whose certificate does not (or no longer) speak for
+/// its Node.
+pub async fn check_bound(objects: &Objects, name: &str, cert: &Cert) -> Result<(), ApiError> {
     // This member's own state first: bound there, bound (a binding only
     // ever changes by a join, a renewal or a deletion, each of which also
     // ends the session when this member applies it). Not bound there: ask
     // linearizably before refusing (the binding may be that recent).
     if let Ok(Manifest::Node(n)) = objects.get_local(Kind::Node, "", name).await {
-        if bound_serial(&n) == Some(serial) {
+        if speaks_for(&n, cert) {
             return Ok(());
         }
     }
     match objects.get(Kind::Node, "", name).await {
-        Ok(Manifest::Node(n)) if bound_serial(&n) == Some(serial) => Ok(()),
+        Ok(Manifest::Node(n)) if speaks_for(&n, cert) => Ok(()),
         Ok(_) | Err(ApiError::NotFound(_)) => Err(revoked(name)),
         Err(e) => Err(e),
     }

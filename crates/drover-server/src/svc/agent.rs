@@ -5,6 +5,7 @@
 //! [`crate::loops::session`].
 
 use super::status;
+use crate::api::node_certs::Cert;
 use crate::api::Objects;
 use crate::cache::Informer;
 use crate::ctx::Ctx;
@@ -38,7 +39,7 @@ impl agent_server::Agent for AgentSvc {
     ) -> Result<Response<Self::SessionStream>, Status> {
         let caller = crate::auth::caller(&req, "", &self.ctx.revocations);
         let (name, serial) = match caller {
-            crate::auth::Caller::Node { name, serial } => (name, serial),
+            crate::auth::Caller::Node { name, serial, key } => (name, Cert { serial, key }),
             crate::auth::Caller::Anonymous => {
                 return Err(Reason::Unauthorized.status(
                     "an agent session needs a node certificate: `drover agent` gets one with the node token (--token-file DATA_DIR/node-token of a server)",
@@ -105,7 +106,7 @@ impl agent_server::Agent for AgentSvc {
             self.objects.clone(),
             self.cache.clone(),
             node,
-            serial,
+            serial.serial,
             tx,
             inbound,
         );

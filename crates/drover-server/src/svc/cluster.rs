@@ -104,7 +104,7 @@ impl ClusterSvc {
         let ctx = &self.0;
         let from = if r.token.is_empty() {
             match caller {
-                Caller::Node { name, serial } if *name == r.node => Some(serial.clone()),
+                Caller::Node { name, serial, .. } if *name == r.node => Some(serial.clone()),
                 Caller::Node { name, .. } => {
                     return Err(Reason::Forbidden.status(format!(
                         "node {name} may renew only its own certificate, not {:?}'s",
