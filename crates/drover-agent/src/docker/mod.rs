@@ -18,10 +18,10 @@
 //!   reads back, which is how a restarted agent adopts what runs.
 //! - **Images.** `imagePullPolicy` `Never`: a missing image is
 //!   `ErrImageNeverPull`. `IfNotPresent`: pulled when missing. `Always`:
-//!   pulled; when the pull fails and a local copy exists, the local copy
-//!   runs (with a warning): an edge node cut off from its registry keeps
-//!   working. A failed pull without a local copy is `ErrImagePull` with the
-//!   engine's message.
+//!   pulled, and a failed pull fails the start with `ErrImagePull` and the
+//!   engine's message, even with a copy on the node, as the kubelet does
+//!   (`images.rs`); an edge node cut off from its registry runs the agent
+//!   with `--no-pull`, which runs local copies whatever the policy.
 //! - **Stop.** `docker stop` with the pod's grace period (the image's stop
 //!   signal, SIGTERM by default; SIGKILL after the grace), then remove.
 //!
