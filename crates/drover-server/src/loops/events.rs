@@ -62,6 +62,22 @@ pub fn check_message(m: &pb::PodEvents) -> Result<(), String> {
     Ok(())
 }
 
+/// Why a node's pod event was not written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The pod is no longer in the store: deleted (a rollout, a drain)
+    /// before the agent's report of stopping it arrived. Routine.
+    #[error("pod {0} is gone (deleted before its event arrived)")]
+    Gone(String),
+    /// The pod exists but is not this node's, or is another incarnation:
+    /// an agent writing about what it does not run.
+    #[error("{0}")]
+    NotBound(String),
+    /// A malformed event (name, type, time).
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// The Event an agent's report stands for, if the node may write it: the
 /// pod (`pod`, from the cache) is bound to `node` with the reported uid,
 /// the name is `<pod>.<hex>`, the type Normal or Warning. Times in the
@@ -71,14 +87,16 @@ pub fn event_of(
     e: &pb::PodEvent,
     pod: Option<&Pod>,
     now: Timestamp,
-) -> Result<Event, String> {
-    let bound = pod
-        .is_some_and(|p| !e.uid.is_empty() && p.spec.node_name == node && p.metadata.uid == e.uid);
+) -> Result<Event, Refused> {
+    let Some(pod) = pod else {
+        return Err(Refused::Gone(format!("{}/{}", e.namespace, e.pod)));
+    };
+    let bound = !e.uid.is_empty() && pod.spec.node_name == node && pod.metadata.uid == e.uid;
     if !bound {
-        return Err(format!(
+        return Err(Refused::NotBound(format!(
             "pod {}/{} (uid {:?}) is not bound to node {node}",
             e.namespace, e.pod, e.uid
-        ));
+        )));
     }
     let suffix = e
         .name
@@ -87,20 +105,29 @@ pub fn event_of(
     if !suffix
         .is_some_and(|s| !s.is_empty() && s.len() <= 16 && s.bytes().all(|b| b.is_ascii_hexdigit()))
     {
-        return Err(format!(
+        return Err(Refused::Invalid(format!(
             "event name {:?} must be the pod's name, a dot and up to 16 hex digits",
             e.name
-        ));
+        )));
     }
     let r#type = match e.r#type.as_str() {
         event_type::NORMAL => event_type::NORMAL,
         event_type::WARNING => event_type::WARNING,
-        other => return Err(format!("event type {other:?} must be Normal or Warning")),
+        other => {
+            return Err(Refused::Invalid(format!(
+                "event type {other:?} must be Normal or Warning"
+            )))
+        }
     };
     let time = |t: &str| {
         Timestamp::parse_rfc3339(t)
             .map(|t| t.min(now))
-            .map_err(|err| format!("event {:?}: timestamp {t:?}: {}", e.name, err.reason))
+            .map_err(|err| {
+                Refused::Invalid(format!(
+                    "event {:?}: timestamp {t:?}: {}",
+                    e.name, err.reason
+                ))
+            })
     };
     let last = time(&e.last_timestamp)?;
     let first = time(&e.first_timestamp)?.min(last);
@@ -280,6 +307,11 @@ pub async fn write(
         match event_of(node, e, snap.pods.get(&key).map(|p| &**p), now) {
             Ok(ev) if budget.take(clock) => events.push(ev),
             Ok(_) => over_budget += 1,
+            // Routine during rollouts and drains: the agent reports the
+            // stop of a pod the store already forgot.
+            Err(why @ Refused::Gone(_)) => {
+                tracing::debug!(node = %node, "dropped a pod event: {why}")
+            }
             Err(why) => tracing::warn!(node = %node, "refused a pod event: {why}"),
         }
     }
@@ -365,14 +397,24 @@ mod tests {
         assert_eq!(e.count, Some(4));
         assert_eq!(e.last_timestamp.as_deref(), Some("2024-05-03T15:02:00Z"));
         // Another node's pod, an unknown pod, another incarnation.
-        assert!(event_of("n2", &report(), Some(&pod("n1")), now()).is_err());
-        assert!(event_of("n1", &report(), None, now()).is_err());
+        let not_bound = |r: Result<Event, Refused>| matches!(r, Err(Refused::NotBound(_)));
+        assert!(not_bound(event_of(
+            "n2",
+            &report(),
+            Some(&pod("n1")),
+            now()
+        )));
+        assert_eq!(
+            event_of("n1", &report(), None, now()).unwrap_err(),
+            Refused::Gone("default/web-abc".into()),
+            "a pod deleted before its event came"
+        );
         let mut other = report();
         other.uid = "u2".into();
-        assert!(event_of("n1", &other, Some(&pod("n1")), now()).is_err());
+        assert!(not_bound(event_of("n1", &other, Some(&pod("n1")), now())));
         let mut no_uid = report();
         no_uid.uid.clear();
-        assert!(event_of("n1", &no_uid, Some(&pod("n1")), now()).is_err());
+        assert!(not_bound(event_of("n1", &no_uid, Some(&pod("n1")), now())));
     }
 
     #[test]
@@ -380,10 +422,11 @@ mod tests {
         let p = pod("n1");
         let mut r = report();
         r.name = "other-pod.17a8".into();
-        assert!(event_of("n1", &r, Some(&p), now()).is_err(), "name");
+        let invalid = |r: Result<Event, Refused>| matches!(r, Err(Refused::Invalid(_)));
+        assert!(invalid(event_of("n1", &r, Some(&p), now())), "name");
         let mut r = report();
         r.r#type = "Fatal".into();
-        assert!(event_of("n1", &r, Some(&p), now()).is_err(), "type");
+        assert!(invalid(event_of("n1", &r, Some(&p), now())), "type");
         let mut r = report();
         r.last_timestamp = "2200-01-01T00:00:00Z".into();
         let e = event_of("n1", &r, Some(&p), now()).expect("future time");
