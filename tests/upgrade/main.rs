@@ -524,15 +524,40 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         .split_whitespace()
         .collect();
     assert_eq!(header.last(), Some(&"VERSION"), "{text}");
-    let healthy = text
-        .lines()
-        .skip(1)
-        .filter(|l| l.contains(" true ") && l.trim_end().ends_with(env!("CARGO_PKG_VERSION")))
-        .count();
-    assert_eq!(
-        healthy, MEMBERS,
-        "every member healthy, with its version:\n{text}"
-    );
+    // `drover --version` of the old binary: what its member reports.
+    let oldb = c.old.clone();
+    let old_version = tokio::task::spawn_blocking(move || {
+        let out = Command::new(oldb)
+            .arg("--version")
+            .output()
+            .expect("run the old drover --version");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .last()
+            .unwrap_or("")
+            .to_string()
+    })
+    .await
+    .expect("the old binary's version");
+    let on = |version: &str| {
+        text.lines()
+            .skip(1)
+            .filter(|l| l.contains(" true ") && l.split_whitespace().last() == Some(version))
+            .count()
+    };
+    if old_version == env!("CARGO_PKG_VERSION") {
+        assert_eq!(
+            on(&old_version),
+            MEMBERS,
+            "every member healthy, with its version:\n{text}"
+        );
+    } else {
+        assert_eq!(
+            (on(env!("CARGO_PKG_VERSION")), on(&old_version)),
+            (MEMBERS - 1, 1),
+            "every member healthy, the downgraded one on the old version {old_version}:\n{text}"
+        );
+    }
     eprintln!("drover cluster status (new client, one member downgraded):\n{text}");
 
     // Stop writing; check every acknowledged write on every member.
