@@ -15,11 +15,13 @@ use super::pages::{matches, node_counts, node_status_class, paged, params};
 use super::session::{Binding, Session};
 use super::workloads::grid_of;
 use super::{refuse, Signed, Ui};
+use crate::api::codec::key;
 use crate::cache::Informer;
 use crate::ctx::Ctx;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use drover_api::Kind;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -204,7 +206,7 @@ pub fn compute(ctx: &Ctx, informer: &Informer, feed: &Feed) -> View {
             counts_text(&mut view, &snap);
             match name {
                 Some(name) => {
-                    if let Some(n) = snap.nodes.get(name) {
+                    if let Some(n) = snap.nodes.get(&key(Kind::Node, "", name)) {
                         let (s, class) = node_status_class(n);
                         view.status.insert("node-status".into(), (class.into(), s));
                     }
@@ -226,7 +228,7 @@ pub fn compute(ctx: &Ctx, informer: &Informer, feed: &Feed) -> View {
         Feed::DaemonSet { namespace, name } => {
             let Some(ds) = snap
                 .daemon_sets
-                .get(&format!("{namespace}/{name}"))
+                .get(&key(Kind::DaemonSet, namespace, name))
                 .cloned()
             else {
                 return view;

@@ -6,6 +6,7 @@
 
 use super::html::{esc, frame, link, table, url, Section};
 use super::{html_page, workloads, Signed};
+use crate::api::codec::key;
 use crate::api::Objects;
 use crate::cache::{Informer, Snapshot};
 use crate::ctx::Ctx;
@@ -469,7 +470,7 @@ pub fn pods_table(pods: &[&Pod]) -> String {
 
 async fn node(ctx: &Arc<Ctx>, informer: &Informer, signed: &Signed, name: &str) -> Response {
     let view = informer.snapshot();
-    let Some(n) = view.nodes.get(name) else {
+    let Some(n) = view.nodes.get(&key(Kind::Node, "", name)) else {
         return not_found(
             signed,
             &format!("node {name} not found: it may have been deleted"),

@@ -8,6 +8,7 @@ use super::grid::{self, Cell, CellState};
 use super::html::{action_button, esc, frame, link, table, url, Section};
 use super::pages::{events_about, events_table, not_found, params};
 use super::{html_page, Signed};
+use crate::api::codec::key;
 use crate::api::Objects;
 use crate::cache::Informer;
 use crate::ctx::Ctx;
@@ -121,7 +122,11 @@ pub async fn daemon_set(
     name: &str,
 ) -> Response {
     let view = informer.snapshot();
-    let Some(ds) = view.daemon_sets.get(&format!("{ns}/{name}")).cloned() else {
+    let Some(ds) = view
+        .daemon_sets
+        .get(&key(Kind::DaemonSet, ns, name))
+        .cloned()
+    else {
         return not_found(signed, &format!("DaemonSet {ns}/{name} not found"));
     };
     drop(view);
@@ -246,7 +251,7 @@ pub async fn pod(
     name: &str,
 ) -> Response {
     let view = informer.snapshot();
-    let Some(p) = view.pods.get(&format!("{ns}/{name}")).cloned() else {
+    let Some(p) = view.pods.get(&key(Kind::Pod, ns, name)).cloned() else {
         return not_found(signed, &format!("pod {ns}/{name} not found"));
     };
     drop(view);
