@@ -98,7 +98,9 @@ pub fn secure_headers(r: &mut Response) {
     set(h, header::CACHE_CONTROL, "no-store");
     set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set(h, header::X_FRAME_OPTIONS, "DENY");
-    set(h, header::REFERRER_POLICY, "no-referrer");
+    // `same-origin`, not `no-referrer`: with the latter a browser sends
+    // `Origin: null` on its own form posts, which [`cross_site`] refuses.
+    set(h, header::REFERRER_POLICY, "same-origin");
     set(h, header::CONTENT_SECURITY_POLICY, &html::csp());
 }
 
@@ -140,14 +142,16 @@ pub fn reason_of(e: SessionError) -> &'static str {
 }
 
 /// A cross-site POST: its `Origin` (when the browser sends one) is not
-/// this host's.
-fn cross_site(headers: &HeaderMap) -> bool {
+/// this host's (the `Host` header in HTTP/1.1, the `:authority` in
+/// HTTP/2, which hyper puts in the URI).
+fn cross_site(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return false;
     };
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
         .unwrap_or("");
     let bare = origin
         .strip_prefix("https://")
@@ -171,7 +175,7 @@ async fn serve(ctx: Arc<Ctx>, informer: Informer, ui: Arc<Ui>, req: Request) -> 
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().trim_end_matches('/').to_string();
     let method = parts.method.clone();
-    if method == Method::POST && cross_site(&parts.headers) {
+    if method == Method::POST && cross_site(&parts.headers, &parts.uri) {
         return refuse(
             StatusCode::FORBIDDEN,
             "CrossSiteRequest",
