@@ -246,6 +246,23 @@ async fn browser_sign_in_is_refused_and_accepted_per_role_and_a_viewer_cannot_ac
     let mut env = base_env(&s, &shots);
     env.push(("DASH_COOKIE", cookie));
     env.push(("DASH_NODE", "edge-0".into()));
+    wait_until("a pod of agent on edge-0", WAIT, || async {
+        s.pods(Some("default"))
+            .await
+            .iter()
+            .any(|p| p.spec.node_name == "edge-0")
+    })
+    .await;
+    let pod = s
+        .pods(Some("default"))
+        .await
+        .into_iter()
+        .find(|p| p.spec.node_name == "edge-0")
+        .unwrap();
+    env.push((
+        "DASH_POD_PATH",
+        format!("/ui/pods/default/{}", pod.metadata.name),
+    ));
     let lines = Script::start("viewer", &env).finish(WAIT * 2).await;
     assert!(lines.contains(&"RESULT viewer-refused=403".to_string()));
     assert!(!s.node("edge-0").await.unwrap().spec.unschedulable);
@@ -411,5 +428,98 @@ async fn browser_a_5000_node_page_paints_within_a_second() {
     }
     // The bound for the node list: its first paint within 1 s.
     assert!(figures[0].1 < 1000.0, "{figures:?}");
+    s.shutdown().await;
+}
+
+/// This process's resident memory (KiB), from /proc.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A benchmark, not a test (ignored; figures printed, never judged):
+/// first paint of the node list and of a DaemonSet's grid, the time from
+/// the store to the browser for nodes going NotReady, and the extra
+/// resident memory of the member's process while a dashboard is open,
+/// at `DROVER_DASHBOARD_NODES` sim nodes (1,000 by default).
+#[tokio::test]
+#[ignore]
+async fn browser_figures_at_scale() {
+    if !browser_ready() {
+        return;
+    }
+    let n: usize = std::env::var("DROVER_DASHBOARD_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let tmp = tempfile::tempdir().unwrap();
+    let shots = tmp.path().to_path_buf();
+    let s = TestServer::start_tuned(&tmp.path().join("s"), |o| {
+        o.controller.node_timeout = Duration::from_secs(4);
+    })
+    .await;
+    let started = Instant::now();
+    let stays = start_sim(&s, "stays-", n - 10).await;
+    let dies = start_sim(&s, "dies-", 10).await;
+    println!("{n} sim nodes Ready in {:?}", started.elapsed());
+    s.apply(&daemon_set("1")).await;
+    wait_until(
+        "the DaemonSet on every node",
+        Duration::from_secs(300),
+        || async {
+            match s
+                .objects
+                .get(drover_api::Kind::DaemonSet, "default", "agent")
+                .await
+            {
+                Ok(drover_api::Manifest::DaemonSet(ds)) => ds.status.number_available == n as i32,
+                _ => false,
+            }
+        },
+    )
+    .await;
+    let cookie = login(&s, Some(&s.server.identity.admin_token), None).await;
+    for path in ["/ui/nodes", "/ui/daemonsets/default/agent"] {
+        let mut env = base_env(&s, &shots);
+        env.push(("DASH_COOKIE", cookie.clone()));
+        env.push(("DASH_PATH", path.into()));
+        let lines = Script::start("paint", &env).finish(WAIT * 2).await;
+        let r = lines.iter().find(|l| l.starts_with("RESULT")).cloned();
+        println!("FIGURE {path} at {n} nodes: {r:?}");
+    }
+    let before = rss_kib();
+    let mut env = base_env(&s, &shots);
+    env.push(("DASH_COOKIE", cookie.clone()));
+    env.push(("DASH_PATH", "/ui/nodes?q=dies".into()));
+    env.push(("DASH_NODE", "dies-0".into()));
+    let mut script = Script::start("red", &env);
+    script.expect("READY", WAIT * 2).await;
+    let open = rss_kib();
+    let killed = Instant::now();
+    dies.kill();
+    let mut in_store = None;
+    while killed.elapsed() < WAIT {
+        if s.node("dies-0").await.is_some_and(|n| !n.is_ready()) {
+            in_store = Some(Instant::now());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let red = script.expect("RED", WAIT).await;
+    script.finish(WAIT).await;
+    let in_store = in_store.expect("NotReady in the store");
+    println!(
+        "FIGURE at {n} nodes: NotReady shown {:?} after the store; RSS {before} KiB before the dashboard, {open} KiB with it open (+{} KiB)",
+        red.saturating_duration_since(in_store),
+        open.saturating_sub(before)
+    );
+    stays.shutdown().await;
     s.shutdown().await;
 }

@@ -605,16 +605,39 @@ pub async fn all_events(objects: &Objects) -> Vec<Event> {
     evs
 }
 
-/// The events about one object, newest first.
+/// The events about one object, newest first. Events are named
+/// `<object>.<suffix>` in the object's namespace (`default` for a node's),
+/// as Kubernetes' recorder names them: only those keys are read, not every
+/// event of the cluster.
 pub async fn events_about(
     objects: &Objects,
     kind: &str,
     namespace: &str,
     name: &str,
 ) -> Vec<Event> {
-    all_events(objects)
+    let ns = if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
+    };
+    let prefix = key(Kind::Event, ns, &format!("{name}."));
+    let store = &objects.ctx().store;
+    let Ok((kvs, _)) = objects
+        .ctx()
+        .read(|| store.list(&prefix, drover_store::Consistency::Linearizable))
         .await
-        .into_iter()
+    else {
+        return Vec::new();
+    };
+    let mut evs: Vec<Event> = kvs
+        .iter()
+        .filter_map(|kv| match crate::api::codec::decode(kv) {
+            Ok(Manifest::Event(e)) => Some(*e),
+            _ => None,
+        })
+        .collect();
+    evs.sort_by_key(|e| std::cmp::Reverse(columns::event_sort_time(e)));
+    evs.into_iter()
         .filter(|e| {
             let o = &e.involved_object;
             o.kind == kind && o.name == name && (namespace.is_empty() || o.namespace == namespace)

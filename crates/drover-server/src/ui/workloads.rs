@@ -133,10 +133,14 @@ pub async fn daemon_set(
     let (cells, idle) = grid_of(informer, &ds);
     let st = &ds.status;
     let strategy = &ds.spec.update_strategy;
+    let strategy_type = strategy
+        .r#type
+        .as_ref()
+        .map_or("RollingUpdate".to_string(), |t| format!("{t:?}"));
     let strategy_text = match &strategy.rolling_update {
         Some(r) => format!(
-            "{:?} (maxUnavailable {}, maxSurge {})",
-            strategy.r#type,
+            "{} (maxUnavailable {}, maxSurge {})",
+            strategy_type,
             r.max_unavailable
                 .as_ref()
                 .map_or("1".into(), |v| serde_json::to_string(v).unwrap_or_default()),
@@ -144,7 +148,7 @@ pub async fn daemon_set(
                 .as_ref()
                 .map_or("0".into(), |v| serde_json::to_string(v).unwrap_or_default())
         ),
-        None => format!("{:?}", strategy.r#type),
+        None => strategy_type,
     };
     let mut body = format!(
         r#"<h1>DaemonSet {ns}/{name}</h1><div class="counts"><span class="count"><b id="ds-desired">{}</b> desired</span><span class="count"><b id="ds-current">{}</b> current</span><span class="count ok"><b id="ds-ready">{}</b> ready</span><span class="count"><b id="ds-updated">{}</b> up-to-date</span><span class="count"><b id="ds-available">{}</b> available</span></div><p class="muted">revision hash <code>{}</code> · update strategy {} · generation {} observed {}</p>"#,

@@ -129,6 +129,18 @@ def viewer(d):
         fail(f"the endpoint answered a viewer's cordon with {status}")
     say("RESULT viewer-refused=403")
     shot(d, "dashboard-node-viewer.png")
+    pod = os.environ.get("DASH_POD_PATH")
+    if pod:
+        d.get(URL + pod)
+        wait("the pod's containers", lambda: "Containers" in d.page_source)
+        delete = d.find_element(By.ID, "act-delete-pod")
+        if delete.is_enabled():
+            fail("a viewer's delete button is enabled")
+        shot(d, "dashboard-pod.png")
+    d.set_window_size(390, 844)
+    d.get(URL + "/ui")
+    wait("the overview", lambda: d.find_elements(By.ID, "count-total"))
+    shot(d, "dashboard-phone.png")
 
 
 def cells(d):
