@@ -5,87 +5,17 @@
 //! certificate ends sessions and their live streams, and that the live
 //! stream shows a node going NotReady within a second of the store.
 
-use drover_pki::Credential;
-use drover_proto::v1 as pb;
-use drover_server::Server;
+mod dash;
+
+use dash::{call, http, issue, login, session_cookie, urlencode};
 use drover_testkit::{
-    client_of, https_answer, node_certificate, quick_tuning, start_sim_agent, wait_until,
-    HttpsAnswer, HttpsRequest, TestServer,
+    node_certificate, quick_tuning, start_sim_agent, wait_until, HttpsAnswer, HttpsRequest,
+    TestServer,
 };
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const WAIT: Duration = Duration::from_secs(20);
-
-/// A client certificate for `name` in `role`: (certificate, key).
-async fn issue(s: &Server, name: &str, role: &str) -> (String, String) {
-    let cred = Credential::generate(name).unwrap();
-    let r = client_of(s)
-        .issue_client(pb::IssueClientRequest {
-            name: name.into(),
-            role: role.into(),
-            ttl_seconds: 3600,
-            csr: cred.csr_pem.clone(),
-        })
-        .await
-        .expect("issue");
-    (r.cert, cred.key_pem)
-}
-
-fn http(s: &TestServer) -> String {
-    s.server.http_addr.to_string()
-}
-
-async fn call(s: &TestServer, r: HttpsRequest<'_>) -> HttpsAnswer {
-    tokio::time::timeout(WAIT, https_answer(&http(s), &s.ca, r))
-        .await
-        .expect("an answer in time")
-        .expect("an HTTPS answer")
-}
-
-/// `POST /ui/login` with a token, or with the certificate `id` on the
-/// connection (no token).
-async fn login(s: &TestServer, token: Option<&str>, id: Option<(&str, &str)>) -> HttpsAnswer {
-    let form = match token {
-        Some(t) => format!("token={}", urlencode(t)),
-        None => "use=certificate".to_string(),
-    };
-    call(
-        s,
-        HttpsRequest {
-            method: "POST",
-            path: "/ui/login",
-            identity: id,
-            body: Some(("application/x-www-form-urlencoded", form.as_bytes())),
-            ..Default::default()
-        },
-    )
-    .await
-}
-
-fn urlencode(t: &str) -> String {
-    t.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// The session cookie (`name=value`) a sign-in set, checked for its
-/// attributes.
-fn session_cookie(a: &HttpsAnswer) -> String {
-    assert_eq!(a.code, 303, "a sign-in answers 303: {}", a.body);
-    assert_eq!(a.header("location"), Some("/ui"));
-    let c = a.header("set-cookie").expect("a session cookie");
-    for attr in ["HttpOnly", "Secure", "SameSite=Strict", "Max-Age="] {
-        assert!(c.contains(attr), "the cookie lacks {attr}: {c}");
-    }
-    c.split(';').next().unwrap().to_string()
-}
+const WAIT: Duration = dash::WAIT;
 
 async fn get(s: &TestServer, path: &str, cookie: Option<&str>) -> HttpsAnswer {
     let h = cookie.map(|c| [("Cookie", c)]);

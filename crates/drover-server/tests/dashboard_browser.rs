@@ -6,12 +6,10 @@
 //! `DROVER_DASHBOARD_SHOTS=DIR` keeps the screenshots (docs/dashboard.md's
 //! come from `DIR=docs/dashboard`).
 
+mod dash;
+
 use drover_agent::Sim;
-use drover_pki::Credential;
-use drover_proto::v1 as pb;
-use drover_testkit::{
-    client_of, https_answer, sim_options, wait_until, HttpsAnswer, HttpsRequest, TestServer,
-};
+use drover_testkit::{sim_options, wait_until, TestServer};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -150,6 +148,18 @@ impl Script {
     }
 }
 
+/// When `node` is NotReady in the store, polled every 10 ms from now.
+async fn not_ready_at(s: &TestServer, node: &str) -> Instant {
+    let start = Instant::now();
+    while start.elapsed() < WAIT {
+        if s.node(node).await.is_some_and(|n| !n.is_ready()) {
+            return Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{node} not NotReady in the store within {WAIT:?}");
+}
+
 fn base_env(s: &TestServer, shots: &std::path::Path) -> Vec<(&'static str, String)> {
     vec![
         ("DASH_URL", format!("https://{}", s.server.http_addr)),
@@ -158,34 +168,7 @@ fn base_env(s: &TestServer, shots: &std::path::Path) -> Vec<(&'static str, Strin
 }
 
 async fn login(s: &TestServer, token: Option<&str>, id: Option<(&str, &str)>) -> String {
-    let form = match token {
-        Some(t) => format!("token={t}"),
-        None => "use=certificate".into(),
-    };
-    let a: HttpsAnswer = tokio::time::timeout(
-        WAIT,
-        https_answer(
-            &s.server.http_addr.to_string(),
-            &s.ca,
-            HttpsRequest {
-                method: "POST",
-                path: "/ui/login",
-                identity: id,
-                body: Some(("application/x-www-form-urlencoded", form.as_bytes())),
-                ..Default::default()
-            },
-        ),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(a.code, 303, "{}", a.body);
-    a.header("set-cookie")
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
+    dash::session_cookie(&dash::login(s, token, id).await)
 }
 
 async fn start_sim(s: &TestServer, prefix: &str, nodes: usize) -> Sim {
@@ -232,17 +215,8 @@ async fn browser_sign_in_is_refused_and_accepted_per_role_and_a_viewer_cannot_ac
     assert!(lines.contains(&"RESULT refused=MetricsCredential".to_string()));
     assert!(lines.contains(&"RESULT signed-in=admin".to_string()));
 
-    let cred = Credential::generate("vera").unwrap();
-    let r = client_of(&s.server)
-        .issue_client(pb::IssueClientRequest {
-            name: "vera".into(),
-            role: "viewer".into(),
-            ttl_seconds: 3600,
-            csr: cred.csr_pem.clone(),
-        })
-        .await
-        .unwrap();
-    let cookie = login(&s, None, Some((&r.cert, &cred.key_pem))).await;
+    let (cert, key) = dash::issue(&s.server, "vera", "viewer").await;
+    let cookie = login(&s, None, Some((&cert, &key))).await;
     let mut env = base_env(&s, &shots);
     env.push(("DASH_COOKIE", cookie));
     env.push(("DASH_NODE", "edge-0".into()));
@@ -346,15 +320,7 @@ async fn browser_the_nodes_of_a_killed_sim_turn_red_within_2_s() {
     script.expect("READY", WAIT * 2).await;
     let killed = Instant::now();
     dies.kill();
-    let mut in_store = None;
-    while killed.elapsed() < WAIT {
-        if s.node("dies-0").await.is_some_and(|n| !n.is_ready()) {
-            in_store = Some(Instant::now());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let in_store = in_store.expect("dies-0 NotReady in the store");
+    let in_store = not_ready_at(&s, "dies-0").await;
     let red = script.expect("RED", WAIT).await;
     script.finish(WAIT).await;
     let late = red.saturating_duration_since(in_store);
@@ -502,19 +468,10 @@ async fn browser_figures_at_scale() {
     let mut script = Script::start("red", &env);
     script.expect("READY", WAIT * 2).await;
     let open = rss_kib();
-    let killed = Instant::now();
     dies.kill();
-    let mut in_store = None;
-    while killed.elapsed() < WAIT {
-        if s.node("dies-0").await.is_some_and(|n| !n.is_ready()) {
-            in_store = Some(Instant::now());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let in_store = not_ready_at(&s, "dies-0").await;
     let red = script.expect("RED", WAIT).await;
     script.finish(WAIT).await;
-    let in_store = in_store.expect("NotReady in the store");
     println!(
         "FIGURE at {n} nodes: NotReady shown {:?} after the store; RSS {before} KiB before the dashboard, {open} KiB with it open (+{} KiB)",
         red.saturating_duration_since(in_store),
