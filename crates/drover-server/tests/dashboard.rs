@@ -561,3 +561,92 @@ async fn a_node_going_not_ready_turns_red_on_the_live_page_within_a_second() {
     );
     s.shutdown().await;
 }
+
+fn daemon_set(version: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: agent}}\nspec:\n  selector: {{matchLabels: {{app: agent}}}}\n  template:\n    metadata: {{labels: {{app: agent}}}}\n    spec:\n      containers: [{{name: agent, image: \"local/busybox:1\", env: [{{name: VERSION, value: \"{version}\"}}]}}]\n"
+    )
+}
+
+async fn version_of(s: &TestServer) -> (String, Option<String>) {
+    match s
+        .objects
+        .get(drover_api::Kind::DaemonSet, "default", "agent")
+        .await
+    {
+        Ok(drover_api::Manifest::DaemonSet(ds)) => {
+            let t = &ds.spec.template;
+            let v = t.spec.containers[0].env[0].value.clone();
+            let restarted = t
+                .metadata
+                .annotations
+                .get("kubectl.kubernetes.io/restartedAt")
+                .cloned();
+            (v, restarted)
+        }
+        _ => panic!("the DaemonSet is gone"),
+    }
+}
+
+async fn revisions(s: &TestServer) -> usize {
+    s.objects
+        .list(drover_api::Kind::ControllerRevision, Some("default"), None)
+        .await
+        .map(|(l, _)| l.len())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_admin_actions_do_what_the_kubectl_verbs_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("s")).await;
+    s.apply(NODE).await;
+    s.apply(&drover_testkit::pod_yaml(
+        "bare",
+        "edge-1",
+        "local/busybox:1",
+    ))
+    .await;
+    s.apply(&daemon_set("1")).await;
+    wait_until("revision 1", WAIT, || async { revisions(&s).await == 1 }).await;
+    s.apply(&daemon_set("2")).await;
+    wait_until("revision 2", WAIT, || async { revisions(&s).await == 2 }).await;
+    let admin = session_cookie(&login(&s, Some(&s.server.identity.admin_token), None).await);
+    let csrf = csrf_of(&s, &admin).await;
+    let run = |form: &'static str| {
+        let (admin, csrf, s) = (&admin, &csrf, &s);
+        async move { act(s, Some(admin), Some(csrf), form, None).await }
+    };
+
+    // rollout undo: back to the previous revision's template.
+    let a = run("action=undo&namespace=default&name=agent").await;
+    assert_eq!(a.code, 303, "{}", a.body);
+    assert!(
+        a.header("location").unwrap().contains("rolled%20back"),
+        "{:?}",
+        a.header("location")
+    );
+    assert_eq!(version_of(&s).await.0, "1");
+    // rollout restart: kubectl's restartedAt annotation on the template.
+    assert_eq!(version_of(&s).await.1, None);
+    let a = run("action=restart&namespace=default&name=agent").await;
+    assert_eq!(a.code, 303, "{}", a.body);
+    assert!(version_of(&s).await.1.is_some_and(|t| t.ends_with('Z')));
+    // drain: cordoned, and refused while a pod declares no controller,
+    // naming it, as kubectl without --force.
+    let a = run("action=drain&node=edge-1").await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert!(a.body.contains("default/bare"), "{}", a.body);
+    assert!(s.node("edge-1").await.unwrap().spec.unschedulable);
+    // delete pod, then the drain goes through.
+    let a = run("action=delete-pod&namespace=default&name=bare").await;
+    assert_eq!(a.code, 303, "{}", a.body);
+    assert!(s.pod("bare").await.is_none());
+    let a = run("action=drain&node=edge-1").await;
+    assert_eq!(a.code, 303, "{}", a.body);
+    // An unknown action is named.
+    let a = run("action=explode&node=edge-1").await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert!(a.body.contains("explode"), "{}", a.body);
+    s.shutdown().await;
+}
