@@ -1,6 +1,7 @@
 //! The HTTP port: health for anyone, status and metrics for the admin,
-//! and every other path the Kubernetes API ([`crate::kapi`], which says
-//! who may call what).
+//! the dashboard under `/ui` ([`crate::ui`], which says who may call
+//! what), and every other path the Kubernetes API ([`crate::kapi`], which
+//! says who may call what).
 //!
 //! `/health` (and `/healthz`) say only whether this member is healthy: 200
 //! with `{"health":"true"}`, or 503 with `{"health":"false"}`; nothing
@@ -19,7 +20,7 @@ use crate::ctx::Ctx;
 use crate::metrics::{DaemonSetFacts, Facts};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -35,7 +36,12 @@ pub fn router(ctx: Arc<Ctx>, informer: Informer) -> Router {
                 metrics(ctx, informer.clone(), req)
             })
         })
+        .route("/ui", any(crate::ui::handle))
+        .route("/ui/{*rest}", any(crate::ui::handle))
         .fallback(crate::kapi::handle)
+        .layer(axum::Extension(std::sync::Arc::new(
+            crate::ui::Ui::default(),
+        )))
         .layer(axum::Extension(informer))
         .with_state(ctx)
 }

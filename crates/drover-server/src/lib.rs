@@ -54,6 +54,7 @@ pub mod sessions;
 pub mod svc;
 pub mod transport;
 pub mod trust;
+pub mod ui;
 pub mod upgrade;
 
 pub use error::ApiError;

@@ -427,6 +427,20 @@ impl Trust {
         Ok(aead::LessSafeKey::new(aead::UnboundKey::from(okm)))
     }
 
+    /// The key dashboard session cookies are signed with
+    /// ([`crate::ui::session`]): HKDF-SHA256 of the CA's private key under
+    /// its own label, so that every member checks a cookie another member
+    /// made and no client can forge one.
+    pub fn session_key(&self) -> ring::hmac::Key {
+        let salt = hkdf::Salt::new(hkdf::HKDF_SHA256, b"drover dashboard sessions v1");
+        let prk = salt.extract(self.ca.key_pem().as_bytes());
+        match prk.expand(&[b"hmac-sha256"], ring::hmac::HMAC_SHA256) {
+            Ok(okm) => ring::hmac::Key::from(okm),
+            // Unreachable: 32 bytes is far below HKDF's 255 * 32 limit.
+            Err(_) => ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.ca.key_pem().as_bytes()),
+        }
+    }
+
     /// `t` as it is replicated under [`token_key`] (sealed, with its
     /// SHA-256).
     pub fn seal_token(&self, t: &JoinToken) -> Result<Vec<u8>, ApiError> {

@@ -39,14 +39,16 @@ pub mod wait;
 pub use agent::{quick_reconnect, quick_tuning, sim_options, start_sim_agent, TestAgent};
 pub use cli::{Ran, SharedBuf};
 pub use link::CuttableLink;
-pub use net::{host_port, https, https_get, refusing_port, HttpsRequest};
+pub use net::{
+    host_port, https, https_answer, https_get, refusing_port, HttpsAnswer, HttpsRequest,
+};
 pub use pods::{is_running_and_ready, pod_yaml};
 pub use process::{
     await_restart, expect_busy_port_exit, member_addrs, member_http_status, spawn_logged,
     wait_member_addrs, MemberAddrs, Procs,
 };
 pub use server::{
-    authed, cert_channel, client, client_of, fast_options, grpc_channel, loopback_options,
-    node_certificate, restart_options, start_servers, viewer_client, TestServer,
+    authed, cert_channel, client, client_certificate, client_of, fast_options, grpc_channel,
+    loopback_options, node_certificate, restart_options, start_servers, viewer_client, TestServer,
 };
 pub use wait::{wait_for, wait_until, wait_until_blocking, wait_until_every};

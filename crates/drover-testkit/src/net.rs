@@ -84,12 +84,38 @@ pub struct HttpsRequest<'a> {
     pub identity: Option<(&'a str, &'a str)>,
     /// The content type and the body.
     pub body: Option<(&'a str, &'a [u8])>,
+    /// Further headers (a cookie, a CSRF token, an origin).
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
+/// An HTTPS answer with its headers (names lower-cased).
+#[derive(Debug, Clone)]
+pub struct HttpsAnswer {
+    pub code: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpsAnswer {
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// `r` over HTTPS on `addr`, trusting the cluster CA `ca` (PEM): the status
 /// code and the body, or `None` when the connection or the answer fails
 /// (the caller bounds the time).
 pub async fn https(addr: &str, ca: &str, r: HttpsRequest<'_>) -> Option<(u16, String)> {
+    https_answer(addr, ca, r).await.map(|a| (a.code, a.body))
+}
+
+/// [`https`], with the answer's headers.
+pub async fn https_answer(addr: &str, ca: &str, r: HttpsRequest<'_>) -> Option<HttpsAnswer> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let tls = match r.identity {
         None => drover_pki::tls::https_client_config(ca).ok()?,
@@ -116,8 +142,13 @@ pub async fn https(addr: &str, ca: &str, r: HttpsRequest<'_>) -> Option<(u16, St
         ),
         None => (String::new(), &[][..]),
     };
+    let extra: String = r
+        .headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let head = format!(
-        "{} {} HTTP/1.1\r\nHost: {addr}\r\n{auth}{content}Connection: close\r\n\r\n",
+        "{} {} HTTP/1.1\r\nHost: {addr}\r\n{auth}{content}{extra}Connection: close\r\n\r\n",
         r.method, r.path
     );
     s.write_all(head.as_bytes()).await.ok()?;
@@ -127,11 +158,18 @@ pub async fn https(addr: &str, ca: &str, r: HttpsRequest<'_>) -> Option<(u16, St
     let _ = s.read_to_end(&mut buf).await;
     let text = String::from_utf8_lossy(&buf).to_string();
     let code = text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some(HttpsAnswer {
+        code,
+        headers,
+        body: body.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -264,27 +264,38 @@ impl TestServer {
     }
 }
 
-/// A client of `s` with a new viewer certificate for `name` (issued by the
-/// admin), and that certificate and its key (PEM).
-pub async fn viewer_client(s: &TestServer, name: &str) -> (Client, String, String) {
-    let cred = drover_pki::Credential::generate("viewer").expect("a key");
-    let r = s
-        .client()
+/// A client certificate of `role` (`admin`, `viewer`, `metrics`) for
+/// `name`, issued by the admin through `s` for an hour: the certificate
+/// and its key (PEM), and the member addresses the answer listed.
+pub async fn client_certificate(
+    s: &Server,
+    name: &str,
+    role: &str,
+) -> (String, String, Vec<String>) {
+    let cred = drover_pki::Credential::generate(name).expect("a key");
+    let r = client_of(s)
         .issue_client(drover_proto::v1::IssueClientRequest {
             name: name.into(),
-            role: "viewer".into(),
+            role: role.into(),
             ttl_seconds: 3600,
             csr: cred.csr_pem.clone(),
         })
         .await
-        .expect("issue a viewer certificate");
+        .expect("issue a client certificate");
+    (r.cert, cred.key_pem, r.servers)
+}
+
+/// A client of `s` with a new viewer certificate for `name` (issued by the
+/// admin), and that certificate and its key (PEM).
+pub async fn viewer_client(s: &TestServer, name: &str) -> (Client, String, String) {
+    let (cert, key, servers) = client_certificate(&s.server, name, "viewer").await;
     let c = Client::new(&ClientConfig {
-        servers: r.servers,
-        ca: r.ca,
-        cert: r.cert.clone(),
-        key: cred.key_pem.clone(),
+        servers,
+        ca: s.ca.clone(),
+        cert: cert.clone(),
+        key: key.clone(),
         ..Default::default()
     })
     .expect("client");
-    (c, r.cert, cred.key_pem)
+    (c, cert, key)
 }
