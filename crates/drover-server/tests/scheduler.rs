@@ -543,3 +543,87 @@ async fn a_new_leader_binds_what_the_old_one_left_pending_once() {
         s.shutdown().await;
     }
 }
+
+/// A client certificate of `role` for `name` and its key (PEM).
+async fn certificate(s: &TestServer, role: &str, name: &str) -> (String, String) {
+    let cred = drover_pki::Credential::generate(role).expect("a key");
+    let r = s
+        .client()
+        .issue_client(drover_proto::v1::IssueClientRequest {
+            name: name.into(),
+            role: role.into(),
+            ttl_seconds: 3600,
+            csr: cred.csr_pem.clone(),
+        })
+        .await
+        .expect("issue a certificate");
+    (r.cert, cred.key_pem)
+}
+
+/// POSTs a Binding of the pod `hand` to `n1`: the status code and body.
+async fn post_binding(
+    http: &str,
+    ca: &str,
+    token: Option<&str>,
+    identity: Option<(&str, &str)>,
+) -> (u16, String) {
+    let body = br#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"hand"},"target":{"apiVersion":"v1","kind":"Node","name":"n1"}}"#;
+    let r = drover_testkit::HttpsRequest {
+        method: "POST",
+        path: "/api/v1/namespaces/default/pods/hand/binding",
+        token,
+        identity,
+        body: Some(("application/json", &body[..])),
+    };
+    tokio::time::timeout(WAIT, drover_testkit::https(http, ca, r))
+        .await
+        .expect("an answer in time")
+        .expect("an answer")
+}
+
+/// `pods/binding` binds an unbound pod for the admin, once: a second
+/// binding is 409 in the API server's words; a viewer, metrics or node
+/// certificate is refused (403), no credential 401, and nothing is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_binding_binds_once_and_only_for_the_admin() {
+    let tmp = tempfile::tempdir().unwrap();
+    // No nodes: the scheduler leaves the pod unbound.
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    s.apply(&bare_pod("hand", "hand", "")).await;
+    let http = s.server.http_addr.to_string();
+    let post = |token, identity| post_binding(&http, &s.ca, token, identity);
+    let (viewer_cert, viewer_key) = certificate(&s, "viewer", "v1").await;
+    let (metrics_cert, metrics_key) = certificate(&s, "metrics", "m1").await;
+    let (node_cert, node_key) =
+        drover_testkit::node_certificate(&s.addr, &s.ca, &s.node_token, "n1").await;
+    for (who, cert, key) in [
+        ("viewer", &viewer_cert, &viewer_key),
+        ("metrics", &metrics_cert, &metrics_key),
+        ("node", &node_cert, &node_key),
+    ] {
+        let (code, text) = post(None, Some((cert.as_str(), key.as_str()))).await;
+        assert_eq!(code, 403, "{who}: {text}");
+    }
+    let (code, text) = post(None, None).await;
+    assert_eq!(code, 401, "{text}");
+    assert!(s.pod("hand").await.expect("hand").spec.node_name.is_empty());
+
+    let admin = s.server.identity.admin_token.clone();
+    let (code, text) = post(Some(&admin), None).await;
+    assert_eq!(code, 201, "{text}");
+    let p = s.pod("hand").await.expect("hand");
+    assert_eq!(p.spec.node_name, "n1");
+    assert!(p
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.r#type == "PodScheduled" && c.status == Some(ConditionStatus::True)));
+    let (code, text) = post(Some(&admin), None).await;
+    assert_eq!(code, 409, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("a Status");
+    assert_eq!(
+        v["message"],
+        "Operation cannot be fulfilled on pods/binding \"hand\": pod hand is already assigned to node \"n1\""
+    );
+    assert_eq!(v["reason"], "Conflict");
+}
