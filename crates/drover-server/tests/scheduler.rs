@@ -587,9 +587,11 @@ async fn post_binding(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_binding_binds_once_and_only_for_the_admin() {
     let tmp = tempfile::tempdir().unwrap();
-    // No nodes: the scheduler leaves the pod unbound.
+    // A selector no node matches: the scheduler leaves the pod unbound
+    // (a binding, as the API server's, does not check it).
     let s = TestServer::start(&tmp.path().join("server")).await;
-    s.apply(&bare_pod("hand", "hand", "")).await;
+    s.apply(&bare_pod("hand", "hand", "  nodeSelector: {by: hand}\n"))
+        .await;
     let http = s.server.http_addr.to_string();
     let post = |token, identity| post_binding(&http, &s.ca, token, identity);
     let (viewer_cert, viewer_key) = certificate(&s, "viewer", "v1").await;
