@@ -41,10 +41,10 @@ pub fn is_pending(pod: &Pod) -> bool {
         && pod.metadata.deletion_timestamp.is_none()
         && !terminated(pod)
         && matches!(scheduler_name(pod), "" | DEFAULT_SCHEDULER)
-        && !pod
+        && pod
             .metadata
             .controller_ref()
-            .is_some_and(|o| o.kind == "DaemonSet")
+            .is_none_or(|o| o.kind != "DaemonSet")
 }
 
 fn terminated(p: &Pod) -> bool {
@@ -84,12 +84,7 @@ impl Baseline {
         Baseline {
             nodes: nodes
                 .into_iter()
-                .map(|n| {
-                    (
-                        n.metadata.name.clone(),
-                        n.metadata.resource_version.clone(),
-                    )
-                })
+                .map(|n| (n.metadata.name.clone(), n.metadata.resource_version.clone()))
                 .collect(),
             holders: pods
                 .into_iter()
