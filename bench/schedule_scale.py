@@ -4,8 +4,8 @@
 Starts one `drover server` and one `drover sim --nodes N` (the helpers of
 bench/sim_scale.py), waits for N nodes Ready, then:
   - bare: --pods bare Pods (no spec.nodeName, each requesting 10m CPU),
-    applied as files of --per-file pods, all at once (one `drover apply`
-    process per file, in parallel); measured from the first apply's start
+    applied as files of --per-file pods (one `drover apply` per file,
+    --parallel of them at once); measured from the first apply's start
     to all bound and to all Running, as the server's own metrics say
     (`drover_scheduler_pods_bound_total`, `drover_pods{phase="Running"}`,
     scraped every 20 ms from /metrics with the admin token of
@@ -18,7 +18,7 @@ One `name: value unit` line per figure on stdout. Every process started here
 is killed on exit; every wait has a deadline.
 
 Usage: bench/schedule_scale.py [--bin target/release/drover] [--nodes 1000]
-       [--pods 10000] [--anti 1000] [--per-file 1000]
+       [--pods 10000] [--anti 1000] [--per-file 500] [--parallel 4]
 """
 import argparse, os, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
 
@@ -132,13 +132,20 @@ class Scale(Run):
         running0 = base.get('drover_pods{phase="Running"}', 0.0)
         cpu0 = cpu_seconds(self.server.pid)
         t0 = time.monotonic()
-        applies = [subprocess.Popen([self.bin, "--config", self.cfg, "apply", "-f", p],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                   for p in paths]
-        self.procs.extend(applies)
+        pending = list(paths)
+        applies = []
+
+        def launch():
+            while pending and sum(1 for a in applies if a.poll() is None) < self.parallel:
+                a = subprocess.Popen([self.bin, "--config", self.cfg, "apply", "-f", pending.pop(0)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                applies.append(a)
+                self.procs.append(a)
+        launch()
         t_bound = t_running = t_applied = None
         while time.monotonic() - t0 < cap:
-            if t_applied is None and all(a.poll() is not None for a in applies):
+            launch()
+            if t_applied is None and not pending and all(a.poll() is not None for a in applies):
                 t_applied = time.monotonic() - t0
                 for a in applies:
                     if a.returncode != 0:
@@ -192,7 +199,8 @@ def main():
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=10000, help="bare pods (0: skip)")
     ap.add_argument("--anti", type=int, default=1000, help="pods with hostname anti-affinity (0: skip)")
-    ap.add_argument("--per-file", type=int, default=1000, help="pods per applied file")
+    ap.add_argument("--per-file", type=int, default=500, help="pods per applied file")
+    ap.add_argument("--parallel", type=int, default=4, help="applies at once")
     ap.add_argument("--cap", type=int, default=600, help="seconds a wave may take")
     ap.add_argument("--max-seconds", type=int, default=2400, help="the whole run")
     a = ap.parse_args()
@@ -207,6 +215,7 @@ def main():
           file=sys.stderr, flush=True)
     work = tempfile.mkdtemp(prefix=f"drover-schedule-{a.nodes}.")
     r = Scale(a.bin, a.nodes, work)
+    r.parallel = a.parallel
     try:
         r.run(a.pods, a.anti, a.per_file, a.cap)
     finally:
