@@ -631,3 +631,85 @@ async fn pods_binding_binds_once_and_only_for_the_admin() {
     );
     assert_eq!(v["reason"], "Conflict");
 }
+
+fn priority_class(name: &str, value: i32, never: bool) -> String {
+    let policy = if never {
+        "preemptionPolicy: Never\n"
+    } else {
+        ""
+    };
+    format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: {value}\n{policy}---\n")
+}
+
+fn classed_cpu_pod(name: &str, class: &str, cpu: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels: {{app: cpu}}\nspec:\n  priorityClassName: {class}\n{}",
+        requesting(cpu)
+    )
+}
+
+/// A pod that fits nowhere preempts pods of lower priority on a node (they
+/// are deleted with a `Preempted` event), is nominated there and bound
+/// once they are gone; a pod whose class says `preemptionPolicy: Never`
+/// waits instead, whatever its priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_of_higher_priority_preempts_and_one_that_may_not_waits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, _sim) = cluster(tmp.path(), "pre-", 1).await;
+    s.apply(&format!(
+        "{}{}{}",
+        priority_class("low", 10, false),
+        priority_class("high", 1000, false),
+        priority_class("polite", 2000, true)
+    ))
+    .await;
+    s.apply(&classed_cpu_pod("victim", "low", "3")).await;
+    wait_until("the low pod bound", WAIT, || async {
+        s.pod("victim")
+            .await
+            .is_some_and(|p| p.spec.node_name == "pre-0")
+    })
+    .await;
+    s.apply(&classed_cpu_pod("important", "high", "3")).await;
+    let p = wait_for(
+        "the high pod bound where the low one was",
+        WAIT,
+        Duration::from_millis(20),
+        || async {
+            s.pod("important")
+                .await
+                .filter(|p| p.spec.node_name == "pre-0")
+        },
+    )
+    .await;
+    assert!(s.pod("victim").await.is_none(), "the victim is gone");
+    assert!(p.status.nominated_node_name.is_empty(), "{p:?}");
+    let preempted = wait_for(
+        "the Preempted event",
+        WAIT,
+        Duration::from_millis(20),
+        || async { events(&s.objects, "Preempted").await.remove("victim") },
+    )
+    .await;
+    assert_eq!(
+        preempted,
+        [format!("Preempted by pod {} on node pre-0", p.metadata.uid)]
+    );
+    // Higher still, but it may not preempt: it waits, and the high pod
+    // stays.
+    s.apply(&classed_cpu_pod("polite", "polite", "3")).await;
+    let m = wait_for(
+        "the polite pod waits",
+        WAIT,
+        Duration::from_millis(20),
+        || async { s.pod("polite").await.and_then(|p| waiting_message(&p)) },
+    )
+    .await;
+    assert_eq!(m, "0/1 nodes are available: 1 Insufficient cpu.");
+    let polite = s.pod("polite").await.expect("polite");
+    assert!(polite.status.nominated_node_name.is_empty(), "{polite:?}");
+    assert_eq!(
+        s.pod("important").await.expect("important").spec.node_name,
+        "pre-0"
+    );
+}
