@@ -9,9 +9,11 @@
 //! highest-priority victim, then the lowest sum of priorities, then the
 //! fewest victims, then the first node by name. A pod whose class says
 //! `preemptionPolicy: Never` (or that names a class that does not exist)
-//! preempts nothing, nor does one already nominated to a node that still
-//! exists (its victims are on their way out, as kube-scheduler's
-//! `PodEligibleToPreemptOthers`).
+//! preempts nothing. A pod already nominated may preempt again: drover
+//! deletes victims at once (no pod of a preemption is left terminating,
+//! which is what kube-scheduler's `PodEligibleToPreemptOthers` waits for),
+//! so a nominated pod that still fits nowhere lost its room, or a victim's
+//! deletion failed.
 //!
 //! Not done as kube-scheduler does: a node's victims are chosen for
 //! resources and ports only; the filters that follow them
@@ -55,11 +57,6 @@ pub fn preemption<'a>(
 ) -> Option<Preemption> {
     let (_, may_preempt) = usage.priority_of(&pod.spec)?;
     if !may_preempt || why.prefilter.is_some() {
-        return None;
-    }
-    let nodes: Vec<&Node> = nodes.into_iter().collect();
-    let nominated = pod.status.nominated_node_name.as_str();
-    if !nominated.is_empty() && nodes.iter().any(|n| n.metadata.name == nominated) {
         return None;
     }
     // (highest victim priority, sum of priorities, victims, node name).
@@ -199,10 +196,11 @@ mod tests {
         // A class that does not exist.
         let unknown = with_class(requesting(pod("x", &[]), "1", "1Gi"), "nope");
         assert_eq!(preempt(&nodes, &full, &unknown), None);
-        // Already nominated to a node that exists: its victims are going.
+        // Already nominated, and still fitting nowhere: it preempts again.
         let mut nominated = with_class(requesting(pod("x", &[]), "1", "1Gi"), "high");
         nominated.status.nominated_node_name = "n1".into();
-        assert_eq!(preempt(&nodes, &full, &nominated), None);
+        let again = preempt(&nodes, &full, &nominated).expect("preempts again");
+        assert_eq!(again.node, "n1");
         // And the high pod that may preempt does.
         let high = with_class(requesting(pod("x", &[]), "1", "1Gi"), "high");
         let p = preempt(&nodes, &full, &high).expect("preempts");

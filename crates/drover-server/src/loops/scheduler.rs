@@ -348,9 +348,16 @@ impl Scheduler {
         }
         let mut written = 0;
         for ((victim, by, node), r) in doomed.into_iter().zip(self.objects.execute(deletes).await) {
+            let r = match r {
+                Ok(w) => Ok(w.revision()),
+                // Changed since the pass read it (its agent reported its
+                // status): the same incarnation is deleted as it is now.
+                Err(ApiError::Conflict(_)) => self.delete_again(victim).await,
+                Err(e) => Err(e),
+            };
             match r {
                 Ok(w) => {
-                    written = written.max(w.revision());
+                    written = written.max(w);
                     self.ctx.metrics.scheduler_preemption_victims.inc();
                     let m = &victim.metadata;
                     events.push(drover_controller::events::pod_event(
@@ -366,6 +373,29 @@ impl Scheduler {
             }
         }
         written
+    }
+}
+
+impl Scheduler {
+    /// Deletes `victim` at the version this member holds now, if it is
+    /// still that incarnation (its uid), a few times over conflicts.
+    async fn delete_again(&self, victim: &Pod) -> Result<u64, ApiError> {
+        let m = &victim.metadata;
+        let mut last = ApiError::conflict(Kind::Pod, &m.name);
+        for _ in 0..3 {
+            let now = self
+                .objects
+                .get_local(Kind::Pod, &m.namespace, &m.name)
+                .await?;
+            if now.metadata().uid != m.uid {
+                return Err(ApiError::not_found(Kind::Pod, &m.name));
+            }
+            match self.objects.delete_read(Kind::Pod, now.metadata()).await {
+                Err(e @ ApiError::Conflict(_)) => last = e,
+                r => return r,
+            }
+        }
+        Err(last)
     }
 }
 
