@@ -18,8 +18,8 @@
 //! - a pod that fits nowhere gets `PodScheduled=False`, `Unschedulable`,
 //!   kube-scheduler's message, and a `FailedScheduling` event, both only
 //!   when the message changes; if it may preempt ([`preemption`]), the
-//!   victims are deleted (each at the version read, with a `Preempted`
-//!   event) and the pod is nominated to their node
+//!   victims are deleted (each the incarnation read, by uid, with a
+//!   `Preempted` event) and the pod is nominated to their node
 //!   (`status.nominatedNodeName`), where the room they leave is its.
 //!
 //! After writing, the loop waits until its view holds its own writes
@@ -318,10 +318,10 @@ impl Scheduler {
         written
     }
 
-    /// Deletes the victims of this pass's preemptions (each at the version
-    /// the pass read, so a pod that changed meanwhile is spared) and
-    /// records a `Preempted` event on each. Answers the highest revision
-    /// written.
+    /// Deletes the victims of this pass's preemptions (each the
+    /// incarnation the pass read, by uid: at the version read, or at its
+    /// version now when its agent reported meanwhile) and records a
+    /// `Preempted` event on each. Answers the highest revision written.
     async fn preempt(
         &self,
         view: &Snapshot,
