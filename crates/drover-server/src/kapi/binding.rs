@@ -175,6 +175,7 @@ mod tests {
             Caller::Node {
                 name: "n1".into(),
                 serial: "s".into(),
+                key: "k".into(),
             },
             Caller::Member(1),
         ] {
