@@ -576,6 +576,7 @@ async fn post_binding(
         token,
         identity,
         body: Some(("application/json", &body[..])),
+        headers: &[],
     };
     tokio::time::timeout(WAIT, drover_testkit::https(http, ca, r))
         .await
