@@ -158,22 +158,17 @@ pub async fn history(
         writeln!(out, "No rollout history found.")?;
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = by_revision
-        .iter()
-        .map(|(r, rs)| {
-            let cause = rs
-                .metadata
-                .annotations
-                .get(CHANGE_CAUSE_ANNOTATION)
-                .map_or("<none>", String::as_str);
-            vec![r.to_string(), cause.to_owned()]
-        })
-        .collect();
-    write!(
-        out,
-        "{}",
-        crate::table::render(&["REVISION", "CHANGE-CAUSE"], &rows)
-    )?;
+    // kubectl's tabwriter (padding 2), as `printHistory` writes it.
+    let mut text = "REVISION\tCHANGE-CAUSE\n".to_owned();
+    for (r, rs) in &by_revision {
+        let cause = rs
+            .metadata
+            .annotations
+            .get(CHANGE_CAUSE_ANNOTATION)
+            .map_or("<none>", String::as_str);
+        text.push_str(&format!("{r}\t{cause}\n"));
+    }
+    write!(out, "{}", crate::tabwriter::describe(&text))?;
     Ok(())
 }
 
