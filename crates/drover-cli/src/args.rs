@@ -17,11 +17,11 @@ pub enum ClientCmd {
     },
     /// Create or update objects from manifests (YAML or JSON), all or nothing.
     Apply(ApplyArgs),
-    /// List objects, or show some by name: ds, pods, nodes, events, cm, secrets, ns, sa, pc…
+    /// List objects, or show some by name: ds, deploy, rs, pods, nodes, events, cm, secrets, ns, sa, pc…
     Get(GetArgs),
     /// Show an object in detail, with its events (a DaemonSet also says why nodes have no pod).
     Describe {
-        /// ds, pod or node.
+        /// ds, deploy, rs, pod, node, cm, secret, ns or sa.
         kind: String,
         /// Names (every object of the kind when none).
         names: Vec<String>,
@@ -151,7 +151,7 @@ fn parse_validate(s: &str) -> Result<drover_api::FieldValidation, String> {
 /// `drover get`.
 #[derive(Args)]
 pub struct GetArgs {
-    /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions,
+    /// ds|daemonsets, deploy|deployments, rs|replicasets, po|pods, no|nodes, ev|events, controllerrevisions,
     /// cm|configmaps, secrets, ns|namespaces, sa|serviceaccounts, pc|priorityclasses.
     pub kind: String,
     /// Names (every object of the kind when none).

@@ -14,8 +14,8 @@
 //!
 //! | route | who |
 //! |---|---|
-//! | `GET` every path (discovery, OpenAPI, get, list, watch, `pods/log`) | admin, viewer, member |
-//! | `POST`, `PUT`, `PATCH`, `DELETE`; `pods/exec` (any method) | admin, member |
+//! | `GET` every path (discovery, OpenAPI, get, list, watch, `pods/log`, `…/scale`) | admin, viewer, member |
+//! | `POST`, `PUT`, `PATCH`, `DELETE` (`PUT`/`PATCH` of `…/scale` too); `pods/exec` (any method) | admin, member |
 //! | anything | nobody else: no credential or a wrong token is 401, a node certificate (or a viewer writing) 403 |
 
 pub mod cached;
