@@ -312,6 +312,45 @@ async fn kubectl_drives_deployments_and_replica_sets() {
     // The status is the status subresource's: a write of the object keeps it.
     assert_eq!(d["status"]["updatedReplicas"], 4, "{d}");
 
+    // rollout undo: kubectl's JSON patch puts revision 1's template back,
+    // without its pod-template-hash. It replaces metadata.annotations,
+    // which must exist (as in Kubernetes): the controller writes the
+    // revision annotation there.
+    k.ok(&[
+        "annotate",
+        "deploy/web",
+        "deployment.kubernetes.io/revision=2",
+    ])
+    .await;
+    let out = k
+        .ok(&["rollout", "history", "deploy/web", "--revision=1"])
+        .await;
+    assert!(
+        out.starts_with("deployment.apps/web with revision #1\nPod Template:\n"),
+        "{out}"
+    );
+    let out = k
+        .ok(&["rollout", "undo", "deploy/web", "--to-revision=1"])
+        .await;
+    assert_eq!(out, "deployment.apps/web rolled back\n");
+    let d = object(&k, "deploy/web").await;
+    assert_eq!(
+        d["spec"]["template"]["metadata"],
+        json!({"labels": {"app": "web"}}),
+        "{d}"
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "local/busybox:1"
+    );
+    let out = k
+        .ok(&["rollout", "undo", "deploy/web", "--to-revision=1"])
+        .await;
+    assert_eq!(
+        out,
+        "deployment.apps/web skipped rollback (current template already matches revision 1)\n"
+    );
+
     // A progress deadline that passed fails rollout status.
     let generation = d["metadata"]["generation"].clone();
     write_status(
