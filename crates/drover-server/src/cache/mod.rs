@@ -781,6 +781,47 @@ mod tests {
         assert_eq!(i.snapshot().pods.len(), 1);
     }
 
+    fn kv_of(m: Manifest, rev: u64) -> KeyValue {
+        KeyValue {
+            key: codec::key(Kind::of(&m), m.namespace(), m.name()),
+            value: codec::encode(&m).unwrap(),
+            create_revision: rev,
+            mod_revision: rev,
+        }
+    }
+
+    /// The controllers of Deployments and ReplicaSets read them from the
+    /// view, as the DaemonSet controller reads DaemonSets.
+    #[test]
+    fn the_view_holds_deployments_and_replica_sets() {
+        let i = Informer::default();
+        i.replace(Snapshot::default());
+        let object = |kind: &str, name: &str| {
+            Manifest::from_value(serde_json::json!({"apiVersion": "apps/v1", "kind": kind,
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"template": {"spec": {"containers": []}}}}))
+            .unwrap()
+        };
+        let d = kv_of(object("Deployment", "web"), 2);
+        let rs = kv_of(object("ReplicaSet", "web-abc"), 3);
+        i.apply(&[decode(&d, false), decode(&rs, false)], 3);
+        let view = i.snapshot();
+        assert!(view
+            .deployments
+            .contains_key("/registry/deployments/default/web"));
+        assert!(view
+            .replica_sets
+            .contains_key("/registry/replicasets/default/web-abc"));
+        let listed = view
+            .objects(Kind::ReplicaSet, Some("default"), |_| true)
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].metadata().resource_version, "3");
+        i.apply(&[decode(&d, true)], 4);
+        assert!(i.snapshot().deployments.is_empty());
+        assert_eq!(i.snapshot().replica_sets.len(), 1);
+    }
+
     #[test]
     fn a_relist_tells_every_node_that_had_or_has_pods() {
         let i = Informer::default();
