@@ -320,5 +320,11 @@ async fn drover_commands_on_deployments_and_replica_sets() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("field is immutable"), "{e}");
+
+    // The seeds' Deployment applies unchanged.
+    let seed = include_str!("../../drover-api/tests/data/10-deployment-antiaffinity.yaml");
+    let r = apply(&c, seed).await.ok();
+    assert_eq!(r.out, "deployment.apps/on-every-node-deployment created\n");
+    assert_eq!(r.err, "");
     s.shutdown().await;
 }

@@ -208,9 +208,26 @@ async fn kubectl_drives_deployments_and_replica_sets() {
         "{out}"
     );
 
-    // The scale subresource.
+    // `get all` takes both kinds (their category).
+    let out = k.ok(&["get", "all"]).await;
+    assert!(out.contains("deployment.apps/web "), "{out}");
+    assert!(out.contains("replicaset.apps/web-5d8f9c7b6 "), "{out}");
+
+    // The scale subresource; a watch sees the change.
+    let mut watch = k.spawn(&["get", "deploy", "web", "-w"]);
+    watch
+        .wait_line("the Deployment listed", |l| {
+            l.starts_with("web ") && l.contains("1/1")
+        })
+        .await;
     let out = k.ok(&["scale", "deploy/web", "--replicas=3"]).await;
     assert_eq!(out, "deployment.apps/web scaled\n");
+    watch
+        .wait_line("the scaled Deployment", |l| {
+            l.starts_with("web ") && l.contains("1/3")
+        })
+        .await;
+    watch.stop().await;
     assert_eq!(object(&k, "deploy/web").await["spec"]["replicas"], 3);
     let out = k.ok(&["scale", "rs/web-5d8f9c7b6", "--replicas=2"]).await;
     assert_eq!(out, "replicaset.apps/web-5d8f9c7b6 scaled\n");
