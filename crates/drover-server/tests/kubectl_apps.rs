@@ -114,6 +114,30 @@ async fn kubectl_drives_deployments_and_replica_sets() {
     assert_eq!(container["name"], "busybox");
     assert_eq!(container["image"], "local/busybox:1");
     let uid = d["metadata"]["uid"].as_str().unwrap().to_owned();
+    // Every field kubectl's generator sets, through its protobuf body.
+    let out = k
+        .ok(&[
+            "create",
+            "deployment",
+            "db",
+            "--image=local/busybox:1",
+            "--port=8080",
+            "--replicas=0",
+            "--",
+            "sleep",
+            "3600",
+        ])
+        .await;
+    assert_eq!(out, "deployment.apps/db created\n");
+    let db = object(&k, "deploy/db").await;
+    assert_eq!(db["spec"]["replicas"], 0, "an explicit 0 is kept");
+    let c = &db["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["command"], json!(["sleep", "3600"]));
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 8080, "protocol": "TCP"}])
+    );
+    k.ok(&["delete", "deploy", "db"]).await;
 
     // A ReplicaSet as the controller would write it, and both statuses.
     k.server
