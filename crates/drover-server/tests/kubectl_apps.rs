@@ -425,6 +425,31 @@ async fn kubectl_drives_deployments_and_replica_sets() {
         .join("../drover-api/tests/data/10-deployment-antiaffinity.yaml");
     let out = k.ok(&["apply", "-f", seed.to_str().unwrap()]).await;
     assert_eq!(out, "deployment.apps/on-every-node-deployment created\n");
+    // Applied again changed: kubectl's three-way strategic merge patch.
+    let text = std::fs::read_to_string(&seed)
+        .unwrap()
+        .replace("replicas: 6", "replicas: 2")
+        .replace("busybox:latest", "local/busybox:1");
+    let changed = k.tmp.path().join("changed.yaml");
+    std::fs::write(&changed, text).unwrap();
+    let out = k.ok(&["apply", "-f", changed.to_str().unwrap()]).await;
+    assert_eq!(out, "deployment.apps/on-every-node-deployment configured\n");
+    let d = object(&k, "deploy/on-every-node-deployment").await;
+    assert_eq!(d["spec"]["replicas"], 2);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "local/busybox:1");
+    assert_eq!(
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+            ["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let out = k.ok(&["apply", "-f", changed.to_str().unwrap()]).await;
+    assert_eq!(out, "deployment.apps/on-every-node-deployment unchanged\n");
+    let out = k.ok(&["delete", "-f", changed.to_str().unwrap()]).await;
+    assert_eq!(
+        out,
+        "deployment.apps \"on-every-node-deployment\" deleted\n"
+    );
     k.stop().await;
 }
 
