@@ -278,7 +278,7 @@ pub struct DrainArgs {
 /// `drover logs`.
 #[derive(Args)]
 pub struct LogsArgs {
-    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
+    /// POD, pod/POD, or ds|deploy|rs/NAME (its first pod, named on stderr).
     pub target: String,
     /// The container; needed when the pod has several.
     #[arg(short, long)]
@@ -306,7 +306,7 @@ pub struct LogsArgs {
 /// `drover exec`.
 #[derive(Args)]
 pub struct ExecArgs {
-    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
+    /// POD, pod/POD, or ds|deploy|rs/NAME (its first pod, named on stderr).
     pub target: String,
     /// The container [default: the pod's first].
     #[arg(short, long)]

@@ -300,6 +300,13 @@ async fn drover_commands_on_deployments_and_replica_sets() {
     ran!(|o| rollout_deploy::status(&c, "web", "default", true, None, o))
         .failed_with("deployment \"web\" exceeded its progress deadline");
 
+    let rs_uid = c
+        .get_object("replicasets", "default", "web-bbb")
+        .await
+        .unwrap()
+        .metadata()
+        .uid
+        .clone();
     // The scaled ReplicaSet keeps its selector: a change is refused.
     let Manifest::ReplicaSet(mut rs) = c
         .get_object("replicasets", "default", "web-aaa")
@@ -320,6 +327,36 @@ async fn drover_commands_on_deployments_and_replica_sets() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("field is immutable"), "{e}");
+
+    // logs and exec find a Deployment's pod through its ReplicaSets.
+    apply(
+        &c,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-bbb-x1\n  labels: {app: web, pod-template-hash: bbb}\n  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-bbb, uid: web-bbb-uid, controller: true}]\nspec: {nodeName: n1, containers: [{name: web, image: \"local/busybox:2\"}]}\n"
+            .replace("web-bbb-uid", &rs_uid)
+            .as_str(),
+    )
+    .await
+    .ok();
+    for target in ["deploy/web", "rs/web-bbb"] {
+        let mut err = Vec::new();
+        let pod = drover_cli::logs::resolve_pod(&c, target, "default", &mut err)
+            .await
+            .unwrap();
+        assert_eq!(pod, "web-bbb-x1", "{target}");
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "Found 1 pods, using pod/web-bbb-x1\n"
+        );
+    }
+    let mut err = Vec::new();
+    let e = drover_cli::logs::resolve_pod(&c, "rs/web-aaa", "default", &mut err)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("replicaset.apps/web-aaa has no pods"),
+        "{e}"
+    );
 
     // The seeds' Deployment applies unchanged.
     let seed = include_str!("../../drover-api/tests/data/10-deployment-antiaffinity.yaml");
