@@ -308,6 +308,16 @@ pub async fn status(
     }
 }
 
+/// `REVISION  CHANGE-CAUSE` rows as kubectl's `printHistory` writes them
+/// (its tabwriter: padding 2).
+pub(crate) fn history_table(rows: &[(i64, &str)]) -> String {
+    let mut text = "REVISION\tCHANGE-CAUSE\n".to_owned();
+    for (revision, cause) in rows {
+        text.push_str(&format!("{revision}\t{cause}\n"));
+    }
+    crate::tabwriter::describe(&text)
+}
+
 fn change_cause(r: &ControllerRevision) -> &str {
     r.metadata
         .annotations
@@ -338,15 +348,9 @@ pub async fn history_cmd(
         }
         _ => {
             writeln!(out, "daemonset.apps/{name} ")?;
-            let rows: Vec<Vec<String>> = revs
-                .iter()
-                .map(|r| vec![r.revision.to_string(), change_cause(r).to_owned()])
-                .collect();
-            write!(
-                out,
-                "{}",
-                crate::table::render(&["REVISION", "CHANGE-CAUSE"], &rows)
-            )?;
+            let rows: Vec<(i64, &str)> =
+                revs.iter().map(|r| (r.revision, change_cause(r))).collect();
+            write!(out, "{}", history_table(&rows))?;
         }
     }
     Ok(())
@@ -465,6 +469,11 @@ mod tests {
         let e = rollout_target("rs/web", None).unwrap_err().to_string();
         assert!(e.starts_with("no rollout for \"replicasets\""), "{e}");
         assert!(rollout_target("deploy/", None).is_err());
+        // kubectl's printHistory: a tabwriter with padding 2.
+        assert_eq!(
+            history_table(&[(1, "<none>"), (12, "kubectl set image")]),
+            "REVISION  CHANGE-CAUSE\n1         <none>\n12        kubectl set image\n"
+        );
     }
 
     #[test]

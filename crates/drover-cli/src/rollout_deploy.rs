@@ -158,17 +158,14 @@ pub async fn history(
         writeln!(out, "No rollout history found.")?;
         return Ok(());
     }
-    // kubectl's tabwriter (padding 2), as `printHistory` writes it.
-    let mut text = "REVISION\tCHANGE-CAUSE\n".to_owned();
-    for (r, rs) in &by_revision {
-        let cause = rs
-            .metadata
-            .annotations
-            .get(CHANGE_CAUSE_ANNOTATION)
-            .map_or("<none>", String::as_str);
-        text.push_str(&format!("{r}\t{cause}\n"));
-    }
-    write!(out, "{}", crate::tabwriter::describe(&text))?;
+    let rows: Vec<(i64, &str)> = by_revision
+        .iter()
+        .map(|(r, rs)| {
+            let cause = rs.metadata.annotations.get(CHANGE_CAUSE_ANNOTATION);
+            (*r, cause.map_or("<none>", String::as_str))
+        })
+        .collect();
+    write!(out, "{}", crate::rollout::history_table(&rows))?;
     Ok(())
 }
 
