@@ -55,6 +55,15 @@ impl Kind {
         Kind::ServiceAccount,
     ];
 
+    /// The kinds of the `all` category (`kubectl get all`), in the order
+    /// kubectl lists them (discovery order: core, then apps).
+    pub const CATEGORY_ALL: [Kind; 4] = [
+        Kind::Pod,
+        Kind::DaemonSet,
+        Kind::Deployment,
+        Kind::ReplicaSet,
+    ];
+
     /// Parses a kind as kubectl accepts it: plural, singular or short name,
     /// in any case, optionally with its own group (`daemonsets.apps`; a
     /// wrong group, as in `pods.apps`, is refused).

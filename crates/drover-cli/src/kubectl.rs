@@ -261,7 +261,8 @@ pub async fn get(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<()> {
-    if o.kind.contains(',') && !o.kind.contains('/') {
+    let several = o.kind.contains(',') || o.kind.eq_ignore_ascii_case("all");
+    if several && !o.kind.contains('/') {
         return get_kinds(c, o, out, err).await;
     }
     let (kind_arg, names) = resource_args(&o.kind, &o.names)?;
@@ -376,16 +377,23 @@ pub async fn get(
     }
 }
 
-/// The kinds of `get ds,po`, in the order given, each once.
+/// The kinds of `get ds,po`, in the order given, each once; `all` is
+/// the kinds of that category ([`Kind::CATEGORY_ALL`]).
 pub fn parse_kinds(list: &str) -> Result<Vec<Kind>> {
     let mut kinds = Vec::new();
     for k in list.split(',') {
         if k.is_empty() {
             bail!("{list:?}: empty resource type; give them as TYPE,TYPE (e.g. ds,pods)");
         }
-        let kind = Kind::parse(k)?;
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
+        let expanded = if k.eq_ignore_ascii_case("all") {
+            Kind::CATEGORY_ALL.to_vec()
+        } else {
+            vec![Kind::parse(k)?]
+        };
+        for kind in expanded {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
         }
     }
     Ok(kinds)

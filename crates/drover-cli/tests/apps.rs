@@ -165,6 +165,10 @@ async fn drover_commands_on_deployments_and_replica_sets() {
         "{}",
         r.out
     );
+    // `get all`: the kinds of kubectl's `all` category.
+    let r = get(&c, "all", None).await.ok();
+    assert!(r.out.contains("deployment.apps/web "), "{}", r.out);
+    assert!(r.out.contains("replicaset.apps/web-bbb "), "{}", r.out);
     let r = get(&c, "rs", Some(Output::Wide)).await.ok();
     assert!(
         r.out

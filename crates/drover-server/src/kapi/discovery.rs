@@ -130,10 +130,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         if !k.short_names().is_empty() {
             r["shortNames"] = json!(k.short_names());
         }
-        if matches!(
-            k,
-            Kind::Pod | Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet
-        ) {
+        if Kind::CATEGORY_ALL.contains(&k) {
             r["categories"] = json!(["all"]);
         }
         resources.push(r);
