@@ -20,13 +20,9 @@ use drover_controller::daemon::rollout::{CHANGE_CAUSE_ANNOTATION, RESTARTED_AT_A
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
-use tonic::Code;
 
 /// How often `rollout status` reads the Deployment while waiting.
 const POLL: Duration = Duration::from_millis(250);
-
-/// Attempts of a compare-and-swap write before giving up on conflicts.
-const CONFLICT_RETRIES: usize = 5;
 
 /// The annotations `undo` keeps from the Deployment rather than taking
 /// from the ReplicaSet (kubectl's `annotationsToSkip`).
@@ -64,28 +60,17 @@ async fn replica_sets(c: &Client, d: &Deployment) -> Result<Vec<ReplicaSet>> {
 }
 
 /// Reads the Deployment, changes it with `f`, writes it back with
-/// compare-and-swap, again on a conflict. `f` answers false for "nothing
-/// to change" (nothing is written then).
+/// compare-and-swap, again on a conflict ([`crate::scale::update`]). `f`
+/// answers false for "nothing to change" (nothing is written then).
 async fn update<F>(c: &Client, ns: &str, name: &str, mut f: F) -> Result<bool>
 where
     F: FnMut(&mut Deployment) -> Result<bool>,
 {
-    let mut last = None;
-    for _ in 0..CONFLICT_RETRIES {
-        let mut d = get(c, ns, name).await?;
-        if !f(&mut d)? {
-            return Ok(false);
-        }
-        match c.update_object(&Manifest::Deployment(Box::new(d))).await {
-            Ok(_) => return Ok(true),
-            Err(e) if e.code() == Some(Code::Aborted) => last = Some(e),
-            Err(e) => return Err(kube(e)),
-        }
-    }
-    match last {
-        Some(e) => Err(kube(e)),
-        None => bail!("deployment {name:?} kept changing; try again"),
-    }
+    crate::scale::update(c, Kind::Deployment, name, ns, |m| match m {
+        Manifest::Deployment(d) => f(d),
+        other => bail!("{} is not a deployment", other.reference()),
+    })
+    .await
 }
 
 /// `drover rollout status deployment/NAME [--timeout D] [-w=false]`: one

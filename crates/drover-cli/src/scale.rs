@@ -5,38 +5,32 @@
 //! pure) and writes it back with compare-and-swap, again on a conflict.
 
 use crate::client::Client;
-use crate::errors::kube;
+use crate::kubectl;
 use anyhow::{bail, Result};
 use drover_api::{Kind, Manifest, PodTemplateSpec};
 use std::io::Write;
-use tonic::Code;
-
-/// Attempts of a compare-and-swap write before giving up on conflicts.
-const CONFLICT_RETRIES: usize = 5;
 
 /// Reads `kind/name`, changes it with `f`, writes it back with
-/// compare-and-swap (again on a conflict). `f` answers false when there is
-/// nothing to write.
-async fn update<F>(c: &Client, kind: Kind, name: &str, ns: &str, mut f: F) -> Result<bool>
+/// compare-and-swap (again on a conflict: [`kubectl::read_modify_write`]).
+/// `f` answers false when there is nothing to write.
+pub(crate) async fn update<F>(
+    c: &Client,
+    kind: Kind,
+    name: &str,
+    ns: &str,
+    mut f: F,
+) -> Result<bool>
 where
     F: FnMut(&mut Manifest) -> Result<bool>,
 {
-    let mut last = None;
-    for _ in 0..CONFLICT_RETRIES {
-        let mut m = c.get_object(kind.plural(), ns, name).await.map_err(kube)?;
-        if !f(&mut m)? {
-            return Ok(false);
-        }
-        match c.update_object(&m).await {
-            Ok(_) => return Ok(true),
-            Err(e) if e.code() == Some(Code::Aborted) => last = Some(e),
-            Err(e) => return Err(kube(e)),
-        }
-    }
-    match last {
-        Some(e) => Err(kube(e)),
-        None => bail!("{} {name:?} kept changing; try again", kind.singular()),
-    }
+    // The last attempt's answer is the one written (or not).
+    let mut changed = false;
+    kubectl::read_modify_write(c, kind, ns, name, |m| {
+        changed = f(m)?;
+        Ok((String::new(), changed))
+    })
+    .await?;
+    Ok(changed)
 }
 
 /// `m` with `spec.replicas` set; an error for a kind that has none.

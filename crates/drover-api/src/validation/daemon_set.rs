@@ -13,7 +13,7 @@ use crate::apps_v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategyType, RollingUpdateDaemonSet,
 };
 use crate::core_v1::{PodTemplateSpec, RestartPolicy};
-use crate::meta::{IntOrString, LabelSelector};
+use crate::meta::{IntOrString, LabelSelector, ObjectMeta};
 use crate::selector::Selector;
 
 /// Kubernetes' `ValidatePositiveIntOrPercent`: a non-negative number or a
@@ -265,15 +265,30 @@ pub fn daemon_set_warnings(ds: &DaemonSet) -> Vec<String> {
 /// Validates an update of a DaemonSet: besides [`validate_daemon_set`], the
 /// selector, name and namespace can't change.
 pub fn validate_daemon_set_update(new: &DaemonSet, old: &DaemonSet) -> Result<(), Invalid> {
-    let mut errors =
-        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    let errors = update_errors(
+        (&new.metadata, &new.spec.selector),
+        (&old.metadata, &old.spec.selector),
+        validate_daemon_set(new),
+    );
+    to_result(new, errors)
+}
+
+/// The errors of an update of an object with a selector (DaemonSet,
+/// Deployment, ReplicaSet): the metadata's update rules, the immutable
+/// `spec.selector`, then `validated`, the new object's own validation.
+pub(super) fn update_errors(
+    (new_meta, new_selector): (&ObjectMeta, &Option<LabelSelector>),
+    (old_meta, old_selector): (&ObjectMeta, &Option<LabelSelector>),
+    validated: Result<(), Invalid>,
+) -> Vec<FieldError> {
+    let mut errors = validate_object_meta_update(new_meta, old_meta, &Path::new("metadata"));
     errors.extend(validate_immutable(
-        &new.spec.selector,
-        &old.spec.selector,
+        new_selector,
+        old_selector,
         &Path::new("spec").child("selector"),
     ));
-    if let Err(invalid) = validate_daemon_set(new) {
+    if let Err(invalid) = validated {
         errors.extend(invalid.errors);
     }
-    to_result(new, errors)
+    errors
 }

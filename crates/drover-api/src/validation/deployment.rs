@@ -6,12 +6,12 @@
 //! `minReadySeconds`, and on update an immutable selector.
 
 use super::daemon_set::{
-    int_or_percent_value, validate_not_more_than_100_percent, validate_positive_int_or_percent,
-    validate_selector_and_template,
+    int_or_percent_value, update_errors, validate_not_more_than_100_percent,
+    validate_positive_int_or_percent, validate_selector_and_template,
 };
 use super::errors::{to_result, FieldError, Invalid, Path};
 use super::fields::validate_nonnegative;
-use super::meta::{validate_immutable, validate_object_meta, validate_object_meta_update};
+use super::meta::validate_object_meta;
 use crate::apps_v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, DeploymentStrategyType, ReplicaSet,
     ReplicaSetSpec, RollingUpdateDeployment,
@@ -149,16 +149,11 @@ pub fn validate_deployment(deployment: &Deployment) -> Result<(), Invalid> {
 /// Validates an update of a Deployment: besides [`validate_deployment`],
 /// the selector, name and namespace can't change.
 pub fn validate_deployment_update(new: &Deployment, old: &Deployment) -> Result<(), Invalid> {
-    let mut errors =
-        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errors.extend(validate_immutable(
-        &new.spec.selector,
-        &old.spec.selector,
-        &Path::new("spec").child("selector"),
-    ));
-    if let Err(invalid) = validate_deployment(new) {
-        errors.extend(invalid.errors);
-    }
+    let errors = update_errors(
+        (&new.metadata, &new.spec.selector),
+        (&old.metadata, &old.spec.selector),
+        validate_deployment(new),
+    );
     to_result(new, errors)
 }
 
@@ -172,15 +167,10 @@ pub fn validate_replica_set(rs: &ReplicaSet) -> Result<(), Invalid> {
 /// Validates an update of a ReplicaSet: besides [`validate_replica_set`],
 /// the selector, name and namespace can't change.
 pub fn validate_replica_set_update(new: &ReplicaSet, old: &ReplicaSet) -> Result<(), Invalid> {
-    let mut errors =
-        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errors.extend(validate_immutable(
-        &new.spec.selector,
-        &old.spec.selector,
-        &Path::new("spec").child("selector"),
-    ));
-    if let Err(invalid) = validate_replica_set(new) {
-        errors.extend(invalid.errors);
-    }
+    let errors = update_errors(
+        (&new.metadata, &new.spec.selector),
+        (&old.metadata, &old.spec.selector),
+        validate_replica_set(new),
+    );
     to_result(new, errors)
 }
