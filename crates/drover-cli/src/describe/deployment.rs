@@ -8,11 +8,14 @@ use super::pod_template::pod_template;
 use crate::deployments::{new_replica_set, old_replica_sets, owned};
 use drover_api::columns::format_label_selector;
 use drover_api::timefmt::describe_time;
-use drover_api::{Deployment, Event, Pod, PodPhase, ReplicaSet};
+use drover_api::{ConditionStatus, Deployment, Event, Pod, PodPhase, ReplicaSet};
 use std::time::SystemTime;
 
 /// `Type \tStatus\tReason` rows of conditions, as both describers print them.
-fn conditions<'a>(w: &mut W, rows: impl Iterator<Item = (&'a str, String, &'a str)>) {
+fn conditions<'a>(
+    w: &mut W,
+    rows: impl Iterator<Item = (&'a str, Option<&'a ConditionStatus>, &'a str)>,
+) {
     let rows: Vec<_> = rows.collect();
     if rows.is_empty() {
         return;
@@ -20,6 +23,7 @@ fn conditions<'a>(w: &mut W, rows: impl Iterator<Item = (&'a str, String, &'a st
     w.w(0, "Conditions:\n  Type\tStatus\tReason\n");
     w.w(1, "----\t------\t------\n");
     for (t, status, reason) in rows {
+        let status = status.map_or("", |s| s.as_str());
         w.w(1, format!("{t} \t{status}\t{reason}\n"));
     }
 }
@@ -107,15 +111,10 @@ pub fn describe_deployment(
         );
     }
     pod_template(&mut w, &d.spec.template);
+    let rows = s.conditions.iter();
     conditions(
         &mut w,
-        s.conditions.iter().map(|c| {
-            (
-                c.r#type.as_str(),
-                c.status.as_ref().map_or("", |s| s.as_str()).to_owned(),
-                c.reason.as_str(),
-            )
-        }),
+        rows.map(|c| (c.r#type.as_str(), c.status.as_ref(), c.reason.as_str())),
     );
     let owned = owned(d, replica_sets);
     let new = new_replica_set(d, &owned);
@@ -184,15 +183,10 @@ pub fn describe_replica_set(
         ),
     );
     pod_template(&mut w, &rs.spec.template);
+    let rows = rs.status.conditions.iter();
     conditions(
         &mut w,
-        rs.status.conditions.iter().map(|c| {
-            (
-                c.r#type.as_str(),
-                c.status.as_ref().map_or("", |s| s.as_str()).to_owned(),
-                c.reason.as_str(),
-            )
-        }),
+        rows.map(|c| (c.r#type.as_str(), c.status.as_ref(), c.reason.as_str())),
     );
     let evs = events_for(all_events, "ReplicaSet", &m.namespace, &m.name, &m.uid);
     events(&mut w, &evs, now);
