@@ -53,6 +53,14 @@ async fn deployment(c: &Client) -> Value {
     serde_json::to_value(&m).unwrap()
 }
 
+/// Writes the status a controller would write (the status subresource).
+async fn write_status(s: &TestServer, kind: Kind, name: &str, status: Value) {
+    s.objects
+        .update_status(kind, "default", name, "", status)
+        .await
+        .expect("status written");
+}
+
 /// Runs one of the commands below into a [`Ran`].
 macro_rules! ran {
     ($call:expr) => {{
@@ -112,29 +120,23 @@ async fn drover_commands_on_deployments_and_replica_sets() {
     apply(&c, &replica_set(&uid, "bbb", "local/busybox:2", 2, 2))
         .await
         .ok();
-    s.objects
-        .update_status(
-            Kind::ReplicaSet,
-            "default",
-            "web-bbb",
-            "",
-            json!({"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}),
-        )
-        .await
-        .unwrap();
-    s.objects
-        .update_status(
-            Kind::Deployment,
-            "default",
-            "web",
-            "",
-            json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+    write_status(
+        &s,
+        Kind::ReplicaSet,
+        "web-bbb",
+        json!({"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}),
+    )
+    .await;
+    write_status(
+        &s,
+        Kind::Deployment,
+        "web",
+        json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
                 "readyReplicas": 2, "availableReplicas": 2,
                 "conditions": [{"type": "Available", "status": "True",
                     "reason": "MinimumReplicasAvailable"}]}),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
 
     // get: both kinds, wide, yaml.
     let r = get(&c, "deploy,rs", None).await.ok();
@@ -289,18 +291,15 @@ async fn drover_commands_on_deployments_and_replica_sets() {
 
     // A passed progress deadline fails rollout status.
     let generation = d["metadata"]["generation"].clone();
-    s.objects
-        .update_status(
-            Kind::Deployment,
-            "default",
-            "web",
-            "",
-            json!({"observedGeneration": generation,
+    write_status(
+        &s,
+        Kind::Deployment,
+        "web",
+        json!({"observedGeneration": generation,
                 "conditions": [{"type": "Progressing", "status": "False",
                     "reason": "ProgressDeadlineExceeded"}]}),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     ran!(|o| rollout_deploy::status(&c, "web", "default", true, None, o))
         .failed_with("deployment \"web\" exceeded its progress deadline");
 

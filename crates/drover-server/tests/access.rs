@@ -7,7 +7,6 @@
 //! files; a metrics credential (token or certificate) reads `/metrics`
 //! and `/status` and nothing else.
 
-use drover_pki::Credential;
 use drover_proto::v1::{self as pb, objects_client::ObjectsClient};
 use drover_server::Server;
 use drover_testkit::{authed, cert_channel, client_of, https, start_servers, HttpsRequest};
@@ -23,16 +22,7 @@ const CLUSTER_WIDE: Duration = Duration::from_secs(1);
 /// A client certificate for `name` in `role`, issued through `s`:
 /// (certificate, key).
 async fn issue(s: &Server, name: &str, role: &str) -> (String, String) {
-    let cred = Credential::generate(name).unwrap();
-    let r = client_of(s)
-        .issue_client(pb::IssueClientRequest {
-            name: name.into(),
-            role: role.into(),
-            ttl_seconds: 3600,
-            csr: cred.csr_pem.clone(),
-        })
-        .await
-        .expect("issue");
+    let (cred, r) = drover_testkit::issue_client(s, name, role).await;
     (r.cert, cred.key_pem)
 }
 

@@ -12,8 +12,6 @@
 mod kube;
 
 use drover_api::Kind;
-use drover_pki::Credential;
-use drover_proto::v1 as pb;
 use kube::Kube;
 use serde_json::{json, Value};
 
@@ -458,21 +456,10 @@ async fn only_an_admin_writes_deployments_and_a_node_or_metrics_credential_reads
     let k = Kube::start(1).await;
     k.ok(&["create", "deployment", "web", "--image=local/busybox:1"])
         .await;
-    let issue = |name: &'static str, role: &'static str| {
-        let client = k.server.client();
-        async move {
-            let cred = Credential::generate(name).unwrap();
-            let r = client
-                .issue_client(pb::IssueClientRequest {
-                    name: name.into(),
-                    role: role.into(),
-                    ttl_seconds: 3600,
-                    csr: cred.csr_pem.clone(),
-                })
-                .await
-                .expect("issue a certificate");
-            (r.cert, cred.key_pem)
-        }
+    let server = &k.server.server;
+    let issue = |name: &'static str, role: &'static str| async move {
+        let (cred, r) = drover_testkit::issue_client(server, name, role).await;
+        (r.cert, cred.key_pem)
     };
     let (cert, key) = issue("viewer-1", "viewer").await;
     let viewer = k.user_kubeconfig("viewer", &cert, &key);

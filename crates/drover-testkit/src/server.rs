@@ -258,20 +258,34 @@ impl TestServer {
     }
 }
 
-/// A client of `s` with a new viewer certificate for `name` (issued by the
-/// admin), and that certificate and its key (PEM).
-pub async fn viewer_client(s: &TestServer, name: &str) -> (Client, String, String) {
-    let cred = drover_pki::Credential::generate("viewer").expect("a key");
-    let r = s
-        .client()
+/// A client certificate for `name` in `role` (admin, viewer, metrics),
+/// issued through `s` as `drover access issue` does: the key and the
+/// answer (certificate, CA, servers).
+pub async fn issue_client(
+    s: &Server,
+    name: &str,
+    role: &str,
+) -> (
+    drover_pki::Credential,
+    drover_proto::v1::IssueClientResponse,
+) {
+    let cred = drover_pki::Credential::generate(name).expect("a key");
+    let r = client_of(s)
         .issue_client(drover_proto::v1::IssueClientRequest {
             name: name.into(),
-            role: "viewer".into(),
+            role: role.into(),
             ttl_seconds: 3600,
             csr: cred.csr_pem.clone(),
         })
         .await
-        .expect("issue a viewer certificate");
+        .unwrap_or_else(|e| panic!("issue a {role} certificate: {e}"));
+    (cred, r)
+}
+
+/// A client of `s` with a new viewer certificate for `name` (issued by the
+/// admin), and that certificate and its key (PEM).
+pub async fn viewer_client(s: &TestServer, name: &str) -> (Client, String, String) {
+    let (cred, r) = issue_client(&s.server, name, "viewer").await;
     let c = Client::new(&ClientConfig {
         servers: r.servers,
         ca: r.ca,
