@@ -40,7 +40,15 @@ fn event(value: Value) -> Event {
 #[test]
 fn every_kind_has_the_columns_of_kubectl_get() {
     let narrow = opts(false, false);
-    let cases: [(Kind, &[&str]); 10] = [
+    let cases: [(Kind, &[&str]); 12] = [
+        (
+            Kind::Deployment,
+            &["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        ),
+        (
+            Kind::ReplicaSet,
+            &["NAME", "DESIRED", "CURRENT", "READY", "AGE"],
+        ),
         (
             Kind::DaemonSet,
             &[
@@ -231,6 +239,48 @@ fn a_daemon_set_row_has_its_counters_node_selector_and_wide_template() {
         ["agent,log", "busybox:1.36,fluentd:1", "app=agent"]
     );
     assert_eq!(row(&ds, &opts(false, true))[0], "kube-system");
+}
+
+#[test]
+fn deployments_and_replica_sets_as_kubectl_prints_them() {
+    let wide = opts(true, false);
+    for kind in [Kind::Deployment, Kind::ReplicaSet] {
+        assert_eq!(
+            headers(kind, &wide)[5..],
+            ["CONTAINERS", "IMAGES", "SELECTOR"],
+            "{kind:?}"
+        );
+    }
+    let d = manifest(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "prod",
+            "creationTimestamp": "2024-05-03T15:58:00Z"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1"},
+                                        {"name": "log", "image": "busybox:1"}]}}},
+        "status": {"replicas": 4, "updatedReplicas": 2, "readyReplicas": 1,
+            "availableReplicas": 1}
+    }));
+    assert_eq!(cells(&d, false), ["web", "1/3", "2", "1", "2m"]);
+    assert_eq!(
+        cells(&d, true)[5..],
+        ["web,log", "nginx:1,busybox:1", "app=web"]
+    );
+    assert_eq!(row(&d, &opts(false, true))[0], "prod");
+    let rs = manifest(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "creationTimestamp": "2024-05-03T15:00:00Z"},
+        "spec": {"selector": {"matchLabels": {"app": "web", "pod-template-hash": "abc"}},
+            "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}},
+        "status": {"replicas": 2, "readyReplicas": 1}
+    }));
+    // An unset spec.replicas reads as its default, 1.
+    assert_eq!(cells(&rs, false), ["web-abc", "1", "2", "1", "60m"]);
+    assert_eq!(
+        cells(&rs, true)[5..],
+        ["web", "nginx:1", "app=web,pod-template-hash=abc"]
+    );
 }
 
 #[test]

@@ -17,11 +17,11 @@ pub enum ClientCmd {
     },
     /// Create or update objects from manifests (YAML or JSON), all or nothing.
     Apply(ApplyArgs),
-    /// List objects, or show some by name: ds, pods, nodes, events, cm, secrets, ns, sa, pc…
+    /// List objects, or show some by name: ds, deploy, rs, pods, nodes, events, cm, secrets, ns, sa, pc…
     Get(GetArgs),
     /// Show an object in detail, with its events (a DaemonSet also says why nodes have no pod).
     Describe {
-        /// ds, pod or node.
+        /// ds, deploy, rs, pod, node, cm, secret, ns or sa.
         kind: String,
         /// Names (every object of the kind when none).
         names: Vec<String>,
@@ -78,10 +78,48 @@ pub enum ClientCmd {
     Logs(LogsArgs),
     /// Run a command in a container and exit with its code: drover exec POD [-c C] [-i] [-t] -- CMD [ARGS…].
     Exec(ExecArgs),
-    /// Manage the rollout of a DaemonSet: status, history, undo, restart.
+    /// Manage the rollout of a DaemonSet or a Deployment: status, history, undo, restart, pause, resume.
     Rollout {
         #[command(subcommand)]
         cmd: RolloutCmd,
+    },
+    /// Set the replicas of a Deployment or a ReplicaSet: drover scale deploy/NAME --replicas N.
+    Scale(ScaleArgs),
+    /// Change a field of objects; `set image` replaces container images.
+    Set {
+        #[command(subcommand)]
+        cmd: SetCmd,
+    },
+}
+
+/// `drover scale`.
+#[derive(Args)]
+pub struct ScaleArgs {
+    /// deploy/NAME or rs/NAME (or `deploy NAME`).
+    pub target: String,
+    /// The name, when TARGET is a kind.
+    pub name: Option<String>,
+    /// The number of replicas wanted.
+    #[arg(long, required = true)]
+    pub replicas: i32,
+    /// The namespace [default: default].
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
+/// `drover set …`.
+#[derive(Subcommand)]
+pub enum SetCmd {
+    /// Replace container images: drover set image deployment/NAME CONTAINER=IMAGE… (`*=IMAGE`: every container).
+    Image {
+        /// deployment/NAME, rs/NAME or ds/NAME.
+        target: String,
+        /// CONTAINER=IMAGE, one or more.
+        #[arg(required = true)]
+        images: Vec<String>,
+        /// The namespace [default: default].
+        #[arg(short, long)]
+        namespace: Option<String>,
     },
 }
 
@@ -113,7 +151,7 @@ fn parse_validate(s: &str) -> Result<drover_api::FieldValidation, String> {
 /// `drover get`.
 #[derive(Args)]
 pub struct GetArgs {
-    /// ds|daemonsets, po|pods, no|nodes, ev|events, controllerrevisions,
+    /// ds|daemonsets, deploy|deployments, rs|replicasets, po|pods, no|nodes, ev|events, controllerrevisions,
     /// cm|configmaps, secrets, ns|namespaces, sa|serviceaccounts, pc|priorityclasses.
     pub kind: String,
     /// Names (every object of the kind when none).
@@ -240,7 +278,7 @@ pub struct DrainArgs {
 /// `drover logs`.
 #[derive(Args)]
 pub struct LogsArgs {
-    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
+    /// POD, pod/POD, or ds|deploy|rs/NAME (its first pod, named on stderr).
     pub target: String,
     /// The container; needed when the pod has several.
     #[arg(short, long)]
@@ -268,7 +306,7 @@ pub struct LogsArgs {
 /// `drover exec`.
 #[derive(Args)]
 pub struct ExecArgs {
-    /// POD, pod/POD, or ds/NAME (the DaemonSet's first pod, named on stderr).
+    /// POD, pod/POD, or ds|deploy|rs/NAME (its first pod, named on stderr).
     pub target: String,
     /// The container [default: the pod's first].
     #[arg(short, long)]
@@ -301,14 +339,14 @@ pub struct Namespaces {
     pub all_namespaces: bool,
 }
 
-/// `drover rollout …` (kubectl's, for DaemonSets).
+/// `drover rollout …` (kubectl's, for DaemonSets and Deployments).
 #[derive(Subcommand)]
 pub enum RolloutCmd {
     /// Wait until the rollout is done (updated = available = desired).
     Status {
-        /// ds/NAME (or `ds NAME`).
+        /// ds/NAME or deployment/NAME (or `ds NAME`).
         target: String,
-        /// The DaemonSet's name, when TARGET is `ds`.
+        /// The name, when TARGET is a kind.
         name: Option<String>,
         /// The namespace [default: default].
         #[arg(short, long)]
@@ -322,9 +360,9 @@ pub enum RolloutCmd {
     },
     /// Revisions and change causes; one revision's template with --revision N.
     History {
-        /// ds/NAME (or `ds NAME`).
+        /// ds/NAME or deployment/NAME (or `ds NAME`).
         target: String,
-        /// The DaemonSet's name, when TARGET is `ds`.
+        /// The name, when TARGET is a kind.
         name: Option<String>,
         /// The namespace [default: default].
         #[arg(short, long)]
@@ -335,9 +373,9 @@ pub enum RolloutCmd {
     },
     /// Roll back to the previous revision (or --to-revision N).
     Undo {
-        /// ds/NAME (or `ds NAME`).
+        /// ds/NAME or deployment/NAME (or `ds NAME`).
         target: String,
-        /// The DaemonSet's name, when TARGET is `ds`.
+        /// The name, when TARGET is a kind.
         name: Option<String>,
         /// The namespace [default: default].
         #[arg(short, long)]
@@ -348,9 +386,29 @@ pub enum RolloutCmd {
     },
     /// Replace every pod (sets the template annotation kubectl.kubernetes.io/restartedAt).
     Restart {
-        /// ds/NAME (or `ds NAME`).
+        /// ds/NAME or deployment/NAME (or `ds NAME`).
         target: String,
-        /// The DaemonSet's name, when TARGET is `ds`.
+        /// The name, when TARGET is a kind.
+        name: Option<String>,
+        /// The namespace [default: default].
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Pause a Deployment's rollouts (sets spec.paused; scaling still happens).
+    Pause {
+        /// deployment/NAME (or `deployment NAME`).
+        target: String,
+        /// The name, when TARGET is a kind.
+        name: Option<String>,
+        /// The namespace [default: default].
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Resume a paused Deployment.
+    Resume {
+        /// deployment/NAME (or `deployment NAME`).
+        target: String,
+        /// The name, when TARGET is a kind.
         name: Option<String>,
         /// The namespace [default: default].
         #[arg(short, long)]

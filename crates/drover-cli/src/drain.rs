@@ -403,6 +403,39 @@ spec: {nodeName: n1, containers: [{name: c, image: x}]}
         assert_eq!(names(&p), vec!["done"]);
     }
 
+    /// A ReplicaSet's pod is deleted without any flag (its controller
+    /// makes another elsewhere), as kubectl's drain evicts it; the
+    /// DaemonSet's pod beside it is what needs --ignore-daemonsets.
+    #[test]
+    fn replica_set_pods_are_deleted_without_a_flag() {
+        let mut all = pods();
+        all.extend(
+            parse_manifests(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-abc-1\n  uid: u7\n  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-abc, uid: r1, controller: true}]\nspec: {nodeName: n0, containers: [{name: c, image: x}]}\n",
+            )
+            .unwrap()
+            .into_iter()
+            .filter_map(crate::kubectl::as_pod),
+        );
+        let o = DrainOptions {
+            ignore_daemonsets: true,
+            delete_emptydir_data: true,
+            force: true,
+            ..DrainOptions::default()
+        };
+        let p = plan("n0", &all, &fluent(), &o);
+        assert!(names(&p).contains(&"web-abc-1"), "{p:?}");
+        let only_rs: Vec<Pod> = all
+            .iter()
+            .filter(|p| p.metadata.name == "web-abc-1")
+            .cloned()
+            .collect();
+        let p = plan("n0", &only_rs, &fluent(), &DrainOptions::default());
+        assert_eq!(p.errors, Vec::<String>::new());
+        assert_eq!(p.warning, None);
+        assert_eq!(names(&p), vec!["web-abc-1"]);
+    }
+
     #[test]
     fn with_the_flags_daemon_and_mirror_pods_stay() {
         let o = DrainOptions {

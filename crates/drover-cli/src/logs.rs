@@ -75,7 +75,7 @@ fn namespace(ns: &Option<String>) -> &str {
 }
 
 /// The pod a `logs`/`exec` argument names: its name, or the first pod of a
-/// DaemonSet (said on `err`).
+/// DaemonSet, a Deployment or a ReplicaSet (said on `err`).
 pub async fn resolve_pod(
     c: &Client,
     target: &str,
@@ -91,39 +91,57 @@ pub async fn resolve_pod(
     if name.is_empty() {
         bail!("{target:?}: expected TYPE/NAME, e.g. pod/web or ds/fluentd");
     }
-    match Kind::parse(kind)? {
-        Kind::Pod => Ok(name.to_string()),
-        Kind::DaemonSet => {
-            let ds = match c.get_object("daemonsets", ns, name).await.map_err(kube)? {
-                Manifest::DaemonSet(d) => d,
-                _ => bail!("daemonset {name:?} is not a DaemonSet"),
-            };
-            let pods = c.list_objects("pods", ns, "").await.map_err(kube)?;
-            let mut names: Vec<String> = pods
-                .items
-                .iter()
-                .filter_map(|m| match m {
-                    Manifest::Pod(p) => Some(p),
-                    _ => None,
-                })
-                .filter(|p| {
-                    p.metadata
-                        .controller_ref()
-                        .is_some_and(|r| r.kind == "DaemonSet" && r.uid == ds.metadata.uid)
-                })
-                .map(|p| p.metadata.name.clone())
-                .collect();
-            names.sort();
-            let Some(first) = names.first() else {
-                bail!("daemonset.apps/{name} has no pods (no eligible node yet, or the controller has not created them)");
-            };
-            writeln!(err, "Found {} pods, using pod/{first}", names.len())?;
-            Ok(first.clone())
-        }
-        _ => bail!(
-            "{target:?}: drover logs and exec take a pod (NAME or pod/NAME) or a DaemonSet (ds/NAME)"
-        ),
+    let kind = Kind::parse(kind)?;
+    if kind == Kind::Pod {
+        return Ok(name.to_string());
     }
+    if !matches!(kind, Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet) {
+        bail!(
+            "{target:?}: drover logs and exec take a pod (NAME or pod/NAME), a DaemonSet (ds/NAME), a Deployment (deploy/NAME) or a ReplicaSet (rs/NAME)"
+        );
+    }
+    let owner = c
+        .get_object(kind.plural(), ns, name)
+        .await
+        .map_err(kube)?
+        .metadata()
+        .uid
+        .clone();
+    // A Deployment's pods are those of the ReplicaSets it controls.
+    let mut owners = vec![owner.clone()];
+    if kind == Kind::Deployment {
+        let sets = c.list_objects("replicasets", ns, "").await.map_err(kube)?;
+        owners.extend(
+            sets.items
+                .iter()
+                .filter(|m| {
+                    m.metadata()
+                        .controller_ref()
+                        .is_some_and(|r| r.uid == owner)
+                })
+                .map(|m| m.metadata().uid.clone()),
+        );
+    }
+    let pods = c.list_objects("pods", ns, "").await.map_err(kube)?;
+    let mut names: Vec<String> = pods
+        .items
+        .iter()
+        .filter(|m| {
+            m.metadata()
+                .controller_ref()
+                .is_some_and(|r| owners.contains(&r.uid))
+        })
+        .map(|m| m.name().to_owned())
+        .collect();
+    names.sort();
+    let Some(first) = names.first() else {
+        bail!(
+            "{}/{name} has no pods (no eligible node yet, or the controller has not created them)",
+            kind.singular()
+        );
+    };
+    writeln!(err, "Found {} pods, using pod/{first}", names.len())?;
+    Ok(first.clone())
 }
 
 /// Writes one piece of output now (followed logs must show at once).

@@ -26,21 +26,47 @@ const POLL: Duration = Duration::from_millis(250);
 /// Attempts of a compare-and-swap write before giving up on conflicts.
 const CONFLICT_RETRIES: usize = 5;
 
-/// `ds/NAME`, `daemonset NAME`-style target: the DaemonSet's name.
-pub fn daemon_set_name(target: &str, name: Option<&str>) -> Result<String> {
+/// A `KIND/NAME` or `KIND NAME` target, as kubectl reads it: the kind and
+/// the name.
+pub fn kind_and_name(target: &str, name: Option<&str>) -> Result<(Kind, String)> {
     let (kind, name) = match (target.split_once('/'), name) {
         (Some((k, n)), None) => (k, n),
         (None, Some(n)) => (target, n),
         (Some(_), Some(_)) => bail!("there is no need to specify a resource type as a separate argument when passing arguments in resource/name form"),
-        (None, None) => bail!("you must specify a resource and a name, e.g. ds/NAME"),
+        (None, None) => bail!("you must specify a resource and a name, e.g. deployment/NAME"),
     };
-    if Kind::parse(kind)? != Kind::DaemonSet {
-        bail!("no rollout for {kind:?}: drover rolls out daemonsets only (ds/NAME)");
-    }
+    let kind = Kind::parse(kind)?;
     if name.is_empty() {
-        bail!("you must specify the name of the daemonset, e.g. ds/NAME");
+        bail!(
+            "you must specify the name of the {}, e.g. {}/NAME",
+            kind.name().to_ascii_lowercase(),
+            kind.short_names().first().copied().unwrap_or(kind.plural())
+        );
     }
-    Ok(name.to_owned())
+    Ok((kind, name.to_owned()))
+}
+
+/// What `rollout` acts on: a DaemonSet or a Deployment.
+pub fn rollout_target(target: &str, name: Option<&str>) -> Result<(Kind, String)> {
+    let (kind, name) = kind_and_name(target, name)?;
+    if !matches!(kind, Kind::DaemonSet | Kind::Deployment) {
+        bail!(
+            "no rollout for {:?}: drover rolls out daemonsets and deployments (ds/NAME, deployment/NAME)",
+            kind.plural()
+        );
+    }
+    Ok((kind, name))
+}
+
+/// `ds/NAME`, `daemonset NAME`-style target: the DaemonSet's name.
+pub fn daemon_set_name(target: &str, name: Option<&str>) -> Result<String> {
+    match rollout_target(target, name)? {
+        (Kind::DaemonSet, name) => Ok(name),
+        (kind, _) => bail!(
+            "{} has no such rollout command: it is for daemonsets (ds/NAME)",
+            kind.plural()
+        ),
+    }
 }
 
 async fn get_ds(c: &Client, ns: &str, name: &str) -> Result<DaemonSet> {
@@ -282,6 +308,16 @@ pub async fn status(
     }
 }
 
+/// `REVISION  CHANGE-CAUSE` rows as kubectl's `printHistory` writes them
+/// (its tabwriter: padding 2).
+pub(crate) fn history_table(rows: &[(i64, &str)]) -> String {
+    let mut text = "REVISION\tCHANGE-CAUSE\n".to_owned();
+    for (revision, cause) in rows {
+        text.push_str(&format!("{revision}\t{cause}\n"));
+    }
+    crate::tabwriter::describe(&text)
+}
+
 fn change_cause(r: &ControllerRevision) -> &str {
     r.metadata
         .annotations
@@ -312,15 +348,9 @@ pub async fn history_cmd(
         }
         _ => {
             writeln!(out, "daemonset.apps/{name} ")?;
-            let rows: Vec<Vec<String>> = revs
-                .iter()
-                .map(|r| vec![r.revision.to_string(), change_cause(r).to_owned()])
-                .collect();
-            write!(
-                out,
-                "{}",
-                crate::table::render(&["REVISION", "CHANGE-CAUSE"], &rows)
-            )?;
+            let rows: Vec<(i64, &str)> =
+                revs.iter().map(|r| (r.revision, change_cause(r))).collect();
+            write!(out, "{}", history_table(&rows))?;
         }
     }
     Ok(())
@@ -427,6 +457,23 @@ mod tests {
         assert_eq!(daemon_set_name("daemonset", Some("x")).unwrap(), "x");
         assert!(daemon_set_name("pod/x", None).is_err());
         assert!(daemon_set_name("ds", None).is_err());
+        assert!(daemon_set_name("deploy/x", None).is_err());
+        assert_eq!(
+            rollout_target("deploy/web", None).unwrap(),
+            (Kind::Deployment, "web".into())
+        );
+        assert_eq!(
+            rollout_target("deployment", Some("web")).unwrap(),
+            (Kind::Deployment, "web".into())
+        );
+        let e = rollout_target("rs/web", None).unwrap_err().to_string();
+        assert!(e.starts_with("no rollout for \"replicasets\""), "{e}");
+        assert!(rollout_target("deploy/", None).is_err());
+        // kubectl's printHistory: a tabwriter with padding 2.
+        assert_eq!(
+            history_table(&[(1, "<none>"), (12, "kubectl set image")]),
+            "REVISION  CHANGE-CAUSE\n1         <none>\n12        kubectl set image\n"
+        );
     }
 
     #[test]

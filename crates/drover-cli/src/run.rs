@@ -3,11 +3,12 @@
 //! make the client (so that a bad file argument is reported before the
 //! connection is), and [`is_closed_pipe`] at its edge.
 
-use crate::args::{ClientCmd, RolloutCmd};
+use crate::args::{ClientCmd, RolloutCmd, SetCmd};
 use crate::kubectl::{self, DeleteOptions, GetOptions};
 use crate::printers::Output;
-use crate::{rollout, Client};
+use crate::{rollout, rollout_deploy, Client};
 use anyhow::Result;
+use drover_api::Kind;
 use std::future::Future;
 use std::io::Write;
 
@@ -151,6 +152,23 @@ pub async fn run(
             return Ok(code);
         }
         ClientCmd::Rollout { cmd } => rollout_cmd(&client()?, cmd, out).await?,
+        ClientCmd::Scale(a) => {
+            let (kind, name) = rollout::kind_and_name(&a.target, a.name.as_deref())?;
+            let ns = a.namespace.unwrap_or_else(|| "default".into());
+            crate::scale::scale(&client()?, kind, &name, &ns, a.replicas, out).await?
+        }
+        ClientCmd::Set {
+            cmd:
+                SetCmd::Image {
+                    target,
+                    images,
+                    namespace,
+                },
+        } => {
+            let (kind, name) = rollout::kind_and_name(&target, None)?;
+            let ns = namespace.unwrap_or_else(|| "default".into());
+            crate::scale::set_image(&client()?, kind, &name, &ns, &images, out).await?
+        }
     }
     out.flush()?;
     Ok(0)
@@ -166,8 +184,12 @@ async fn rollout_cmd(c: &Client, cmd: RolloutCmd, out: &mut impl Write) -> Resul
             watch,
             timeout,
         } => {
-            let name = rollout::daemon_set_name(&target, name.as_deref())?;
+            let (kind, name) = rollout::rollout_target(&target, name.as_deref())?;
             let timeout = timeout.filter(|t| !t.is_zero());
+            if kind == Kind::Deployment {
+                return rollout_deploy::status(c, &name, &ns(&namespace), watch, timeout, out)
+                    .await;
+            }
             let live = std::io::IsTerminal::is_terminal(&std::io::stdout());
             rollout::status(c, &name, &ns(&namespace), watch, timeout, live, out).await
         }
@@ -176,27 +198,67 @@ async fn rollout_cmd(c: &Client, cmd: RolloutCmd, out: &mut impl Write) -> Resul
             name,
             namespace,
             revision,
-        } => {
-            let name = rollout::daemon_set_name(&target, name.as_deref())?;
-            rollout::history_cmd(c, &name, &ns(&namespace), revision, out).await
-        }
+        } => match rollout::rollout_target(&target, name.as_deref())? {
+            (Kind::Deployment, name) => {
+                rollout_deploy::history(c, &name, &ns(&namespace), revision, out).await
+            }
+            (_, name) => rollout::history_cmd(c, &name, &ns(&namespace), revision, out).await,
+        },
         RolloutCmd::Undo {
             target,
             name,
             namespace,
             to_revision,
-        } => {
-            let name = rollout::daemon_set_name(&target, name.as_deref())?;
-            rollout::undo(c, &name, &ns(&namespace), to_revision, out).await
-        }
+        } => match rollout::rollout_target(&target, name.as_deref())? {
+            (Kind::Deployment, name) => {
+                rollout_deploy::undo(c, &name, &ns(&namespace), to_revision, out).await
+            }
+            (_, name) => rollout::undo(c, &name, &ns(&namespace), to_revision, out).await,
+        },
         RolloutCmd::Restart {
             target,
             name,
             namespace,
-        } => {
-            let name = rollout::daemon_set_name(&target, name.as_deref())?;
-            rollout::restart(c, &name, &ns(&namespace), out).await
-        }
+        } => match rollout::rollout_target(&target, name.as_deref())? {
+            (Kind::Deployment, name) => {
+                rollout_deploy::restart(c, &name, &ns(&namespace), out).await
+            }
+            (_, name) => rollout::restart(c, &name, &ns(&namespace), out).await,
+        },
+        RolloutCmd::Pause {
+            target,
+            name,
+            namespace,
+        } => pause(c, &target, name.as_deref(), &ns(&namespace), true, out).await,
+        RolloutCmd::Resume {
+            target,
+            name,
+            namespace,
+        } => pause(c, &target, name.as_deref(), &ns(&namespace), false, out).await,
+    }
+}
+
+/// `rollout pause|resume`: for Deployments (a DaemonSet cannot be paused,
+/// as in kubectl).
+async fn pause(
+    c: &Client,
+    target: &str,
+    name: Option<&str>,
+    ns: &str,
+    paused: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    match rollout::rollout_target(target, name)? {
+        (Kind::Deployment, name) => rollout_deploy::pause(c, &name, ns, paused, out).await,
+        (kind, name) => anyhow::bail!(
+            "{}.apps {name:?} {}: drover pauses deployments only",
+            kind.plural(),
+            if paused {
+                "pausing is not supported"
+            } else {
+                "resuming is not supported"
+            }
+        ),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The Python `kubernetes` client (PyPI, pinned in `.ci/run`) with its
 //! default settings against an in-process server with sim nodes, through
 //! the `DATA_DIR/kubeconfig` the server writes: `tests/kube/daemonsets.py`
-//! lists DaemonSets and watches them. The test fails loudly when `python3`
+//! lists DaemonSets and watches them; `tests/kube/deployments.py` creates,
+//! scales (the `scale` subresource) and lists Deployments. The test fails loudly when `python3`
 //! or the `kubernetes` module is missing, unless the run opts out out loud
 //! with `DROVER_TEST_SKIP=python`.
 
@@ -223,5 +224,53 @@ async fn python_client_lists_and_watches_daemonsets() {
         }
     }
     py.finish().await;
+    k.stop().await;
+}
+
+/// `tests/kube/deployments.py`: the client creates a Deployment (defaulted
+/// by the server), scales it through the `scale` subresource and lists
+/// Deployments and ReplicaSets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_client_creates_scales_and_lists_deployments() {
+    if !python_ready() {
+        return;
+    }
+    let k = Kube::start(0).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kube/deployments.py");
+    let out = tokio::time::timeout(
+        WAIT,
+        Command::new(PYTHON)
+            .arg(&script)
+            .arg(&k.kubeconfig)
+            .args(["default", "web"])
+            .env("HOME", &k.home)
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the script did not end within {WAIT:?}"))
+    .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "the script: {}; stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "created": {"replicas": 1, "strategy": "RollingUpdate", "maxSurge": "25%"},
+            "scaled": 3,
+            "scale": {"kind": "Scale", "replicas": 3, "selector": "app=web"},
+            "read": 3,
+            "listed": ["web"],
+            "listKind": "DeploymentList",
+            "replicaSets": 0,
+        })
+    );
     k.stop().await;
 }

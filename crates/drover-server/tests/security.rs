@@ -100,6 +100,32 @@ async fn a_node_certificate_may_call_nothing_but_its_own_session() {
             })
             .await,
     );
+    // Nor a Deployment or a ReplicaSet (pods a node could make run anywhere).
+    let evil_deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: evil}\nspec:\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec: {containers: [{name: c, image: busybox}]}\n";
+    for evil in [
+        evil_deployment.to_owned(),
+        evil_deployment.replace("kind: Deployment", "kind: ReplicaSet"),
+    ] {
+        refused(
+            "apply a Deployment or ReplicaSet",
+            objects
+                .apply(pb::ApplyRequest {
+                    manifests: evil,
+                    dry_run: false,
+                    ..Default::default()
+                })
+                .await,
+        );
+    }
+    refused(
+        "list deployments",
+        objects
+            .list(pb::ListObjectsRequest {
+                kind: "deployments".into(),
+                ..Default::default()
+            })
+            .await,
+    );
     let victim = pb::ObjectRef {
         kind: "pod".into(),
         namespace: "default".into(),

@@ -264,14 +264,17 @@ impl TestServer {
     }
 }
 
-/// A client certificate of `role` (`admin`, `viewer`, `metrics`) for
-/// `name`, issued by the admin through `s` for an hour: the certificate
-/// and its key (PEM), and the member addresses the answer listed.
-pub async fn client_certificate(
+/// A client certificate for `name` in `role` (admin, viewer, metrics),
+/// issued through `s` as `drover access issue` does: the key and the
+/// answer (certificate, CA, servers).
+pub async fn issue_client(
     s: &Server,
     name: &str,
     role: &str,
-) -> (String, String, Vec<String>) {
+) -> (
+    drover_pki::Credential,
+    drover_proto::v1::IssueClientResponse,
+) {
     let cred = drover_pki::Credential::generate(name).expect("a key");
     let r = client_of(s)
         .issue_client(drover_proto::v1::IssueClientRequest {
@@ -281,7 +284,18 @@ pub async fn client_certificate(
             csr: cred.csr_pem.clone(),
         })
         .await
-        .expect("issue a client certificate");
+        .unwrap_or_else(|e| panic!("issue a {role} certificate: {e}"));
+    (cred, r)
+}
+
+/// [`issue_client`]'s certificate and key (PEM), and the member addresses
+/// the answer listed.
+pub async fn client_certificate(
+    s: &Server,
+    name: &str,
+    role: &str,
+) -> (String, String, Vec<String>) {
+    let (cred, r) = issue_client(s, name, role).await;
     (r.cert, cred.key_pem, r.servers)
 }
 
