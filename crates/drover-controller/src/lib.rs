@@ -16,6 +16,12 @@
 //!   for good.
 //! - [`pod_gc`]: which pods go because their DaemonSet or their node is
 //!   gone (a missing node's pods after a grace period).
+//! - [`replicaset`]: `replicas` pods of one template, as Kubernetes'
+//!   ReplicaSet controller keeps them (claim, slow-start creates, ranked
+//!   deletes, status).
+//! - [`deployment`]: ReplicaSets per template revision, rolled out
+//!   (RollingUpdate, Recreate), scaled proportionally, with Kubernetes'
+//!   conditions and history.
 //! - [`schedule`]: where a pod without a node goes, as kube-scheduler
 //!   decides it (filters, scores, its Unschedulable message), one pod or a
 //!   batch at a time.
@@ -52,9 +58,11 @@
 #![warn(missing_docs)]
 
 pub mod daemon;
+pub mod deployment;
 pub mod events;
 pub mod node;
 pub mod pod_gc;
+pub mod replicaset;
 pub mod schedule;
 pub mod time;
 
