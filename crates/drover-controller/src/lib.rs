@@ -25,6 +25,8 @@
 //! - [`schedule`]: where a pod without a node goes, as kube-scheduler
 //!   decides it (filters, scores, its Unschedulable message), one pod or a
 //!   batch at a time.
+//! - [`eviction`]: taint-based eviction (`NoExecute` taints against the
+//!   pods' tolerations and `tolerationSeconds`).
 //! - [`events`]: the events both record, with Kubernetes' reasons.
 //! - [`time`]: the [`Timestamp`] planners take as `now`, and RFC 3339.
 //!
@@ -60,6 +62,7 @@
 pub mod daemon;
 pub mod deployment;
 pub mod events;
+pub mod eviction;
 pub mod node;
 pub mod pod_gc;
 pub mod replicaset;
