@@ -50,6 +50,11 @@
 //! 5. A complete rollout (or a paused Deployment) deletes the oldest old
 //!    ReplicaSets with no replicas beyond `revisionHistoryLimit`.
 //!
+//! Deleted in the background, a Deployment goes at once and the garbage
+//! collector takes its ReplicaSets (and theirs, their pods:
+//! [`crate::pod_gc::owner_gone`]); with `Orphan` or `Foreground` the plan
+//! releases or deletes them first ([`DeploymentPlan::finalize`]).
+//!
 //! The deprecated `spec.rollbackTo` does not exist in `apps/v1` and is
 //! ignored: `rollout undo` writes the old template, which takes a new
 //! revision number as above.
@@ -120,6 +125,9 @@ pub struct DeploymentPlan {
     pub events: Vec<Event>,
     /// When to plan again though nothing changes (the progress deadline).
     pub requeue_at: Option<Timestamp>,
+    /// Deleted with `propagationPolicy: Orphan` or `Foreground` and no
+    /// ReplicaSet is its any more: the loop removes the Deployment now.
+    pub finalize: bool,
 }
 
 impl DeploymentPlan {
@@ -131,6 +139,7 @@ impl DeploymentPlan {
             && self.annotations.is_none()
             && !self.status_changed
             && self.events.is_empty()
+            && !self.finalize
     }
 }
 
@@ -255,6 +264,9 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> Deployme
         ));
         return plan;
     };
+    if let Some(policy) = crate::replicaset::finalizing(&d.metadata) {
+        return finish_deletion(d, policy, &input.replica_sets);
+    }
     let (sets, released) = revisions::claim(d, &selector, &input.replica_sets);
     let mut pass = Pass {
         d,
@@ -280,6 +292,46 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> Deployme
         progress::sync_status(&mut pass);
     }
     finish(pass)
+}
+
+/// A Deployment deleted with `Orphan` releases its ReplicaSets (they keep
+/// their pods); with `Foreground` it deletes them (their pods go with
+/// them); it asks to be removed once none has it as owner.
+fn finish_deletion(
+    d: &Deployment,
+    policy: crate::replicaset::Propagation,
+    all: &[&ReplicaSet],
+) -> DeploymentPlan {
+    let uid = d.metadata.uid.as_str();
+    let owned: Vec<&ReplicaSet> = all
+        .iter()
+        .copied()
+        .filter(|rs| rs.metadata.owner_references.iter().any(|r| r.uid == uid))
+        .collect();
+    let mut plan = DeploymentPlan {
+        status: d.status.clone(),
+        finalize: owned.is_empty(),
+        ..DeploymentPlan::default()
+    };
+    for rs in owned {
+        match policy {
+            crate::replicaset::Propagation::Orphan => {
+                let mut rs = rs.clone();
+                rs.metadata.owner_references.retain(|r| r.uid != uid);
+                plan.update.push(rs);
+            }
+            crate::replicaset::Propagation::Foreground => {
+                if rs.metadata.deletion_timestamp.is_none() {
+                    plan.delete.push(ReplicaSetDeletion {
+                        namespace: namespace_of(&rs.metadata).to_owned(),
+                        name: rs.metadata.name.clone(),
+                        uid: rs.metadata.uid.clone(),
+                    });
+                }
+            }
+        }
+    }
+    plan
 }
 
 fn run_pass<R: RngCore + ?Sized>(pass: &mut Pass<'_, '_, R>, input: &PlanInput<'_>) {

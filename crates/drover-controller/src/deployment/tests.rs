@@ -489,3 +489,21 @@ fn replica_failure_is_carried_from_the_replica_sets() {
         ("FailedCreate", "quota")
     );
 }
+
+#[test]
+fn orphan_and_foreground_deletion_hand_over_the_replica_sets() {
+    let mut d = deployment(2, "busybox:1");
+    let rs = rs_of(&d, 2, 1, 0);
+    d.metadata.deletion_timestamp = Some(t(0).to_rfc3339());
+    d.metadata.finalizers = vec!["orphan".into()];
+    let plan = run(&d, std::slice::from_ref(&rs), 1);
+    assert_eq!(plan.update.len(), 1);
+    assert!(plan.update[0].metadata.owner_references.is_empty());
+    assert!(!plan.finalize);
+    assert!(run(&d, &[], 2).finalize);
+    d.metadata.finalizers = vec!["foregroundDeletion".into()];
+    let plan = run(&d, std::slice::from_ref(&rs), 3);
+    assert_eq!(plan.delete.len(), 1);
+    assert_eq!(plan.delete[0].uid, rs.metadata.uid);
+    assert!(!plan.finalize);
+}

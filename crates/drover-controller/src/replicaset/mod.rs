@@ -30,6 +30,14 @@
 //! - too many: delete the surplus (at most [`BURST_REPLICAS`]) in
 //!   [`rank::deletion_order`].
 //!
+//! # Deletion
+//!
+//! Deleted in the background, a ReplicaSet goes at once and the pod
+//! garbage collector takes its pods ([`crate::pod_gc`]). Deleted with
+//! `propagationPolicy: Orphan` or `Foreground` it carries the finalizer
+//! (`orphan`, `foregroundDeletion`) until the planner has released or
+//! deleted every pod it owns ([`ReplicaSetPlan::finalize`]).
+//!
 //! # Status (`calculateStatus`)
 //!
 //! `replicas` (its active pods), `fullyLabeledReplicas` (those carrying
@@ -115,6 +123,9 @@ pub struct ReplicaSetPlan {
     /// When to plan again though nothing changes (a ready pod becomes
     /// available after `minReadySeconds`).
     pub requeue_at: Option<Timestamp>,
+    /// Deleted with `propagationPolicy: Orphan` or `Foreground` and no pod
+    /// is its any more: the loop removes the ReplicaSet now.
+    pub finalize: bool,
 }
 
 impl ReplicaSetPlan {
@@ -126,6 +137,7 @@ impl ReplicaSetPlan {
             && self.release.is_empty()
             && self.events.is_empty()
             && !self.status_changed
+            && !self.finalize
     }
 }
 
@@ -238,6 +250,10 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> ReplicaS
         ));
         return plan;
     };
+    if let Some(policy) = finalizing(&rs.metadata) {
+        finish_deletion(&mut plan, rs, policy, &input.pods, now, rng);
+        return plan;
+    }
     let claimed = claim(rs, &selector, &input.pods);
     plan.adopt = claimed
         .adopt
@@ -338,6 +354,76 @@ fn manage<R: RngCore + ?Sized>(
                     rng,
                 ),
             });
+        }
+    }
+}
+
+/// How an owner being deleted hands over its dependents: by its finalizer
+/// (Kubernetes' `orphan` and `foregroundDeletion`, the DaemonSet's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Dependents keep running without the owner's reference.
+    Orphan,
+    /// Dependents are deleted before the owner.
+    Foreground,
+}
+
+/// The propagation of an object being deleted with a finalizer; `None`
+/// when it is not being deleted, or in the background (the garbage
+/// collector then takes the dependents of an owner that is gone).
+pub fn finalizing(meta: &ObjectMeta) -> Option<Propagation> {
+    meta.deletion_timestamp.as_ref()?;
+    let has = |f: &str| meta.finalizers.iter().any(|x| x == f);
+    if has(crate::daemon::ORPHAN_FINALIZER) {
+        Some(Propagation::Orphan)
+    } else if has(crate::daemon::FOREGROUND_FINALIZER) {
+        Some(Propagation::Foreground)
+    } else {
+        None
+    }
+}
+
+/// A ReplicaSet deleted with `Orphan` releases every pod it owns;
+/// with `Foreground` it deletes them; either way it asks to be removed
+/// once no pod has it as owner.
+fn finish_deletion<R: RngCore + ?Sized>(
+    plan: &mut ReplicaSetPlan,
+    rs: &ReplicaSet,
+    policy: Propagation,
+    all: &[&Pod],
+    now: Timestamp,
+    rng: &mut R,
+) {
+    let uid = rs.metadata.uid.as_str();
+    let owned: Vec<&Pod> = all
+        .iter()
+        .copied()
+        .filter(|p| p.metadata.owner_references.iter().any(|r| r.uid == uid))
+        .collect();
+    plan.finalize = owned.is_empty();
+    for pod in owned {
+        match policy {
+            Propagation::Orphan => {
+                let mut p = pod.clone();
+                p.metadata.owner_references.retain(|r| r.uid != uid);
+                plan.release.push(p);
+            }
+            Propagation::Foreground if !is_terminating(pod) => {
+                plan.delete.push(PodDeletion {
+                    namespace: namespace_of(&pod.metadata).to_owned(),
+                    name: pod.metadata.name.clone(),
+                    uid: pod.metadata.uid.clone(),
+                    event: events::object_event(
+                        rs,
+                        REPLICASET_CONTROLLER,
+                        (drover_api::event_type::NORMAL, reason::SUCCESSFUL_DELETE),
+                        format!("Deleted pod: {}", pod.metadata.name),
+                        now,
+                        rng,
+                    ),
+                });
+            }
+            Propagation::Foreground => {}
         }
     }
 }

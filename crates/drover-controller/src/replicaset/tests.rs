@@ -285,3 +285,35 @@ fn the_same_seed_gives_the_same_plan() {
     let r = rs(5);
     assert_eq!(run(&r, &[], 0), run(&r, &[], 0));
 }
+
+#[test]
+fn orphan_and_foreground_deletion_hand_over_the_pods() {
+    let mut r = rs(2);
+    r.metadata.deletion_timestamp = Some(t(0).to_rfc3339());
+    r.metadata.finalizers = vec!["orphan".into()];
+    let mut failed = pod("failed", Some(&r));
+    failed.status.phase = Some(PodPhase::Failed);
+    let pods = [pod("a", Some(&r)), failed, pod("orphan", None)];
+    let plan = run(&r, &pods, 1);
+    let released: Vec<&str> = plan
+        .release
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    assert_eq!(released, ["a", "failed"]);
+    assert!(plan
+        .release
+        .iter()
+        .all(|p| p.metadata.owner_references.is_empty()));
+    assert!(!plan.finalize && plan.create.is_empty() && plan.adopt.is_empty());
+    assert!(run(&r, &[pod("orphan", None)], 2).finalize);
+
+    r.metadata.finalizers = vec!["foregroundDeletion".into()];
+    let mut leaving = pod("leaving", Some(&r));
+    leaving.metadata.deletion_timestamp = Some(t(0).to_rfc3339());
+    let plan = run(&r, &[pod("a", Some(&r)), leaving.clone()], 3);
+    let deleted: Vec<&str> = plan.delete.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(deleted, ["a"]);
+    assert!(!plan.finalize, "a terminating pod is still its");
+    assert!(run(&r, &[], 4).finalize);
+}
