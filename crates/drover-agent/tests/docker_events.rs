@@ -46,7 +46,7 @@ fn has(evs: &[Event], reason: &str, message: &str) -> bool {
 async fn describe(s: &TestServer, pod: &str) -> String {
     let p = s.pod(pod).await.expect("the pod");
     let evs = events_of(s, pod).await;
-    drover_cli::describe::describe_pod(&p, &evs, SystemTime::now())
+    drover_cli::describe::describe_pod(&p, &evs, None, SystemTime::now())
 }
 
 #[tokio::test]

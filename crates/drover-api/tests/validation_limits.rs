@@ -2,12 +2,12 @@
 //! field path and message): Secret sizes, user and group ids, annotation
 //! sizes, DNS label lengths, controller owner references, PriorityClass
 //! values and preemption policies, env sources, startup probes, the
-//! maxSurge warnings of host ports, and the placement of new pods.
+//! maxSurge warnings of host ports, and new pods with or without a node.
 
 use drover_api::apps_v1::RollingUpdateDaemonSet;
 use drover_api::defaults::default_manifest;
 use drover_api::validation::{
-    is_dns1123_label, validate_manifest, validate_new_pod_placement, DNS1123_LABEL_MAX_LENGTH,
+    is_dns1123_label, validate_manifest, DNS1123_LABEL_MAX_LENGTH,
     TOTAL_ANNOTATION_SIZE_LIMIT,
 };
 use drover_api::{parse_manifests, IntOrString, Manifest, Pod, Secret};
@@ -337,39 +337,20 @@ fn new_pod(owner_kind: Option<&str>, pinned: bool, node_name: &str) -> Pod {
     }
 }
 
+/// A new pod is valid with or without `spec.nodeName`, whoever owns it:
+/// one without waits Pending for the scheduler (or, a DaemonSet's pod
+/// pinned to its node, for the DaemonSet controller).
 #[test]
-fn a_new_pod_needs_a_node_name_unless_it_is_a_daemon_set_pod_pinned_to_its_node() {
-    const REQUIRED: &str = "spec.nodeName: Required value: drover has no scheduler for bare pods: set spec.nodeName to the node that should run this pod, or run it on every node (or those a nodeSelector picks) with a DaemonSet";
-    let placement = |pod: &Pod| -> Vec<String> {
-        match validate_new_pod_placement(pod) {
-            Ok(()) => Vec::new(),
-            Err(invalid) => invalid.errors.iter().map(ToString::to_string).collect(),
-        }
-    };
+fn a_new_pod_is_valid_with_or_without_a_node_name() {
     for owner in [None, Some("DaemonSet"), Some("ReplicaSet")] {
         for pinned in [false, true] {
-            assert_eq!(
-                placement(&new_pod(owner, pinned, "n1")),
-                Vec::<String>::new(),
-                "{owner:?} pinned {pinned}"
-            );
+            for node in ["n1", ""] {
+                let pod = new_pod(owner, pinned, node);
+                if let Err(invalid) = validate_manifest(&Manifest::Pod(Box::new(pod))) {
+                    panic!("{owner:?} pinned {pinned} node {node:?}: {invalid}");
+                }
+            }
         }
-    }
-    assert_eq!(
-        placement(&new_pod(Some("DaemonSet"), true, "")),
-        Vec::<String>::new()
-    );
-    for (owner, pinned) in [
-        (None, false),
-        (None, true),
-        (Some("DaemonSet"), false),
-        (Some("ReplicaSet"), true),
-    ] {
-        assert_eq!(
-            placement(&new_pod(owner, pinned, "")),
-            [REQUIRED],
-            "{owner:?} pinned {pinned}"
-        );
     }
 }
 

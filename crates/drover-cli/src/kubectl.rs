@@ -655,7 +655,15 @@ async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<Strin
         }
         Manifest::Pod(p) => {
             let events = list_all(c, Kind::Event, &p.metadata.namespace, as_event).await?;
-            describe::describe_pod(p, &events, now)
+            // An unbound pod: why it waits, from every node and pod.
+            let waiting = if p.spec.node_name.is_empty() {
+                let pods = list_all(c, Kind::Pod, "", as_pod).await?;
+                let nodes = list_all(c, Kind::Node, "", as_node).await?;
+                describe::waiting(p, &nodes, &pods)
+            } else {
+                None
+            };
+            describe::describe_pod(p, &events, waiting.as_ref(), now)
         }
         Manifest::Node(n) => {
             let pods = list_all(c, Kind::Pod, "", as_pod).await?;

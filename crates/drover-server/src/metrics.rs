@@ -3,7 +3,7 @@
 //! `docs/metrics.md`.
 //!
 //! Two kinds: what is recorded as it happens (store writes and their
-//! duration, controller passes), and what is read when scraped (raft
+//! duration, controller and scheduler passes, pods bound), and what is read when scraped (raft
 //! indexes, sessions, nodes, DaemonSet status counters, pods by phase),
 //! given to [`Metrics::render`] as [`Facts`]. No label names a node or a
 //! pod, so the number of series stays bounded at 10,000 nodes: DaemonSets
@@ -76,6 +76,16 @@ pub struct Metrics {
     pub store_write_duration: Histogram,
     /// How long each pass of the leader's controllers took.
     pub controller_pass_duration: Histogram,
+    /// How long each pass of the leader's scheduler took (one that
+    /// scheduled at least one pod).
+    pub scheduler_pass_duration: Histogram,
+    /// Pods the scheduler bound.
+    pub scheduler_pods_bound: Counter,
+    /// Scheduling attempts that found no node for a pod.
+    pub scheduler_pods_unschedulable: Counter,
+    /// Pods the scheduler preempted (deleted for a pod of higher
+    /// priority).
+    pub scheduler_preemption_victims: Counter,
     raft_term: Gauge,
     raft_is_leader: Gauge,
     raft_commit: Gauge,
@@ -110,6 +120,11 @@ impl Metrics {
             store_write_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             // 1 ms … ~32 s.
             controller_pass_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            // 0.1 ms … ~3 s.
+            scheduler_pass_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            scheduler_pods_bound: Counter::default(),
+            scheduler_pods_unschedulable: Counter::default(),
+            scheduler_preemption_victims: Counter::default(),
             raft_term: Gauge::default(),
             raft_is_leader: Gauge::default(),
             raft_commit: Gauge::default(),
@@ -155,6 +170,26 @@ impl Metrics {
             "drover_controller_pass_duration_seconds",
             "Time of one pass of the leader's controllers (DaemonSets, node lifecycle, pod GC)",
             m.controller_pass_duration.clone(),
+        );
+        registry.register(
+            "drover_scheduler_pass_duration_seconds",
+            "Time of one pass of the leader's scheduler that scheduled pods",
+            m.scheduler_pass_duration.clone(),
+        );
+        registry.register(
+            "drover_scheduler_pods_bound",
+            "Pods the leader's scheduler bound to a node",
+            m.scheduler_pods_bound.clone(),
+        );
+        registry.register(
+            "drover_scheduler_pods_unschedulable",
+            "Scheduling attempts that found no node for a pod",
+            m.scheduler_pods_unschedulable.clone(),
+        );
+        registry.register(
+            "drover_scheduler_preemption_victims",
+            "Pods the scheduler deleted to make room for a pod of higher priority",
+            m.scheduler_preemption_victims.clone(),
         );
         registry.register(
             "drover_agent_sessions",
@@ -237,6 +272,9 @@ mod tests {
         let m = Metrics::new();
         m.write_done(Duration::from_millis(3));
         m.controller_pass_duration.observe(0.02);
+        m.scheduler_pass_duration.observe(0.003);
+        m.scheduler_pods_bound.inc_by(5);
+        m.scheduler_pods_unschedulable.inc();
         let facts = Facts {
             term: 7,
             is_leader: true,
@@ -264,6 +302,11 @@ mod tests {
             "# TYPE drover_store_write_duration_seconds histogram",
             "drover_store_write_duration_seconds_count 1",
             "drover_controller_pass_duration_seconds_count 1",
+            "# TYPE drover_scheduler_pass_duration_seconds histogram",
+            "drover_scheduler_pass_duration_seconds_count 1",
+            "drover_scheduler_pods_bound_total 5",
+            "drover_scheduler_pods_unschedulable_total 1",
+            "drover_scheduler_preemption_victims_total 0",
             "drover_agent_sessions 3",
             "drover_nodes{ready=\"true\"} 2",
             "drover_nodes{ready=\"false\"} 1",

@@ -64,7 +64,7 @@ pub use other_kinds::{
     validate_controller_revision, validate_event, validate_node, validate_node_update,
     validate_priority_class, validate_priority_class_update,
 };
-pub use pod::{validate_new_pod_placement, validate_pod, validate_pod_spec, validate_pod_update};
+pub use pod::{validate_pod, validate_pod_spec, validate_pod_update};
 pub use selectors::{
     validate_label_selector, validate_node_selector, validate_node_selector_term,
     NODE_FIELD_METADATA_NAME,

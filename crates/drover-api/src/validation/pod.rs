@@ -252,29 +252,6 @@ pub fn validate_pod(pod: &Pod) -> Result<(), Invalid> {
     to_result(pod, errors)
 }
 
-/// What the API refuses of a new pod beyond [`validate_pod`]: one without
-/// `spec.nodeName`. Kubernetes' scheduler would place it; drover has none
-/// (DaemonSet pods are bound by the controller), and such a pod would stay
-/// Pending for ever with no reason. Static pod manifests are not subject to
-/// it (their agent binds them to its node).
-pub fn validate_new_pod_placement(pod: &Pod) -> Result<(), Invalid> {
-    let mut errors = Vec::new();
-    // A DaemonSet's pod that does not fit its node yet waits unbound,
-    // pinned to that node by its node affinity (the controller binds it).
-    let daemon_pending = pod
-        .metadata
-        .controller_ref()
-        .is_some_and(|o| o.kind == "DaemonSet")
-        && crate::node_affinity::pinned_node(&pod.spec).is_some();
-    if pod.spec.node_name.is_empty() && !daemon_pending {
-        errors.push(FieldError::required(
-            &Path::new("spec").child("nodeName"),
-            "drover has no scheduler for bare pods: set spec.nodeName to the node that should run this pod, or run it on every node (or those a nodeSelector picks) with a DaemonSet",
-        ));
-    }
-    to_result(pod, errors)
-}
-
 /// Validates an update of a pod: besides [`validate_pod`], only container
 /// images may change, tolerations may only be added, and `nodeName` may
 /// only be set when it was empty.

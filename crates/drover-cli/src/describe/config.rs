@@ -129,7 +129,7 @@ mod tests {
         let Manifest::Pod(p) = drover_api::parse_manifests(yaml).unwrap().remove(0) else {
             panic!("a pod")
         };
-        let text = super::super::describe_pod(&p, &[], now());
+        let text = super::super::describe_pod(&p, &[], None, now());
         for line in [
             "    Environment Variables from:\n      app  ConfigMap with prefix 'APP_'  Optional: false\n      s    Secret                        Optional: true\n",
             "      P:     <set to the key 'password' in secret 'db'>   Optional: false\n",

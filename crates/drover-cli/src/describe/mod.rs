@@ -1,6 +1,8 @@
 //! `describe` in kubectl's layout (the same keys, order and alignment as
 //! `kubectl describe`), plus what kubectl does not say: for a DaemonSet,
-//! every node that has no pod of it and why ("Nodes without a pod:").
+//! every node that has no pod of it and why ("Nodes without a pod:"), and
+//! for a pod that waits unbound, its scheduler and every node that does
+//! not fit it (`pending.rs`).
 //!
 //! Pure: the objects and "now" in, text out. Text is written with tabs and
 //! aligned at the end by [`crate::tabwriter`], as kubectl does.
@@ -17,6 +19,7 @@ mod config;
 mod daemon_set;
 mod layout;
 mod node;
+mod pending;
 mod pod;
 mod pod_template;
 
@@ -29,5 +32,6 @@ pub use config::{
 pub use daemon_set::describe_daemon_set;
 pub use layout::{events_for, format_toleration};
 pub use node::describe_node;
+pub use pending::{waiting, Waiting};
 pub use pod::{describe_pod, qos_class};
 pub use pod_template::{describe_pod_template, format_probe};

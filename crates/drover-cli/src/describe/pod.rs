@@ -3,6 +3,7 @@
 use super::layout::{
     annotations_multiline, events, events_for, labels_multiline, tolerations_multiline, W,
 };
+use super::pending::Waiting;
 use super::pod_template::{containers, volumes};
 use crate::timefmt::{age, describe_time};
 use drover_api::{Event, Pod, PodPhase, PodSpec};
@@ -37,8 +38,14 @@ pub fn qos_class(spec: &PodSpec) -> &'static str {
     }
 }
 
-/// `describe pod NAME`.
-pub fn describe_pod(p: &Pod, all_events: &[Event], now: SystemTime) -> String {
+/// `describe pod NAME`; `waiting` says why an unbound pod waits
+/// ([`super::pending::waiting`]).
+pub fn describe_pod(
+    p: &Pod,
+    all_events: &[Event],
+    waiting: Option<&Waiting>,
+    now: SystemTime,
+) -> String {
     let mut w = W::default();
     let m = &p.metadata;
     w.w(0, format!("Name:\t{}\n", m.name));
@@ -112,6 +119,9 @@ pub fn describe_pod(p: &Pod, all_events: &[Event], now: SystemTime) -> String {
     w.w(0, format!("QoS Class:\t{}\n", qos_class(&p.spec)));
     labels_multiline(&mut w, "Node-Selectors", &p.spec.node_selector);
     tolerations_multiline(&mut w, "Tolerations", &p.spec.tolerations);
+    if let Some(waiting) = waiting {
+        super::pending::section(&mut w, waiting);
+    }
     let evs = events_for(all_events, "Pod", &m.namespace, &m.name, &m.uid);
     events(&mut w, &evs, now);
     w.finish()
@@ -156,7 +166,7 @@ status:
     state: {running: {startedAt: "2024-05-03T15:01:00Z"}}
     lastState: {terminated: {exitCode: 1, reason: Error, startedAt: "2024-05-03T15:00:10Z", finishedAt: "2024-05-03T15:00:50Z"}}
 "#);
-        let text = describe_pod(&p, &[], now());
+        let text = describe_pod(&p, &[], None, now());
         // Go's tabwriter: a line without a tab ("IPs:", "Command:") ends an
         // alignment block, as in kubectl's own output.
         let want = "\

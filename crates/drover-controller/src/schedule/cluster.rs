@@ -226,14 +226,22 @@ impl<'a> Cluster<'a> {
     /// The cluster of `nodes` and `pods` (every pod of every namespace;
     /// unbound, terminated pods and pods of unknown nodes are left out,
     /// except that an unbound pod nominated to a node holds its room).
-    pub fn new(nodes: &'a [Node], pods: impl IntoIterator<Item = &'a Pod>) -> Self {
+    pub fn new(
+        nodes: impl IntoIterator<Item = &'a Node>,
+        pods: impl IntoIterator<Item = &'a Pod>,
+    ) -> Self {
+        let nodes: Vec<NodeInfo<'a>> = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| NodeInfo::new(i, n))
+            .collect();
+        let mut index = FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
+        for (i, n) in nodes.iter().enumerate() {
+            index.insert(n.name(), i);
+        }
         let mut cluster = Cluster {
-            nodes: nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| NodeInfo::new(i, n))
-                .collect(),
-            index: FastMap::with_capacity_and_hasher(nodes.len(), Default::default()),
+            nodes,
+            index,
             pods: Vec::new(),
             classes: Vec::new(),
             class_index: FastMap::default(),
@@ -243,9 +251,6 @@ impl<'a> Cluster<'a> {
             percentage: 0,
             next_start: 0,
         };
-        for (i, n) in nodes.iter().enumerate() {
-            cluster.index.insert(n.metadata.name.as_str(), i);
-        }
         for pod in pods {
             if terminated(pod) {
                 continue;

@@ -38,8 +38,13 @@
 //! batch starts where it stopped. Not done as kube-scheduler does:
 //! nominated pods hold their room whatever
 //! their priority; PodTopologySpread's system default constraints,
-//! `matchLabelKeys`/`mismatchLabelKeys` of pod affinity terms, volumes,
-//! ImageLocality and preemption are not implemented.
+//! `matchLabelKeys`/`mismatchLabelKeys` of pod affinity terms, volumes and
+//! ImageLocality are not implemented; preemption ([`preemption`]) is
+//! chosen for resources and host ports only.
+//!
+//! [`Backlog`] decides which pending pods a pass schedules: new ones at
+//! once, unschedulable ones again only when something they depend on
+//! changed.
 //!
 //! ```
 //! use drover_api::{Node, Pod};
@@ -62,6 +67,8 @@ mod cluster;
 mod filters;
 mod hash;
 mod interpod;
+mod preempt;
+mod queue;
 mod reasons;
 mod scores;
 mod spread;
@@ -79,6 +86,8 @@ use rand::RngCore;
 
 pub use cluster::{Cluster, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
 pub use filters::{node_affinity_prefilter, node_name, node_unschedulable, taint_toleration};
+pub use preempt::{preemption, Preemption};
+pub use queue::{is_pending, scheduler_name, Backlog, Changes, DEFAULT_SCHEDULER};
 pub use reasons::{Reason, Unschedulable};
 pub use scores::MAX_NODE_SCORE;
 pub use spread::HOSTNAME_LABEL;

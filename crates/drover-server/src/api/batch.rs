@@ -1,5 +1,6 @@
 //! Many writes in few raft proposals: the controllers' creates and deletes
-//! of one pass, and the events they and the agents record.
+//! of one pass, the scheduler's bindings, and the events they and the
+//! agents record.
 //!
 //! [`Objects::execute`] takes typed writes, each with its precondition (a
 //! create needs the name free, a delete the revision it was read at),
@@ -11,7 +12,8 @@
 //! by one, each with its own outcome. Every write answers its own result,
 //! in the order given, as if it had been written alone.
 
-use super::codec::{key, revision_of};
+use super::codec::{encode_for_write, key, revision_of};
+use drover_api::validation::validate_manifest;
 use super::{prepare_new, Objects};
 use crate::error::ApiError;
 use drover_api::{Kind, Manifest, ObjectMeta};
@@ -35,6 +37,12 @@ pub enum Write {
     /// Delete the object `meta` describes if it is still at the version
     /// it was read at (as [`Objects::delete_read`]).
     Delete(Kind, Box<ObjectMeta>),
+    /// Replace the object if it is still at the version it was read at
+    /// (its `metadata.resourceVersion`, required): a controller's change
+    /// of an object it read (the scheduler's binding and its
+    /// `PodScheduled` condition). Checked with [`validate_manifest`], not
+    /// as a user's update: the caller changes only what it owns.
+    Update(Manifest),
 }
 
 /// What one write did.
@@ -44,13 +52,17 @@ pub enum Written {
     Created(Manifest),
     /// Deleted at this revision.
     Deleted(u64),
+    /// Replaced, with its new resourceVersion.
+    Updated(Manifest),
 }
 
 impl Written {
     /// The revision the write was applied at.
     pub fn revision(&self) -> u64 {
         match self {
-            Written::Created(m) => m.metadata().resource_version.parse().unwrap_or(0),
+            Written::Created(m) | Written::Updated(m) => {
+                m.metadata().resource_version.parse().unwrap_or(0)
+            }
             Written::Deleted(r) => *r,
         }
     }
@@ -61,8 +73,9 @@ struct Ready {
     at: usize,
     op: op::Op,
     bytes: usize,
-    /// The created object (its resourceVersion set once written).
-    created: Option<Manifest>,
+    /// The created or replaced object (its resourceVersion set once
+    /// written).
+    object: Option<(Manifest, bool)>,
 }
 
 impl Objects {
@@ -124,17 +137,24 @@ impl Objects {
 
     async fn single(&self, r: Ready) -> Result<Written, ApiError> {
         let created = r
-            .created
+            .object
             .as_ref()
-            .map(|m| (Kind::of(m), m.name().to_string()));
+            .filter(|(_, create)| *create)
+            .map(|(m, _)| (Kind::of(m), m.name().to_string()));
+        let updated = r
+            .object
+            .as_ref()
+            .filter(|(_, create)| !*create)
+            .map(|(m, _)| (Kind::of(m), m.name().to_string()));
         let w = self
             .write(r.op.clone())
             .await
-            .map_err(|e| match (e, &created) {
-                (ApiError::AlreadyExists(_), Some((kind, name))) => {
+            .map_err(|e| match (e, &created, &updated) {
+                (ApiError::AlreadyExists(_), Some((kind, name)), _) => {
                     ApiError::already_exists(*kind, name)
                 }
-                (e, _) => e,
+                (ApiError::Conflict(_), _, Some((kind, name))) => ApiError::conflict(*kind, name),
+                (e, _, _) => e,
             })?;
         Ok(written(r, w.revision))
     }
@@ -149,10 +169,14 @@ fn is_precondition(e: &ApiError) -> bool {
 }
 
 fn written(r: Ready, revision: u64) -> Written {
-    match r.created {
-        Some(mut m) => {
+    match r.object {
+        Some((mut m, create)) => {
             m.metadata_mut().resource_version = revision.to_string();
-            Written::Created(m)
+            if create {
+                Written::Created(m)
+            } else {
+                Written::Updated(m)
+            }
         }
         None => Written::Deleted(revision),
     }
@@ -166,7 +190,7 @@ fn prepare(at: usize, w: Write) -> Result<Ready, ApiError> {
                 at,
                 bytes: create.value.len(),
                 op: op::Op::Create(create),
-                created: Some(m),
+                object: Some((m, true)),
             })
         }
         Write::Delete(kind, meta) => {
@@ -179,7 +203,23 @@ fn prepare(at: usize, w: Write) -> Result<Ready, ApiError> {
                     key: key(kind, &meta.namespace, &meta.name),
                     expected_revision: rev,
                 }),
-                created: None,
+                object: None,
+            })
+        }
+        Write::Update(m) => {
+            validate_manifest(&m).map_err(|e| ApiError::invalid(vec![e]))?;
+            let rev = revision_of(m.metadata())?;
+            let value = encode_for_write(&m)?;
+            Ok(Ready {
+                at,
+                bytes: value.len(),
+                op: op::Op::Update(pb::Update {
+                    key: key(Kind::of(&m), m.namespace(), m.name()),
+                    value,
+                    expected_revision: rev,
+                    upsert: false,
+                }),
+                object: Some((m, false)),
             })
         }
     }
@@ -196,6 +236,7 @@ fn chunks(ready: Vec<Ready>) -> Vec<Vec<Ready>> {
         let k = match &r.op {
             op::Op::Create(c) => c.key.clone(),
             op::Op::Delete(d) => d.key.clone(),
+            op::Op::Update(u) => u.key.clone(),
             _ => String::new(),
         };
         let full = cur.len() >= MAX_OPS || bytes + r.bytes > MAX_BYTES || keys.contains(&k);
@@ -226,7 +267,7 @@ mod tests {
                 key: key.into(),
                 expected_revision: 1,
             }),
-            created: None,
+            object: None,
         }
     }
 

@@ -422,8 +422,6 @@ impl Objects {
     }
 }
 
-/// Validates an object the API is asked to create: [`validate_manifest`],
-/// and a pod must name its node (drover has no scheduler).
 /// What a create writes: `m` with its defaults, checked, given its
 /// identity (uid, creationTimestamp, generation 1), and encoded under its
 /// key.
@@ -442,10 +440,9 @@ pub(crate) fn prepare_new(m: &mut Manifest) -> Result<pb::Create, ApiError> {
     })
 }
 
+/// Validates an object the API is asked to create. A pod without
+/// `spec.nodeName` is accepted Pending: the scheduler binds it
+/// (`loops/scheduler.rs`).
 pub(crate) fn validate_new(m: &Manifest) -> Result<(), drover_api::Invalid> {
-    validate_manifest(m)?;
-    if let Manifest::Pod(p) = m {
-        drover_api::validation::validate_new_pod_placement(p)?;
-    }
-    Ok(())
+    validate_manifest(m)
 }

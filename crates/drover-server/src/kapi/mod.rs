@@ -15,8 +15,10 @@
 //! |---|---|
 //! | `GET` every path (discovery, OpenAPI, get, list, watch, `pods/log`) | admin, viewer, member |
 //! | `POST`, `PUT`, `PATCH`, `DELETE`; `pods/exec` (any method) | admin, member |
+//! | `POST` `pods/binding` ([`binding`]) | admin |
 //! | anything | nobody else: no credential or a wrong token is 401, a node certificate (or a viewer writing) 403 |
 
+pub mod binding;
 pub mod cached;
 pub mod discovery;
 pub mod exec;
@@ -283,7 +285,7 @@ async fn serve(
     } else {
         Access::Write
     };
-    authorize(&ctx, &peer, &headers, access)?;
+    let caller = authorize(&ctx, &peer, &headers, access)?;
     let route = route(uri.path())?;
     let query = Query::parse(uri.query())?;
     let objects = Objects::new(ctx.clone());
@@ -384,6 +386,15 @@ async fn serve(
     } else {
         (content_type, bytes)
     };
+    if t.kind == Kind::Pod && t.sub.as_deref() == Some("binding") {
+        if method != Method::POST {
+            return Err(Refusal::method_not_allowed(format!(
+                "{method} is not allowed on pods/binding: POST a v1 Binding"
+            )));
+        }
+        binding::may_bind(&caller)?;
+        return binding::bind(&objects, &t, &bytes).await;
+    }
     let req = write::WriteRequest {
         target: t,
         query,

@@ -559,7 +559,7 @@ impl Leading {
         for (c, r) in plan.create.iter().zip(created) {
             let r = r.map(|w| match w {
                 Written::Created(m) => m,
-                Written::Deleted(_) => Manifest::Pod(Box::new(c.pod.clone())),
+                Written::Deleted(_) | Written::Updated(_) => Manifest::Pod(Box::new(c.pod.clone())),
             });
             match r {
                 Ok(m) => {
@@ -675,7 +675,7 @@ const EVENT_BATCHES: usize = 64;
 
 /// The controllers' event writer: writes what it is handed, up to
 /// [`CONCURRENT_WRITES`] at once, until the leader's controllers stop.
-fn event_writer(objects: Objects) -> tokio::sync::mpsc::Sender<Vec<drover_api::Event>> {
+pub(super) fn event_writer(objects: Objects) -> tokio::sync::mpsc::Sender<Vec<drover_api::Event>> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<drover_api::Event>>(EVENT_BATCHES);
     tokio::spawn(async move {
         while let Some(mut events) = rx.recv().await {

@@ -3,6 +3,8 @@
 //!
 //! - [`controller`]: on the leader, the DaemonSet controller (with its
 //!   ControllerRevisions, [`revisions`]) and the node lifecycle controller;
+//! - [`scheduler`]: on the leader, the scheduler that binds pods without
+//!   `spec.nodeName`;
 //! - [`session`]: one agent's session (pushing its pods, writing what it
 //!   reports);
 //! - [`mirror`]: mirror pods kept in step with a node's static pods;
@@ -16,6 +18,7 @@ pub mod events;
 pub mod heartbeats;
 pub mod mirror;
 pub mod revisions;
+pub mod scheduler;
 pub mod session;
 pub mod snapshots;
 pub mod tokens;
