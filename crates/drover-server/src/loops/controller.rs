@@ -59,7 +59,7 @@ impl Default for ControllerConfig {
 /// Writes of one pass in flight at once.
 const CONCURRENT_WRITES: usize = 512;
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     Timestamp::from(SystemTime::now())
 }
 
@@ -126,7 +126,7 @@ const MAX_POD_MARK_DELAY: Duration = Duration::from_secs(2);
 
 /// While the controllers wait for their view to hold their own writes,
 /// they warn this often (they never plan on a view without them).
-const VIEW_WARN_EVERY: Duration = Duration::from_secs(10);
+pub(super) const VIEW_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the leader looks for expired events.
 const EVENT_GC_EVERY: Duration = Duration::from_secs(60);
@@ -204,19 +204,8 @@ impl Leading {
         }
     }
 
-    /// The store's last change, as of a ReadIndex round; retried until it
-    /// answers (whoever runs this cancels it when leadership is lost).
     async fn committed(&self) -> u64 {
-        loop {
-            let store = &self.ctx.store;
-            match self.ctx.read(|| store.consistent_revision()).await {
-                Ok(r) => return r,
-                Err(e) => {
-                    tracing::info!("the controllers wait for a ReadIndex round: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
+        committed(&self.ctx).await
     }
 
     /// One pass of both controllers. Answers the highest revision written
@@ -666,6 +655,21 @@ impl Leading {
     async fn record(&self, events: Vec<drover_api::Event>) {
         if !events.is_empty() {
             let _ = self.events.send(events).await;
+        }
+    }
+}
+
+/// The store's last change, as of a ReadIndex round; retried until it
+/// answers (whoever runs this cancels it when leadership is lost).
+pub(super) async fn committed(ctx: &Ctx) -> u64 {
+    loop {
+        let store = &ctx.store;
+        match ctx.read(|| store.consistent_revision()).await {
+            Ok(r) => return r,
+            Err(e) => {
+                tracing::info!("the controllers wait for a ReadIndex round: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 }
