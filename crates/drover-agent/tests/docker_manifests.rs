@@ -82,8 +82,8 @@ const FLUENTD_CONFIG: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: 
 const ROLLING: &str = include_str!("../../drover-api/tests/data/03-busybox-rolling.yaml");
 /// Run from `--manifest-dir`, as a static pod.
 const STATIC: &str = include_str!("../../drover-api/tests/data/08-static-pod.yaml");
-// 10-deployment-antiaffinity.yaml is a Deployment, which drover refuses
-// (drover-api's tests/manifests.rs): nothing to run.
+// 10-deployment-antiaffinity.yaml is a Deployment: its pods need the
+// ReplicaSet controller and the scheduler, not tested here.
 
 // ------------------------------------------------------------ fixtures
 

@@ -6,6 +6,16 @@ use crate::core_v1::{ConditionStatus, PodTemplateSpec};
 use crate::meta::{IntOrString, LabelSelector, ObjectMeta};
 use crate::serde_util::EnumField;
 
+/// The label a Deployment puts on its ReplicaSets, their selectors and
+/// their pods: the hash of the pod template (Kubernetes'
+/// `DefaultDeploymentUniqueLabelKey`).
+pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+
+/// The annotation of a Deployment and of its ReplicaSets that numbers its
+/// revisions (Kubernetes' `RevisionAnnotation`): what `rollout history`
+/// lists and `rollout undo --to-revision` picks.
+pub const DEPLOYMENT_REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+
 api_struct! {
     @resource "apps", "apps/v1", "DaemonSet", namespaced = true;
     /// One pod on every eligible node.

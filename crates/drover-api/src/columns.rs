@@ -6,8 +6,8 @@
 use crate::selector::Selector;
 use crate::timefmt::age;
 use crate::{
-    ContainerStatus, ControllerRevision, DaemonSet, Event, Kind, Labels, Manifest, Node, Pod,
-    PodPhase,
+    Container, ContainerStatus, ControllerRevision, DaemonSet, Event, Kind, LabelSelector, Labels,
+    Manifest, Node, Pod, PodPhase,
 };
 use std::time::SystemTime;
 
@@ -40,6 +40,18 @@ pub fn headers(kind: Kind, o: &TableOptions) -> Vec<&'static str> {
                 "NODE SELECTOR",
                 "AGE",
             ]);
+            if o.wide {
+                h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+            }
+        }
+        Kind::Deployment => {
+            h.extend(["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+            if o.wide {
+                h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+            }
+        }
+        Kind::ReplicaSet => {
+            h.extend(["NAME", "DESIRED", "CURRENT", "READY", "AGE"]);
             if o.wide {
                 h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
             }
@@ -100,6 +112,37 @@ pub fn row(m: &Manifest, o: &TableOptions) -> Vec<String> {
     }
     match m {
         Manifest::DaemonSet(ds) => r.extend(daemon_set_row(ds, o)),
+        Manifest::Deployment(d) => {
+            let st = &d.status;
+            r.extend([
+                d.metadata.name.clone(),
+                format!("{}/{}", st.ready_replicas, d.spec.replicas.unwrap_or(1)),
+                st.updated_replicas.to_string(),
+                st.available_replicas.to_string(),
+                age(d.metadata.creation_timestamp.as_deref(), o.now),
+            ]);
+            if o.wide {
+                r.extend(wide_cells(
+                    &d.spec.template.spec.containers,
+                    d.spec.selector.as_ref(),
+                ));
+            }
+        }
+        Manifest::ReplicaSet(rs) => {
+            r.extend([
+                rs.metadata.name.clone(),
+                rs.spec.replicas.unwrap_or(1).to_string(),
+                rs.status.replicas.to_string(),
+                rs.status.ready_replicas.to_string(),
+                age(rs.metadata.creation_timestamp.as_deref(), o.now),
+            ]);
+            if o.wide {
+                r.extend(wide_cells(
+                    &rs.spec.template.spec.containers,
+                    rs.spec.selector.as_ref(),
+                ));
+            }
+        }
         Manifest::Pod(p) => r.extend(pod_row(p, o)),
         Manifest::Node(n) => r.extend(node_row(n, o)),
         Manifest::Event(e) => r.extend(event_row(e, o)),
@@ -153,7 +196,12 @@ pub fn format_labels(labels: &Labels) -> String {
 /// A DaemonSet's selector as kubectl prints it: `app=x,tier in (a,b)`,
 /// `<none>` when empty, `<error>` when it is not valid.
 pub fn format_selector(ds: &DaemonSet) -> String {
-    let Some(sel) = &ds.spec.selector else {
+    format_label_selector(ds.spec.selector.as_ref())
+}
+
+/// A label selector as kubectl prints it (see [`format_selector`]).
+pub fn format_label_selector(selector: Option<&LabelSelector>) -> String {
+    let Some(sel) = selector else {
         return "<none>".into();
     };
     match Selector::from_label_selector(sel) {
@@ -176,24 +224,30 @@ fn daemon_set_row(ds: &DaemonSet, o: &TableOptions) -> Vec<String> {
         age(ds.metadata.creation_timestamp.as_deref(), o.now),
     ];
     if o.wide {
-        let containers = &ds.spec.template.spec.containers;
-        r.push(
-            containers
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        r.push(
-            containers
-                .iter()
-                .map(|c| c.image.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        r.push(format_selector(ds));
+        r.extend(wide_cells(
+            &ds.spec.template.spec.containers,
+            ds.spec.selector.as_ref(),
+        ));
     }
     r
+}
+
+/// The CONTAINERS, IMAGES and SELECTOR cells that `-o wide` adds to the
+/// tables of DaemonSets, Deployments and ReplicaSets.
+fn wide_cells(containers: &[Container], selector: Option<&LabelSelector>) -> [String; 3] {
+    [
+        containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        containers
+            .iter()
+            .map(|c| c.image.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        format_label_selector(selector),
+    ]
 }
 
 /// The reason a pod's STATUS column shows, as kubectl's `printPod` works it

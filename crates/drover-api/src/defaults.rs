@@ -15,8 +15,16 @@
 //! | `fieldRef.apiVersion` | `v1` |
 //! | DaemonSet `updateStrategy` | `RollingUpdate`, `maxUnavailable` 1, `maxSurge` 0 |
 //! | DaemonSet `revisionHistoryLimit` | 10 |
+//! | Deployment `replicas` | 1 |
+//! | Deployment `strategy` | `RollingUpdate`, `maxUnavailable` 25%, `maxSurge` 25% |
+//! | Deployment `revisionHistoryLimit` | 10 |
+//! | Deployment `progressDeadlineSeconds` | 600 |
+//! | ReplicaSet `replicas` | 1 |
 
-use crate::apps_v1::{DaemonSet, DaemonSetUpdateStrategyType, RollingUpdateDaemonSet};
+use crate::apps_v1::{
+    DaemonSet, DaemonSetUpdateStrategyType, Deployment, DeploymentStrategyType, ReplicaSet,
+    RollingUpdateDaemonSet, RollingUpdateDeployment,
+};
 use crate::core_v1::{
     Container, HttpGetAction, LifecycleHandler, Pod, PodSpec, Probe, Protocol, PullPolicy,
     RestartPolicy, UriScheme,
@@ -26,8 +34,13 @@ use crate::meta::IntOrString;
 
 /// Default grace period between the stop signal and the kill.
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
-/// Default number of old ControllerRevisions a DaemonSet keeps.
+/// Default number of old ControllerRevisions a DaemonSet keeps (and of old
+/// ReplicaSets a Deployment keeps).
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+/// Default seconds a Deployment's rollout may make no progress.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
+/// Default `maxSurge` and `maxUnavailable` of a Deployment.
+pub const DEFAULT_DEPLOYMENT_MAX_SURGE_UNAVAILABLE: &str = "25%";
 
 /// The pull policy Kubernetes gives an image: `Always` when its tag is
 /// `latest` or it has no tag nor digest, `IfNotPresent` otherwise.
@@ -150,10 +163,42 @@ pub fn default_daemon_set(ds: &mut DaemonSet) {
     default_pod_spec(&mut ds.spec.template.spec);
 }
 
+/// Fills in the defaults of a Deployment (and of its pod template), as the
+/// API server's `SetDefaults_Deployment` does for apps/v1.
+pub fn default_deployment(deployment: &mut Deployment) {
+    let spec = &mut deployment.spec;
+    spec.replicas.get_or_insert(1);
+    let strategy = &mut spec.strategy;
+    let kind = strategy
+        .r#type
+        .get_or_insert(DeploymentStrategyType::RollingUpdate);
+    if *kind == DeploymentStrategyType::RollingUpdate {
+        let rolling = strategy
+            .rolling_update
+            .get_or_insert_with(RollingUpdateDeployment::default);
+        let quarter = || IntOrString::String(DEFAULT_DEPLOYMENT_MAX_SURGE_UNAVAILABLE.into());
+        rolling.max_unavailable.get_or_insert_with(quarter);
+        rolling.max_surge.get_or_insert_with(quarter);
+    }
+    spec.revision_history_limit
+        .get_or_insert(DEFAULT_REVISION_HISTORY_LIMIT);
+    spec.progress_deadline_seconds
+        .get_or_insert(DEFAULT_PROGRESS_DEADLINE_SECONDS);
+    default_pod_spec(&mut spec.template.spec);
+}
+
+/// Fills in the defaults of a ReplicaSet (and of its pod template).
+pub fn default_replica_set(rs: &mut ReplicaSet) {
+    rs.spec.replicas.get_or_insert(1);
+    default_pod_spec(&mut rs.spec.template.spec);
+}
+
 /// Fills in the defaults of any manifest.
 pub fn default_manifest(manifest: &mut Manifest) {
     match manifest {
         Manifest::DaemonSet(ds) => default_daemon_set(ds),
+        Manifest::Deployment(d) => default_deployment(d),
+        Manifest::ReplicaSet(rs) => default_replica_set(rs),
         Manifest::Pod(pod) => default_pod(pod),
         Manifest::PriorityClass(pc) => {
             if pc.preemption_policy.is_none() {

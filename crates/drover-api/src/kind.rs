@@ -13,6 +13,10 @@ pub enum Kind {
     Pod,
     /// `apps/v1` DaemonSet.
     DaemonSet,
+    /// `apps/v1` Deployment.
+    Deployment,
+    /// `apps/v1` ReplicaSet.
+    ReplicaSet,
     /// `apps/v1` ControllerRevision.
     ControllerRevision,
     /// `v1` Event.
@@ -29,15 +33,17 @@ pub enum Kind {
     ServiceAccount,
 }
 
-/// A name that is not a kind drover has (`deployments`, `pods.apps`).
+/// A name that is not a kind drover has (`statefulsets`, `pods.apps`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), pods (po), nodes (no), events (ev), controllerrevisions, priorityclasses (pc), configmaps (cm), secrets, namespaces (ns), serviceaccounts (sa))")]
+#[error("the server doesn't have a resource type {0:?} (drover has daemonsets (ds), deployments (deploy), replicasets (rs), pods (po), nodes (no), events (ev), controllerrevisions, priorityclasses (pc), configmaps (cm), secrets, namespaces (ns), serviceaccounts (sa))")]
 pub struct UnknownKind(pub String);
 
 impl Kind {
     /// Every kind, in the order `drover` lists them.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 12] = [
         Kind::DaemonSet,
+        Kind::Deployment,
+        Kind::ReplicaSet,
         Kind::Pod,
         Kind::Node,
         Kind::Event,
@@ -57,6 +63,8 @@ impl Kind {
         let (base, group) = lower.split_once('.').unwrap_or((&lower, ""));
         let kind = match base {
             "ds" | "daemonset" | "daemonsets" => Kind::DaemonSet,
+            "deploy" | "deployment" | "deployments" => Kind::Deployment,
+            "rs" | "replicaset" | "replicasets" => Kind::ReplicaSet,
             "po" | "pod" | "pods" => Kind::Pod,
             "no" | "node" | "nodes" => Kind::Node,
             "ev" | "event" | "events" => Kind::Event,
@@ -80,6 +88,8 @@ impl Kind {
             Manifest::Node(_) => Kind::Node,
             Manifest::Pod(_) => Kind::Pod,
             Manifest::DaemonSet(_) => Kind::DaemonSet,
+            Manifest::Deployment(_) => Kind::Deployment,
+            Manifest::ReplicaSet(_) => Kind::ReplicaSet,
             Manifest::ControllerRevision(_) => Kind::ControllerRevision,
             Manifest::Event(_) => Kind::Event,
             Manifest::PriorityClass(_) => Kind::PriorityClass,
@@ -93,7 +103,9 @@ impl Kind {
     /// The API group: `""` for core, `"apps"`.
     pub fn group(self) -> &'static str {
         match self {
-            Kind::DaemonSet | Kind::ControllerRevision => "apps",
+            Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet | Kind::ControllerRevision => {
+                "apps"
+            }
             Kind::PriorityClass => "scheduling.k8s.io",
             _ => "",
         }
@@ -105,6 +117,8 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Pod => "Pod",
             Kind::DaemonSet => "DaemonSet",
+            Kind::Deployment => "Deployment",
+            Kind::ReplicaSet => "ReplicaSet",
             Kind::ControllerRevision => "ControllerRevision",
             Kind::Event => "Event",
             Kind::PriorityClass => "PriorityClass",
@@ -121,6 +135,8 @@ impl Kind {
             Kind::Node => "nodes",
             Kind::Pod => "pods",
             Kind::DaemonSet => "daemonsets",
+            Kind::Deployment => "deployments",
+            Kind::ReplicaSet => "replicasets",
             Kind::ControllerRevision => "controllerrevisions",
             Kind::Event => "events",
             Kind::PriorityClass => "priorityclasses",
@@ -135,6 +151,8 @@ impl Kind {
     pub fn singular(self) -> &'static str {
         match self {
             Kind::DaemonSet => "daemonset.apps",
+            Kind::Deployment => "deployment.apps",
+            Kind::ReplicaSet => "replicaset.apps",
             Kind::Pod => "pod",
             Kind::Node => "node",
             Kind::Event => "event",
@@ -152,6 +170,8 @@ impl Kind {
     pub fn resource(self) -> &'static str {
         match self {
             Kind::DaemonSet => "daemonsets.apps",
+            Kind::Deployment => "deployments.apps",
+            Kind::ReplicaSet => "replicasets.apps",
             Kind::ControllerRevision => "controllerrevisions.apps",
             Kind::PriorityClass => "priorityclasses.scheduling.k8s.io",
             other => other.plural(),
@@ -162,6 +182,8 @@ impl Kind {
     pub fn short_names(self) -> &'static [&'static str] {
         match self {
             Kind::DaemonSet => &["ds"],
+            Kind::Deployment => &["deploy"],
+            Kind::ReplicaSet => &["rs"],
             Kind::Pod => &["po"],
             Kind::Node => &["no"],
             Kind::Event => &["ev"],
@@ -177,7 +199,9 @@ impl Kind {
     /// `apiVersion` of the kind's objects: `apps/v1`, `v1`.
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::DaemonSet | Kind::ControllerRevision => "apps/v1",
+            Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet | Kind::ControllerRevision => {
+                "apps/v1"
+            }
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             _ => "v1",
         }
@@ -201,6 +225,12 @@ mod tests {
             ("DaemonSets", Kind::DaemonSet),
             ("DaemonSet", Kind::DaemonSet),
             ("daemonsets.apps", Kind::DaemonSet),
+            ("deploy", Kind::Deployment),
+            ("Deployment", Kind::Deployment),
+            ("deployments.apps", Kind::Deployment),
+            ("rs", Kind::ReplicaSet),
+            ("replicaset", Kind::ReplicaSet),
+            ("replicasets.apps", Kind::ReplicaSet),
             ("po", Kind::Pod),
             ("pod", Kind::Pod),
             ("no", Kind::Node),
@@ -219,9 +249,9 @@ mod tests {
         ] {
             assert_eq!(Kind::parse(s).unwrap(), k, "{s}");
         }
-        let e = Kind::parse("deployments").unwrap_err().to_string();
+        let e = Kind::parse("statefulsets").unwrap_err().to_string();
         assert!(
-            e.starts_with("the server doesn't have a resource type \"deployments\""),
+            e.starts_with("the server doesn't have a resource type \"statefulsets\""),
             "{e}"
         );
         assert_eq!(
@@ -229,6 +259,9 @@ mod tests {
             Err(UnknownKind("pods.apps".into()))
         );
         assert!(Kind::parse("daemonsets.batch").is_err());
+        assert!(Kind::parse("deployments.extensions").is_err());
+        assert_eq!(Kind::Deployment.resource(), "deployments.apps");
+        assert_eq!(Kind::ReplicaSet.api_version(), "apps/v1");
         assert_eq!(Kind::DaemonSet.singular(), "daemonset.apps");
         assert_eq!(Kind::DaemonSet.resource(), "daemonsets.apps");
         assert_eq!(Kind::Pod.resource(), "pods");

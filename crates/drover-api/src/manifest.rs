@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::apps_v1::{ControllerRevision, DaemonSet};
+use crate::apps_v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
 use crate::config_v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use crate::core_v1::{Event, Node, Pod};
 use crate::meta::ObjectMeta;
@@ -33,6 +33,10 @@ use crate::unknown::{unknown_fields, FieldValidation, UnknownField};
 use crate::validation::config;
 use crate::validation::daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_update,
+};
+use crate::validation::deployment::{
+    validate_deployment, validate_deployment_update, validate_replica_set,
+    validate_replica_set_update,
 };
 use crate::validation::errors::Invalid;
 use crate::validation::other_kinds::{
@@ -47,6 +51,10 @@ use crate::{Resource, DEFAULT_NAMESPACE};
 pub enum Manifest {
     /// An `apps/v1` DaemonSet.
     DaemonSet(Box<DaemonSet>),
+    /// An `apps/v1` Deployment.
+    Deployment(Box<Deployment>),
+    /// An `apps/v1` ReplicaSet.
+    ReplicaSet(Box<ReplicaSet>),
     /// A `v1` Pod.
     Pod(Box<Pod>),
     /// A `v1` Node.
@@ -140,26 +148,19 @@ pub enum ParseError {
 
 /// Kinds that run pods by replicas, which drover refuses with a pointer to
 /// what it does instead.
-const REPLICA_KINDS: &[&str] = &[
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "ReplicationController",
-    "Job",
-    "CronJob",
-];
+const REPLICA_KINDS: &[&str] = &["StatefulSet", "ReplicationController", "Job", "CronJob"];
 
 /// Reads the objects of a YAML stream or of JSON (see the module
 /// documentation). Returns every object, in order, or every problem.
 ///
 /// ```
-/// let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
+/// let text = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\n";
 /// let err = drover_api::parse_manifests(text).unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
-///     "document 1 (apps/v1 Deployment \"web\"): kind Deployment is not supported by drover; \
-///      it runs DaemonSets and Pods (a DaemonSet puts one pod on every eligible node, \
-///      which a Deployment with pod anti-affinity only approximates)"
+///     "document 1 (apps/v1 StatefulSet \"db\"): kind StatefulSet is not supported by drover; \
+///      it runs DaemonSets, Deployments, ReplicaSets and Pods (a DaemonSet puts one pod on every \
+///      eligible node, which a StatefulSet with pod anti-affinity only approximates)"
 /// );
 /// ```
 pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ParseError> {
@@ -386,6 +387,8 @@ fn collect(
     let value = Value::Object(object);
     let result = match (version.as_str(), kind_name.as_str()) {
         ("apps/v1", "DaemonSet") => typed::<DaemonSet>(&value).map(|o| Manifest::DaemonSet(Box::new(o))),
+        ("apps/v1", "Deployment") => typed::<Deployment>(&value).map(|o| Manifest::Deployment(Box::new(o))),
+        ("apps/v1", "ReplicaSet") => typed::<ReplicaSet>(&value).map(|o| Manifest::ReplicaSet(Box::new(o))),
         ("v1", "Pod") => typed::<Pod>(&value).map(|o| Manifest::Pod(Box::new(o))),
         ("v1", "Node") => typed::<Node>(&value).map(|o| Manifest::Node(Box::new(o))),
         ("apps/v1", "ControllerRevision") => {
@@ -404,18 +407,18 @@ fn collect(
         (_, "PriorityClass") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as scheduling.k8s.io/v1"
         )),
-        (_, "DaemonSet" | "ControllerRevision") => Err(format!(
+        (_, "DaemonSet" | "Deployment" | "ReplicaSet" | "ControllerRevision") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as apps/v1"
         )),
         (_, "Pod" | "Node" | "Event" | "ConfigMap" | "Secret" | "Namespace" | "ServiceAccount") => Err(format!(
             "no matches for kind {kind_name:?} in version {version:?}: drover serves it as v1"
         )),
         (_, other) if REPLICA_KINDS.contains(&other) => Err(format!(
-            "kind {other} is not supported by drover; it runs DaemonSets and Pods \
+            "kind {other} is not supported by drover; it runs DaemonSets, Deployments, ReplicaSets and Pods \
              (a DaemonSet puts one pod on every eligible node, which a {other} with pod anti-affinity only approximates)"
         )),
         (_, other) => Err(format!(
-            "kind {other} is not supported by drover; it runs DaemonSets and Pods"
+            "kind {other} is not supported by drover; it runs DaemonSets, Deployments, ReplicaSets and Pods"
         )),
     };
     match result {
@@ -454,6 +457,8 @@ impl Manifest {
     pub fn kind(&self) -> &'static str {
         match self {
             Manifest::DaemonSet(_) => DaemonSet::KIND,
+            Manifest::Deployment(_) => Deployment::KIND,
+            Manifest::ReplicaSet(_) => ReplicaSet::KIND,
             Manifest::Pod(_) => Pod::KIND,
             Manifest::Node(_) => Node::KIND,
             Manifest::ControllerRevision(_) => ControllerRevision::KIND,
@@ -470,6 +475,8 @@ impl Manifest {
     pub fn api_version(&self) -> &'static str {
         match self {
             Manifest::DaemonSet(_) => DaemonSet::API_VERSION,
+            Manifest::Deployment(_) => Deployment::API_VERSION,
+            Manifest::ReplicaSet(_) => ReplicaSet::API_VERSION,
             Manifest::Pod(_) => Pod::API_VERSION,
             Manifest::Node(_) => Node::API_VERSION,
             Manifest::ControllerRevision(_) => ControllerRevision::API_VERSION,
@@ -494,6 +501,8 @@ impl Manifest {
     pub fn metadata(&self) -> &ObjectMeta {
         match self {
             Manifest::DaemonSet(o) => &o.metadata,
+            Manifest::Deployment(o) => &o.metadata,
+            Manifest::ReplicaSet(o) => &o.metadata,
             Manifest::Pod(o) => &o.metadata,
             Manifest::Node(o) => &o.metadata,
             Manifest::ControllerRevision(o) => &o.metadata,
@@ -510,6 +519,8 @@ impl Manifest {
     pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
         match self {
             Manifest::DaemonSet(o) => &mut o.metadata,
+            Manifest::Deployment(o) => &mut o.metadata,
+            Manifest::ReplicaSet(o) => &mut o.metadata,
             Manifest::Pod(o) => &mut o.metadata,
             Manifest::Node(o) => &mut o.metadata,
             Manifest::ControllerRevision(o) => &mut o.metadata,
@@ -537,6 +548,8 @@ impl Manifest {
     pub fn reference(&self) -> String {
         let (kind, group) = match self {
             Manifest::DaemonSet(_) => ("daemonset", DaemonSet::GROUP),
+            Manifest::Deployment(_) => ("deployment", Deployment::GROUP),
+            Manifest::ReplicaSet(_) => ("replicaset", ReplicaSet::GROUP),
             Manifest::Pod(_) => ("pod", Pod::GROUP),
             Manifest::Node(_) => ("node", Node::GROUP),
             Manifest::ControllerRevision(_) => ("controllerrevision", ControllerRevision::GROUP),
@@ -570,6 +583,8 @@ impl Manifest {
     pub fn unknown_fields(&self) -> Vec<UnknownField> {
         match self {
             Manifest::DaemonSet(o) => unknown_fields(o.as_ref()),
+            Manifest::Deployment(o) => unknown_fields(o.as_ref()),
+            Manifest::ReplicaSet(o) => unknown_fields(o.as_ref()),
             Manifest::Pod(o) => unknown_fields(o.as_ref()),
             Manifest::Node(o) => unknown_fields(o.as_ref()),
             Manifest::ControllerRevision(o) => unknown_fields(o.as_ref()),
@@ -674,6 +689,8 @@ impl Manifest {
 pub fn validate_manifest(manifest: &Manifest) -> Result<(), Invalid> {
     match manifest {
         Manifest::DaemonSet(ds) => validate_daemon_set(ds),
+        Manifest::Deployment(d) => validate_deployment(d),
+        Manifest::ReplicaSet(rs) => validate_replica_set(rs),
         Manifest::Pod(pod) => validate_pod(pod),
         Manifest::Node(node) => validate_node(node),
         Manifest::ControllerRevision(revision) => validate_controller_revision(revision),
@@ -693,6 +710,12 @@ pub fn validate_manifest_update(new: &Manifest, old: &Manifest) -> Result<(), In
         (Manifest::DaemonSet(new), Manifest::DaemonSet(old)) => {
             validate_daemon_set_update(new, old)
         }
+        (Manifest::Deployment(new), Manifest::Deployment(old)) => {
+            validate_deployment_update(new, old)
+        }
+        (Manifest::ReplicaSet(new), Manifest::ReplicaSet(old)) => {
+            validate_replica_set_update(new, old)
+        }
         (Manifest::Pod(new), Manifest::Pod(old)) => validate_pod_update(new, old),
         (Manifest::Node(new), Manifest::Node(old)) => validate_node_update(new, old),
         (Manifest::PriorityClass(new), Manifest::PriorityClass(old)) => {
@@ -710,6 +733,8 @@ impl Serialize for Manifest {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Manifest::DaemonSet(o) => o.serialize(serializer),
+            Manifest::Deployment(o) => o.serialize(serializer),
+            Manifest::ReplicaSet(o) => o.serialize(serializer),
             Manifest::Pod(o) => o.serialize(serializer),
             Manifest::Node(o) => o.serialize(serializer),
             Manifest::ControllerRevision(o) => o.serialize(serializer),
@@ -741,6 +766,8 @@ macro_rules! manifest_from {
 }
 manifest_from!(
     DaemonSet,
+    Deployment,
+    ReplicaSet,
     Pod,
     Node,
     ControllerRevision,

@@ -1,7 +1,7 @@
 //! The manifests users bring (copies of `../shared/manifests/` in
 //! `tests/data`, inside the repository) are read
-//! unchanged: every DaemonSet and Pod parses, validates, keeps every field,
-//! and the Deployment is refused with a clear reason.
+//! unchanged: every DaemonSet, Deployment and Pod parses, validates, keeps
+//! every field.
 
 use std::path::Path;
 
@@ -102,11 +102,14 @@ fn normalize(value: &mut Value) {
 }
 
 #[test]
-fn every_daemon_set_and_pod_is_accepted_unchanged() {
-    for (name, _) in MANIFESTS.iter().filter(|(n, _)| !n.starts_with("10-")) {
+fn every_daemon_set_deployment_and_pod_is_accepted_unchanged() {
+    for (name, _) in MANIFESTS {
         let parsed = parse_one(name);
         assert!(
-            matches!(parsed, Manifest::DaemonSet(_) | Manifest::Pod(_)),
+            matches!(
+                parsed,
+                Manifest::DaemonSet(_) | Manifest::Pod(_) | Manifest::Deployment(_)
+            ),
             "{name}: {}",
             parsed.kind()
         );
@@ -168,13 +171,49 @@ fn unknown_fields_are_reported_by_path() {
 }
 
 #[test]
-fn the_deployment_is_refused_with_a_reason() {
-    let err = parse_manifests(manifest("10-deployment-antiaffinity.yaml")).unwrap_err();
+fn the_deployment_is_read_with_its_anti_affinity_and_defaulted_as_the_api_server_does() {
+    let Manifest::Deployment(mut d) = parse_one("10-deployment-antiaffinity.yaml") else {
+        panic!("a Deployment")
+    };
+    assert_eq!(d.spec.replicas, Some(6));
+    let anti = d.spec.template.spec.affinity.as_ref().unwrap();
+    let terms = &anti
+        .pod_anti_affinity
+        .as_ref()
+        .unwrap()
+        .required_during_scheduling_ignored_during_execution;
+    assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
+    assert_eq!(d.spec.template.spec.containers[0].image, "busybox:latest");
+    drover_api::defaults::default_deployment(&mut d);
+    let v = serde_json::to_value(&*d).unwrap();
     assert_eq!(
-        err.to_string(),
-        "document 1 (apps/v1 Deployment \"on-every-node-deployment\"): kind Deployment is not supported by drover; \
-         it runs DaemonSets and Pods (a DaemonSet puts one pod on every eligible node, \
-         which a Deployment with pod anti-affinity only approximates)"
+        v["spec"]["strategy"],
+        serde_json::json!({"type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
+    assert_eq!(v["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(v["spec"]["progressDeadlineSeconds"], 600);
+    assert_eq!(v["spec"]["replicas"], 6);
+    let c = &v["spec"]["template"]["spec"];
+    assert_eq!(c["restartPolicy"], "Always");
+    assert_eq!(c["terminationGracePeriodSeconds"], 30);
+    assert_eq!(c["containers"][0]["imagePullPolicy"], "Always");
+    assert!(Manifest::Deployment(d).validate().is_ok());
+}
+
+#[test]
+fn other_kinds_that_run_replicas_are_refused_with_a_reason() {
+    let text = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\n";
+    assert_eq!(
+        parse_manifests(text).unwrap_err().to_string(),
+        "document 1 (apps/v1 StatefulSet \"db\"): kind StatefulSet is not supported by drover; \
+         it runs DaemonSets, Deployments, ReplicaSets and Pods (a DaemonSet puts one pod on every \
+         eligible node, which a StatefulSet with pod anti-affinity only approximates)"
+    );
+    let old = "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: web}\n";
+    assert_eq!(
+        parse_manifests(old).unwrap_err().to_string(),
+        "document 1 (extensions/v1beta1 Deployment \"web\"): no matches for kind \"Deployment\" in version \"extensions/v1beta1\": drover serves it as apps/v1"
     );
 }
 
@@ -318,8 +357,7 @@ fn multi_document_streams_and_lists() {
 #[test]
 fn every_bad_document_is_reported_with_its_position() {
     let stream = format!(
-        "{}\n---\n{}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web}}\n---\nkind: Pod\n---\n- a\n- b\n",
-        manifest("10-deployment-antiaffinity.yaml"),
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: once}}\n---\n{}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web}}\n---\nkind: Pod\n---\n- a\n- b\n",
         manifest("08-static-pod.yaml"),
     );
     let Err(ParseError::Documents(errors)) = parse_manifests(&stream) else {
@@ -327,12 +365,10 @@ fn every_bad_document_is_reported_with_its_position() {
     };
     let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert_eq!(lines.len(), 4, "{lines:#?}");
-    assert!(lines[0].starts_with(
-        "document 1 (apps/v1 Deployment \"on-every-node-deployment\"): kind Deployment"
-    ));
+    assert!(lines[0].starts_with("document 1 (batch/v1 Job \"once\"): kind Job"));
     assert_eq!(
         lines[1],
-        "document 3 (v1 Service \"web\"): kind Service is not supported by drover; it runs DaemonSets and Pods"
+        "document 3 (v1 Service \"web\"): kind Service is not supported by drover; it runs DaemonSets, Deployments, ReplicaSets and Pods"
     );
     assert_eq!(
         lines[2],

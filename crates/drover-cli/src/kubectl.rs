@@ -629,6 +629,13 @@ pub(crate) fn as_node(m: Manifest) -> Option<Node> {
     }
 }
 
+pub(crate) fn as_replica_set(m: Manifest) -> Option<drover_api::ReplicaSet> {
+    match m {
+        Manifest::ReplicaSet(rs) => Some(*rs),
+        _ => None,
+    }
+}
+
 pub(crate) fn as_event(m: Manifest) -> Option<Event> {
     match m {
         Manifest::Event(e) => Some(*e),
@@ -652,6 +659,18 @@ async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<Strin
             .await?;
             let events = list_all(c, Kind::Event, ns, as_event).await?;
             describe::describe_daemon_set(ds, &pods, &nodes, &revisions, &events, now)
+        }
+        Manifest::Deployment(d) => {
+            let ns = &d.metadata.namespace;
+            let sets = list_all(c, Kind::ReplicaSet, ns, as_replica_set).await?;
+            let events = list_all(c, Kind::Event, ns, as_event).await?;
+            describe::describe_deployment(d, &sets, &events, now)
+        }
+        Manifest::ReplicaSet(rs) => {
+            let ns = &rs.metadata.namespace;
+            let pods = list_all(c, Kind::Pod, ns, as_pod).await?;
+            let events = list_all(c, Kind::Event, ns, as_event).await?;
+            describe::describe_replica_set(rs, &pods, &events, now)
         }
         Manifest::Pod(p) => {
             let events = list_all(c, Kind::Event, &p.metadata.namespace, as_event).await?;
@@ -685,7 +704,7 @@ async fn describe_one(c: &Client, m: &Manifest, now: SystemTime) -> Result<Strin
         Manifest::Namespace(ns) => describe::describe_namespace(ns),
         Manifest::ServiceAccount(sa) => describe::describe_service_account(sa, &[], now),
         other => bail!(
-            "describe shows daemonsets, pods, nodes, configmaps, secrets, namespaces and serviceaccounts; for {} use `drover get {} -o yaml`",
+            "describe shows daemonsets, deployments, replicasets, pods, nodes, configmaps, secrets, namespaces and serviceaccounts; for {} use `drover get {} -o yaml`",
             other.kind(),
             Kind::of(other).plural()
         ),
@@ -708,7 +727,7 @@ pub async fn describe(
         kind,
         Kind::Event | Kind::ControllerRevision | Kind::PriorityClass
     ) {
-        bail!("describe shows daemonsets, pods, nodes, configmaps, secrets, namespaces and serviceaccounts; for {} use `drover get {} -o yaml`", kind.plural(), kind.plural());
+        bail!("describe shows daemonsets, deployments, replicasets, pods, nodes, configmaps, secrets, namespaces and serviceaccounts; for {} use `drover get {} -o yaml`", kind.plural(), kind.plural());
     }
     let ns = if kind.namespaced() {
         namespace_or_default(namespace)
@@ -1052,10 +1071,10 @@ mod tests {
         assert!(e.to_string().starts_with("the path "), "{e}");
         let bad = Source {
             name: "bad.yaml".into(),
-            text: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n".into(),
+            text: "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: x}\n".into(),
         };
         let e = parse_sources(&[bad]).unwrap_err().to_string();
-        assert!(e.starts_with("error parsing bad.yaml: document 1 (apps/v1 Deployment \"x\"): kind Deployment is not supported"), "{e}");
+        assert!(e.starts_with("error parsing bad.yaml: document 1 (apps/v1 StatefulSet \"x\"): kind StatefulSet is not supported"), "{e}");
         let empty = Source {
             name: "e.yaml".into(),
             text: "---\n".into(),

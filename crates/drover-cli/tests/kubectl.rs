@@ -292,7 +292,7 @@ spec:
         r.error(),
         "Error from server (NotFound): daemonsets.apps \"good-one\" not found"
     );
-    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
+    let deployment = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: web}\n";
     let r = apply(
         c,
         &inline(&format!(
@@ -304,7 +304,7 @@ spec:
     .await
     .failed();
     assert!(
-        r.error().starts_with("error: error parsing inline.yaml: document 1 (apps/v1 Deployment \"web\"): kind Deployment is not supported"),
+        r.error().starts_with("error: error parsing inline.yaml: document 1 (apps/v1 StatefulSet \"web\"): kind StatefulSet is not supported"),
         "{}",
         r.error()
     );
@@ -519,10 +519,10 @@ spec:
         r.error(),
         "Error from server (NotFound): daemonsets.apps \"nope\" not found"
     );
-    let r = get(c, get_opts("deployments", &[])).await.failed();
+    let r = get(c, get_opts("statefulsets", &[])).await.failed();
     assert!(r
         .error()
-        .starts_with("error: the server doesn't have a resource type \"deployments\""));
+        .starts_with("error: the server doesn't have a resource type \"statefulsets\""));
 
     // ---------------------------------------------------------------- describe
     let r = describe(c, "ds", &["example-daemonset"]).await.ok();

@@ -184,9 +184,9 @@ async fn kubectl_discovers_and_reads() {
         e.contains("Error from server (NotFound): pods \"nope\" not found"),
         "{e}"
     );
-    let e = k.fails(&["get", "deployments"]).await;
+    let e = k.fails(&["get", "statefulsets"]).await;
     assert!(
-        e.contains("the server doesn't have a resource type \"deployments\""),
+        e.contains("the server doesn't have a resource type \"statefulsets\""),
         "{e}"
     );
     k.stop().await;
@@ -689,7 +689,7 @@ async fn kubectl_explains_every_kind_and_field() {
     // With the schemas published, kubectl's strict validation (the
     // default) still leaves the decision to drover: every manifest users
     // bring (the repo's copies of ../shared/manifests/) passes, but for
-    // the Deployment and the static pod (it names no node).
+    // the static pod (it names no node).
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../drover-api/tests/data");
     let mut checked = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -714,7 +714,7 @@ async fn kubectl_explains_every_kind_and_field() {
         assert!(out.contains("(server dry run)"), "{p}: {out}");
         checked += 1;
     }
-    assert!(checked >= 8, "{checked} manifests in {}", dir.display());
+    assert!(checked >= 9, "{checked} manifests in {}", dir.display());
 
     // A field that does not exist, and a kind drover does not have.
     let err = k.fails(&["explain", "daemonset.spec.noSuchField"]).await;
@@ -722,7 +722,7 @@ async fn kubectl_explains_every_kind_and_field() {
         err.contains(r#"field "noSuchField" does not exist"#),
         "{err}"
     );
-    let err = k.fails(&["explain", "deployments"]).await;
+    let err = k.fails(&["explain", "statefulsets"]).await;
     assert!(
         err.contains("the server doesn't have a resource type"),
         "{err}"

@@ -162,10 +162,10 @@ async fn a_bad_document_refuses_the_whole_stream() {
     assert_eq!(ds["spec"]["selector"]["matchLabels"]["app"], "agent");
     // An unsupported kind names the document.
     let e = api
-        .apply("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n")
+        .apply("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: d}\n")
         .await
         .unwrap_err();
-    assert!(e.message().contains("Deployment"), "{}", e.message());
+    assert!(e.message().contains("StatefulSet"), "{}", e.message());
     api.server.shutdown().await;
 }
 

@@ -21,8 +21,8 @@ mod extra;
 
 use crate::kind::Kind;
 use crate::{
-    ConfigMap, ControllerRevision, DaemonSet, Event, IntOrString, Namespace, Node, Pod,
-    PriorityClass, Quantity, Secret, ServiceAccount,
+    ConfigMap, ControllerRevision, DaemonSet, Deployment, Event, IntOrString, Namespace, Node, Pod,
+    PriorityClass, Quantity, ReplicaSet, Secret, ServiceAccount,
 };
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -206,6 +206,8 @@ fn root(kind: Kind) -> StructInfo {
         Kind::Pod => Pod::type_ref(),
         Kind::Node => Node::type_ref(),
         Kind::DaemonSet => DaemonSet::type_ref(),
+        Kind::Deployment => Deployment::type_ref(),
+        Kind::ReplicaSet => ReplicaSet::type_ref(),
         Kind::ControllerRevision => ControllerRevision::type_ref(),
         Kind::Event => Event::type_ref(),
         Kind::PriorityClass => PriorityClass::type_ref(),

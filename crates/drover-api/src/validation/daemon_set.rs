@@ -12,33 +12,49 @@ use super::selectors::validate_label_selector;
 use crate::apps_v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategyType, RollingUpdateDaemonSet,
 };
-use crate::core_v1::RestartPolicy;
-use crate::meta::IntOrString;
+use crate::core_v1::{PodTemplateSpec, RestartPolicy};
+use crate::meta::{IntOrString, LabelSelector};
 use crate::selector::Selector;
 
-fn validate_int_or_percent(value: &IntOrString, path: &Path) -> Vec<FieldError> {
-    let mut errors = Vec::new();
+/// Kubernetes' `ValidatePositiveIntOrPercent`: a non-negative number or a
+/// valid percentage.
+pub(super) fn validate_positive_int_or_percent(
+    value: &IntOrString,
+    path: &Path,
+) -> Vec<FieldError> {
     match value {
-        IntOrString::String(text) => {
-            errors.extend(
-                is_valid_percent(text)
-                    .into_iter()
-                    .map(|m| FieldError::invalid(path, value, m)),
-            );
-            if value.percent().is_some_and(|p| p > 100) {
-                errors.push(FieldError::invalid(
-                    path,
-                    value,
-                    "must not be greater than 100%",
-                ));
-            }
-        }
-        IntOrString::Int(number) => errors.extend(validate_nonnegative(i64::from(*number), path)),
+        IntOrString::String(text) => is_valid_percent(text)
+            .into_iter()
+            .map(|m| FieldError::invalid(path, value, m))
+            .collect(),
+        IntOrString::Int(number) => validate_nonnegative(i64::from(*number), path),
     }
+}
+
+/// Kubernetes' `IsNotMoreThan100Percent`.
+pub(super) fn validate_not_more_than_100_percent(
+    value: &IntOrString,
+    path: &Path,
+) -> Vec<FieldError> {
+    if value.percent().is_some_and(|p| p > 100) {
+        vec![FieldError::invalid(
+            path,
+            value,
+            "must not be greater than 100%",
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+fn validate_int_or_percent(value: &IntOrString, path: &Path) -> Vec<FieldError> {
+    let mut errors = validate_positive_int_or_percent(value, path);
+    errors.extend(validate_not_more_than_100_percent(value, path));
     errors
 }
 
-fn int_or_percent_value(value: &IntOrString) -> i64 {
+/// Kubernetes' `getIntOrPercentValue`: the number, or the percentage's.
+pub(super) fn int_or_percent_value(value: &IntOrString) -> i64 {
     match value {
         IntOrString::Int(number) => i64::from(*number),
         IntOrString::String(_) => value
@@ -74,13 +90,20 @@ fn validate_rolling_update(rolling: &RollingUpdateDaemonSet, path: &Path) -> Vec
     errors
 }
 
-/// Errors of a DaemonSet spec: selector required, non-empty, valid and
-/// matching the template's labels; the template; restart policy `Always`;
-/// update strategy; non-negative counters.
-pub fn validate_daemon_set_spec(spec: &DaemonSetSpec, path: &Path) -> Vec<FieldError> {
+/// The part of a spec every controller of replicas shares (DaemonSet,
+/// Deployment, ReplicaSet): the selector (required, valid, non-empty —
+/// "empty selector is invalid for `word`", in the API server's words,
+/// which are "deployment" for a ReplicaSet too), matching the template's
+/// labels, the template's metadata and pod spec, restart policy `Always`.
+pub(super) fn validate_selector_and_template(
+    selector: &Option<LabelSelector>,
+    template: &PodTemplateSpec,
+    path: &Path,
+    word: &str,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let template = path.child("template");
-    match &spec.selector {
+    let template_path = path.child("template");
+    match selector {
         None => errors.push(FieldError::required(&path.child("selector"), "")),
         Some(selector) => {
             errors.extend(validate_label_selector(selector, &path.child("selector")));
@@ -88,41 +111,50 @@ pub fn validate_daemon_set_spec(spec: &DaemonSetSpec, path: &Path) -> Vec<FieldE
                 errors.push(FieldError::invalid(
                     &path.child("selector"),
                     BadValue::json(selector),
-                    "empty selector is invalid for daemonset",
+                    format!("empty selector is invalid for {word}"),
                 ));
             } else if let Ok(compiled) = Selector::from_label_selector(selector) {
-                if !compiled.matches(&spec.template.metadata.labels) {
+                if !compiled.matches(&template.metadata.labels) {
                     errors.push(FieldError::invalid(
-                        &template.child("metadata").child("labels"),
-                        BadValue::json(&spec.template.metadata.labels),
+                        &template_path.child("metadata").child("labels"),
+                        BadValue::json(&template.metadata.labels),
                         "`selector` does not match template `labels`",
                     ));
                 }
             }
         }
     }
-    let metadata = template.child("metadata");
+    let metadata = template_path.child("metadata");
     errors.extend(validate_labels(
-        &spec.template.metadata.labels,
+        &template.metadata.labels,
         &metadata.child("labels"),
     ));
     errors.extend(validate_annotations(
-        &spec.template.metadata.annotations,
+        &template.metadata.annotations,
         &metadata.child("annotations"),
     ));
     errors.extend(validate_pod_spec(
-        &spec.template.spec,
-        &template.child("spec"),
+        &template.spec,
+        &template_path.child("spec"),
         false,
     ));
-    match &spec.template.spec.restart_policy {
+    match &template.spec.restart_policy {
         None | Some(RestartPolicy::Always) => {}
         Some(other) => errors.push(FieldError::not_supported(
-            &template.child("spec").child("restartPolicy"),
+            &template_path.child("spec").child("restartPolicy"),
             other.as_str(),
             &["Always"],
         )),
     }
+    errors
+}
+
+/// Errors of a DaemonSet spec: selector required, non-empty, valid and
+/// matching the template's labels; the template; restart policy `Always`;
+/// update strategy; non-negative counters.
+pub fn validate_daemon_set_spec(spec: &DaemonSetSpec, path: &Path) -> Vec<FieldError> {
+    let mut errors =
+        validate_selector_and_template(&spec.selector, &spec.template, path, "daemonset");
     if let Some(seconds) = spec.min_ready_seconds {
         errors.extend(validate_nonnegative(
             i64::from(seconds),

@@ -26,7 +26,7 @@
 //! `fields` (single values checked into [`FieldError`]s), then one file per
 //! part of an object: `meta`, `selectors`, `taints` (with tolerations),
 //! `affinity` (pod affinity and anti-affinity, topology spread),
-//! `container`, `pod`, `daemon_set`, `other_kinds` (nodes, ControllerRevisions,
+//! `container`, `pod`, `daemon_set`, `deployment` (with ReplicaSets), `other_kinds` (nodes, ControllerRevisions,
 //! Events). Every public item is re-exported here (the files themselves are not
 //! public). [`validate_manifest`], which dispatches on the kind, is defined
 //! beside [`Manifest`](crate::Manifest), so that validation does not depend on
@@ -36,6 +36,7 @@ mod affinity;
 pub mod config;
 mod container;
 pub(crate) mod daemon_set;
+pub(crate) mod deployment;
 pub(crate) mod errors;
 mod fields;
 mod meta;
@@ -49,6 +50,10 @@ pub use affinity::{validate_pod_affinity, validate_topology_spread_constraints};
 pub use container::DOWNWARD_API_FIELD_PATHS;
 pub use daemon_set::{
     daemon_set_warnings, validate_daemon_set, validate_daemon_set_spec, validate_daemon_set_update,
+};
+pub use deployment::{
+    validate_deployment, validate_deployment_spec, validate_deployment_update,
+    validate_replica_set, validate_replica_set_spec, validate_replica_set_update,
 };
 pub use errors::{shorten, BadValue, ErrorType, FieldError, Invalid, Path};
 pub use fields::validate_labels;

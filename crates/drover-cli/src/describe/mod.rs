@@ -7,7 +7,8 @@
 //! Pure: the objects and "now" in, text out. Text is written with tabs and
 //! aligned at the end by [`crate::tabwriter`], as kubectl does.
 //!
-//! One file per kind: `daemon_set.rs`, `pod.rs`, `node.rs`, and
+//! One file per kind: `daemon_set.rs`, `deployment.rs` (with ReplicaSets),
+//! `pod.rs`, `node.rs`, and
 //! `config.rs` (ConfigMaps, Secrets, Namespaces, ServiceAccounts).
 //! `pod_template.rs` holds the containers and volumes a pod and a
 //! DaemonSet's template both show, `layout.rs` the writer and the sections
@@ -17,6 +18,7 @@
 
 mod config;
 mod daemon_set;
+mod deployment;
 mod layout;
 mod node;
 mod pending;
@@ -30,6 +32,7 @@ pub use config::{
     describe_config_map, describe_namespace, describe_secret, describe_service_account,
 };
 pub use daemon_set::describe_daemon_set;
+pub use deployment::{describe_deployment, describe_replica_set};
 pub use layout::{events_for, format_toleration};
 pub use node::describe_node;
 pub use pending::{waiting, Waiting};

@@ -167,7 +167,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(kind_of_key(&key(k, "ns", "n")), Some(k));
         }
-        assert_eq!(kind_of_key("/registry/deployments/a/b"), None);
+        assert_eq!(kind_of_key("/registry/statefulsets/a/b"), None);
         assert_eq!(kind_of_key("/other"), None);
     }
 

@@ -1,5 +1,5 @@
 //! The one in-memory copy of the objects the server's loops and agent
-//! sessions read (nodes, DaemonSets, pods), kept current from this
+//! sessions read (nodes, DaemonSets, Deployments, ReplicaSets, pods), kept current from this
 //! member's applied state: list once, then follow the watch (and relist
 //! when it falls behind compaction). Each object is decoded once, when it
 //! changes, outside any lock, and kept behind an `Arc`; nothing is kept as
@@ -20,7 +20,7 @@ mod config;
 
 use crate::api::codec::{self, kind_of_key};
 use config::ConfigIndex;
-use drover_api::{ConfigMap, DaemonSet, Kind, Manifest, Node, Pod, Secret};
+use drover_api::{ConfigMap, DaemonSet, Deployment, Kind, Manifest, Node, Pod, ReplicaSet, Secret};
 use drover_store::{Consistency, Error as StoreError, EventType, KeyValue, Store};
 use futures_util::FutureExt;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -33,6 +33,9 @@ use tokio::sync::watch;
 pub struct Snapshot {
     pub nodes: BTreeMap<String, Arc<Node>>,
     pub daemon_sets: BTreeMap<String, Arc<DaemonSet>>,
+    /// Deployments and ReplicaSets, for their controllers.
+    pub deployments: BTreeMap<String, Arc<Deployment>>,
+    pub replica_sets: BTreeMap<String, Arc<ReplicaSet>>,
     pub pods: BTreeMap<String, Arc<Pod>>,
     /// PriorityClasses, for daemon pods' priorities and preemption.
     pub priority_classes: BTreeMap<String, Arc<drover_api::PriorityClass>>,
@@ -49,6 +52,8 @@ enum Decoded {
     Deleted(String),
     Node(String, Arc<Node>),
     DaemonSet(String, Arc<DaemonSet>),
+    Deployment(String, Arc<Deployment>),
+    ReplicaSet(String, Arc<ReplicaSet>),
     /// A pod, and the hash of what its agent acts on.
     Pod(String, Arc<Pod>, u64),
     PriorityClass(String, Arc<drover_api::PriorityClass>),
@@ -65,6 +70,8 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
         Some(
             Kind::Node
                 | Kind::DaemonSet
+                | Kind::Deployment
+                | Kind::ReplicaSet
                 | Kind::Pod
                 | Kind::PriorityClass
                 | Kind::ConfigMap
@@ -79,6 +86,8 @@ fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
     match codec::decode(kv) {
         Ok(Manifest::Node(n)) => Decoded::Node(kv.key.clone(), Arc::new(*n)),
         Ok(Manifest::DaemonSet(d)) => Decoded::DaemonSet(kv.key.clone(), Arc::new(*d)),
+        Ok(Manifest::Deployment(d)) => Decoded::Deployment(kv.key.clone(), Arc::new(*d)),
+        Ok(Manifest::ReplicaSet(r)) => Decoded::ReplicaSet(kv.key.clone(), Arc::new(*r)),
         Ok(Manifest::Pod(p)) => {
             let hash = desired_hash(&p);
             Decoded::Pod(kv.key.clone(), Arc::new(*p), hash)
@@ -127,6 +136,8 @@ impl Snapshot {
             Kind::Pod => of(&self.pods, &p, keep),
             Kind::Node => of(&self.nodes, &p, keep),
             Kind::DaemonSet => of(&self.daemon_sets, &p, keep),
+            Kind::Deployment => of(&self.deployments, &p, keep),
+            Kind::ReplicaSet => of(&self.replica_sets, &p, keep),
             Kind::PriorityClass => of(&self.priority_classes, &p, keep),
             Kind::ConfigMap => of(&self.config_maps, &p, keep),
             Kind::Secret => of(&self.secrets, &p, keep),
@@ -140,6 +151,8 @@ impl Snapshot {
             Decoded::Deleted(key) => {
                 self.nodes.remove(key);
                 self.daemon_sets.remove(key);
+                self.deployments.remove(key);
+                self.replica_sets.remove(key);
                 self.pods.remove(key);
                 self.priority_classes.remove(key);
                 self.config_maps.remove(key);
@@ -156,6 +169,12 @@ impl Snapshot {
             }
             Decoded::DaemonSet(key, ds) => {
                 self.daemon_sets.insert(key.clone(), ds.clone());
+            }
+            Decoded::Deployment(key, d) => {
+                self.deployments.insert(key.clone(), d.clone());
+            }
+            Decoded::ReplicaSet(key, r) => {
+                self.replica_sets.insert(key.clone(), r.clone());
             }
             Decoded::Pod(key, p, _) => {
                 self.pods.insert(key.clone(), p.clone());
@@ -321,9 +340,11 @@ impl Default for Informer {
     }
 }
 
-const KINDS: [Kind; 6] = [
+const KINDS: [Kind; 8] = [
     Kind::Node,
     Kind::DaemonSet,
+    Kind::Deployment,
+    Kind::ReplicaSet,
     Kind::Pod,
     Kind::PriorityClass,
     Kind::ConfigMap,

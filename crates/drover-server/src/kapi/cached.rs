@@ -5,7 +5,8 @@
 //! read from the store or decoded. 10,000 pods listed this way cost
 //! clones of objects already decoded, not a scan and a decode of each.
 //!
-//! The kinds the informer holds (nodes, DaemonSets, pods, PriorityClasses,
+//! The kinds the informer holds (nodes, DaemonSets, Deployments,
+//! ReplicaSets, pods, PriorityClasses,
 //! ConfigMaps, Secrets) are served so; the others, and any list while the
 //! informer is loading or more than a second behind the store, are read
 //! from the store ([`super::read::list_page`]). The wait is
@@ -39,6 +40,8 @@ pub fn page(
         Kind::Pod => at.read(&s.pods),
         Kind::Node => at.read(&s.nodes),
         Kind::DaemonSet => at.read(&s.daemon_sets),
+        Kind::Deployment => at.read(&s.deployments),
+        Kind::ReplicaSet => at.read(&s.replica_sets),
         Kind::PriorityClass => at.read(&s.priority_classes),
         Kind::ConfigMap => at.read(&s.config_maps),
         Kind::Secret => at.read(&s.secrets),

@@ -37,7 +37,15 @@ pub fn kinds_of(group: &str, version: &str) -> Vec<Kind> {
 
 /// Whether the kind has a `status` subresource.
 pub fn has_status(kind: Kind) -> bool {
-    matches!(kind, Kind::Pod | Kind::DaemonSet | Kind::Node)
+    matches!(
+        kind,
+        Kind::Pod | Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet | Kind::Node
+    )
+}
+
+/// Whether the kind has a `scale` subresource (an `autoscaling/v1` Scale).
+pub fn has_scale(kind: Kind) -> bool {
+    matches!(kind, Kind::Deployment | Kind::ReplicaSet)
 }
 
 /// `/version`.
@@ -122,7 +130,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         if !k.short_names().is_empty() {
             r["shortNames"] = json!(k.short_names());
         }
-        if matches!(k, Kind::Pod | Kind::DaemonSet) {
+        if matches!(
+            k,
+            Kind::Pod | Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet
+        ) {
             r["categories"] = json!(["all"]);
         }
         resources.push(r);
@@ -148,6 +159,17 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "singularName": "",
                 "namespaced": k.namespaced(),
                 "kind": k.name(),
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if has_scale(k) {
+            resources.push(json!({
+                "name": format!("{}/scale", k.plural()),
+                "singularName": "",
+                "namespaced": true,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }
@@ -192,5 +214,32 @@ mod tests {
         assert!(resource_list("batch", "v1").is_none());
         assert!(group("apps").is_some());
         assert!(group("batch").is_none());
+    }
+
+    #[test]
+    fn deployments_and_replica_sets_have_status_and_scale() {
+        let apps = resource_list("apps", "v1").expect("served");
+        let find = |name: &str| {
+            apps["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} in apps/v1"))
+        };
+        for (plural, short) in [("deployments", "deploy"), ("replicasets", "rs")] {
+            let r = find(plural);
+            assert_eq!(r["shortNames"], json!([short]));
+            assert_eq!(r["categories"], json!(["all"]));
+            assert_eq!(r["verbs"], json!(VERBS));
+            let scale = find(&format!("{plural}/scale"));
+            assert_eq!(
+                (&scale["group"], &scale["version"], &scale["kind"]),
+                (&json!("autoscaling"), &json!("v1"), &json!("Scale"))
+            );
+            find(&format!("{plural}/status"));
+        }
+        assert!(!has_scale(Kind::DaemonSet));
     }
 }

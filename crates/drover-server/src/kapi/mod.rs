@@ -3,6 +3,7 @@
 //! drives drover: discovery ([`discovery`]), OpenAPI documents
 //! ([`openapi`]), get/list/watch ([`read`], [`watch`]) with `Table`
 //! answers ([`table`]), create/update/patch/delete ([`write`], [`patch`]),
+//! the `scale` subresource of Deployments and ReplicaSets ([`scale`]),
 //! `pods/log` and `pods/exec` ([`logs`], [`exec`], over
 //! [`crate::svc::pods`]), errors as `Status`
 //! objects ([`status`]). `docs/kubernetes-api.md` is
@@ -31,6 +32,7 @@ pub use drover_api::patch;
 pub mod protobuf;
 pub mod query;
 pub mod read;
+pub mod scale;
 pub mod status;
 pub mod table;
 pub mod watch;
@@ -266,6 +268,11 @@ pub async fn handle(
     }
 }
 
+/// `…/NAME/scale` of a kind that has one.
+fn is_scale(t: &Target) -> bool {
+    t.sub.as_deref() == Some("scale") && discovery::has_scale(t.kind)
+}
+
 fn is_exec(path: &str) -> bool {
     path.trim_end_matches('/').ends_with("/exec")
 }
@@ -322,6 +329,9 @@ async fn serve(
             Route::Namespaces(name) => read::namespaces(&objects, name, &query, as_table).await,
             Route::Resource(t) if t.kind == Kind::Pod && t.sub.as_deref() == Some("log") => {
                 logs::logs(&objects, &t, &query.raw).await
+            }
+            Route::Resource(t) if is_scale(&t) && !query.watch => {
+                scale::serve(&objects, &method, &t, "", &[], false).await
             }
             Route::Resource(t) => {
                 if query.watch {
@@ -395,6 +405,9 @@ async fn serve(
         binding::may_bind(&caller)?;
         return binding::bind(&objects, &t, &bytes).await;
     }
+    if is_scale(&t) {
+        return scale::serve(&objects, &method, &t, &content_type, &bytes, query.dry_run).await;
+    }
     let req = write::WriteRequest {
         target: t,
         query,
@@ -448,6 +461,19 @@ mod tests {
             target(Kind::DaemonSet, Some("kube-system"), Some("x"), None)
         );
         assert_eq!(
+            route("/apis/apps/v1/namespaces/default/deployments/web/scale").unwrap(),
+            target(
+                Kind::Deployment,
+                Some("default"),
+                Some("web"),
+                Some("scale")
+            )
+        );
+        assert_eq!(
+            route("/apis/apps/v1/replicasets").unwrap(),
+            target(Kind::ReplicaSet, None, None, None)
+        );
+        assert_eq!(
             route("/api/v1/nodes/n1").unwrap(),
             target(Kind::Node, None, Some("n1"), None)
         );
@@ -458,6 +484,8 @@ mod tests {
         for bad in [
             "/apis/apps/v1/pods",
             "/api/v1/daemonsets",
+            "/api/v1/namespaces/a/deployments/web",
+            "/apis/extensions/v1beta1/deployments",
             "/apis/batch/v1/jobs",
             "/api/v2/pods",
             "/api/v1/namespaces/a/nodes/n",

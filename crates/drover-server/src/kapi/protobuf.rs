@@ -1,9 +1,10 @@
 //! Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`)
 //! as kubectl's typed clients send them (`kubectl create priorityclass`,
-//! `create configmap`, `create secret`), read into JSON for the usual
-//! create path. Only the kinds in [`schema_of`] are read, and of
-//! `ObjectMeta` the fields such a command sets; any other field with a
-//! value is refused (415) rather than dropped.
+//! `create configmap`, `create secret`, `create deployment`), read into
+//! JSON for the usual create path. Only the kinds in [`schema_of`] are
+//! read, and of each message the fields such a command sets; any other
+//! field with a value is refused (415) rather than dropped. Messages nest
+//! at most [`MAX_DEPTH`] deep.
 //!
 //! The envelope: the magic `k8s\0`, then a `runtime.Unknown` message
 //! (1: TypeMeta {1: apiVersion, 2: kind}, 2: raw, the object's message).
@@ -21,14 +22,22 @@ pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// How one field of a message is read.
 #[derive(Clone, Copy)]
 enum Field {
+    /// A string; an empty one is left out (Go writes every plain string).
     Str(&'static str),
+    /// An integer (a pointer's, or a required one: 0 is kept).
     Int(&'static str),
+    /// A plain integer whose 0 means unset (`minReadySeconds`): left out.
+    IntOmitZero(&'static str),
     Bool(&'static str),
     StrList(&'static str),
     StrMap(&'static str),
     /// A map of bytes, written base64 in JSON (a Secret's `data`).
     BytesMap(&'static str),
     Meta,
+    /// A nested message.
+    Msg(&'static str, Schema),
+    /// A repeated nested message.
+    MsgList(&'static str, Schema),
     /// A field that carries nothing for a new object (`creationTimestamp`).
     Skip,
 }
@@ -43,6 +52,61 @@ const OBJECT_META: Schema = &[
     (11, Field::StrMap("labels")),
     (12, Field::StrMap("annotations")),
     (14, Field::StrList("finalizers")),
+];
+
+/// How deep messages may nest (a Deployment's container port is 6 deep).
+const MAX_DEPTH: usize = 8;
+
+/// `LabelSelector`: `kubectl create deployment` sets `matchLabels`.
+const LABEL_SELECTOR: Schema = &[(1, Field::StrMap("matchLabels"))];
+
+const CONTAINER_PORT: Schema = &[
+    (1, Field::Str("name")),
+    (2, Field::IntOmitZero("hostPort")),
+    (3, Field::Int("containerPort")),
+    (4, Field::Str("protocol")),
+    (5, Field::Str("hostIP")),
+];
+
+/// `Container`: what `kubectl create deployment --image --port -- CMD`
+/// sets (`resources` is always sent, empty).
+const CONTAINER: Schema = &[
+    (1, Field::Str("name")),
+    (2, Field::Str("image")),
+    (3, Field::StrList("command")),
+    (4, Field::StrList("args")),
+    (5, Field::Str("workingDir")),
+    (6, Field::MsgList("ports", CONTAINER_PORT)),
+    (13, Field::Str("terminationMessagePath")),
+    (14, Field::Str("imagePullPolicy")),
+];
+
+const POD_SPEC: Schema = &[
+    (2, Field::MsgList("containers", CONTAINER)),
+    (3, Field::Str("restartPolicy")),
+    (7, Field::StrMap("nodeSelector")),
+];
+
+const POD_TEMPLATE_SPEC: Schema = &[
+    (1, Field::Msg("metadata", OBJECT_META)),
+    (2, Field::Msg("spec", POD_SPEC)),
+];
+
+const DEPLOYMENT_STRATEGY: Schema = &[(1, Field::Str("type"))];
+
+const DEPLOYMENT_SPEC: Schema = &[
+    (1, Field::Int("replicas")),
+    (2, Field::Msg("selector", LABEL_SELECTOR)),
+    (3, Field::Msg("template", POD_TEMPLATE_SPEC)),
+    (4, Field::Msg("strategy", DEPLOYMENT_STRATEGY)),
+    (5, Field::IntOmitZero("minReadySeconds")),
+];
+
+/// `Deployment`: its status (3) is the server's, read as nothing.
+const DEPLOYMENT: Schema = &[
+    (1, Field::Meta),
+    (2, Field::Msg("spec", DEPLOYMENT_SPEC)),
+    (3, Field::Skip),
 ];
 
 const PRIORITY_CLASS: Schema = &[
@@ -74,6 +138,7 @@ fn schema_of(api_version: &str, kind: &str) -> Option<Schema> {
         ("scheduling.k8s.io/v1", "PriorityClass") => Some(PRIORITY_CLASS),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),
         ("v1", "Secret") => Some(SECRET),
+        ("apps/v1", "Deployment") => Some(DEPLOYMENT),
         _ => None,
     }
 }
@@ -156,6 +221,11 @@ fn entry(b: &[u8]) -> Result<(String, Vec<u8>), Refusal> {
 }
 
 fn message(b: &[u8], schema: Schema, depth: usize) -> Result<Map<String, Value>, Refusal> {
+    if depth > MAX_DEPTH {
+        return Err(unsupported(format!(
+            "a protobuf body nests messages more than {MAX_DEPTH} deep"
+        )));
+    }
     let mut out = Map::new();
     let mut r = Reader(b);
     while let Some((n, w)) = r.next()? {
@@ -171,7 +241,14 @@ fn message(b: &[u8], schema: Schema, depth: usize) -> Result<Map<String, Value>,
         };
         match (*field, w) {
             (Field::Str(name), Wire::Bytes(b)) => {
-                out.insert(name.into(), json!(text(b)?));
+                if !b.is_empty() {
+                    out.insert(name.into(), json!(text(b)?));
+                }
+            }
+            (Field::IntOmitZero(name), Wire::Varint(v)) => {
+                if v != 0 {
+                    out.insert(name.into(), json!(v as i64));
+                }
             }
             (Field::Int(name), Wire::Varint(v)) => {
                 // int32 and int64 are two's complement in 64 bits.
@@ -201,6 +278,16 @@ fn message(b: &[u8], schema: Schema, depth: usize) -> Result<Map<String, Value>,
                     "metadata".into(),
                     Value::Object(message(b, OBJECT_META, 1)?),
                 );
+            }
+            (Field::Msg(name, inner), Wire::Bytes(b)) => {
+                out.insert(name.into(), Value::Object(message(b, inner, depth + 1)?));
+            }
+            (Field::MsgList(name, inner), Wire::Bytes(b)) => {
+                let item = Value::Object(message(b, inner, depth + 1)?);
+                let list = out.entry(name).or_insert_with(|| json!([]));
+                if let Some(a) = list.as_array_mut() {
+                    a.push(item);
+                }
             }
             (Field::Skip, _) => {}
             _ => {
@@ -240,7 +327,7 @@ pub fn decode(body: &[u8]) -> Result<Value, Refusal> {
     }
     let Some(schema) = schema_of(&api_version, &kind) else {
         return Err(unsupported(format!(
-            "drover reads protobuf bodies of PriorityClass, ConfigMap and Secret only, not {api_version} {kind}; send JSON (kubectl create -f, apply)"
+            "drover reads protobuf bodies of PriorityClass, ConfigMap, Secret and Deployment only, not {api_version} {kind}; send JSON (kubectl create -f, apply)"
         )));
     };
     let mut obj = message(raw.unwrap_or_default(), schema, 0)?;
@@ -315,6 +402,104 @@ mod tests {
         bytes(1, &tm, &mut neg);
         bytes(2, &pc, &mut neg);
         assert_eq!(decode(&neg).unwrap()["value"], -5);
+    }
+
+    fn varint_field(n: u64, v: u64, out: &mut Vec<u8>) {
+        varint(n << 3, out);
+        varint(v, out);
+    }
+
+    /// The body of `kubectl create deployment web --image=local/busybox:1
+    /// --port=80 --replicas=2`, as Go's generated code writes it: every
+    /// plain field, empty or not, and the empty messages.
+    #[test]
+    fn a_deployment_as_kubectl_create_sends_it() {
+        let labels = entry_of("app", "web");
+        let mut meta = Vec::new();
+        bytes(1, b"web", &mut meta);
+        bytes(2, b"", &mut meta);
+        bytes(3, b"default", &mut meta);
+        bytes(8, b"", &mut meta);
+        bytes(11, &labels, &mut meta);
+        let mut tmeta = Vec::new();
+        bytes(8, b"", &mut tmeta);
+        bytes(11, &labels, &mut tmeta);
+        let mut port = Vec::new();
+        bytes(1, b"", &mut port);
+        varint_field(2, 0, &mut port);
+        varint_field(3, 80, &mut port);
+        bytes(4, b"", &mut port);
+        let mut container = Vec::new();
+        bytes(1, b"busybox", &mut container);
+        bytes(2, b"local/busybox:1", &mut container);
+        bytes(5, b"", &mut container);
+        bytes(6, &port, &mut container);
+        bytes(8, b"", &mut container);
+        bytes(13, b"", &mut container);
+        varint_field(16, 0, &mut container);
+        let mut pod = Vec::new();
+        bytes(2, &container, &mut pod);
+        bytes(3, b"", &mut pod);
+        bytes(6, b"", &mut pod);
+        varint_field(11, 0, &mut pod);
+        let mut template = Vec::new();
+        bytes(1, &tmeta, &mut template);
+        bytes(2, &pod, &mut template);
+        let mut selector = Vec::new();
+        bytes(1, &labels, &mut selector);
+        let mut strategy = Vec::new();
+        bytes(1, b"", &mut strategy);
+        let mut spec = Vec::new();
+        varint_field(1, 2, &mut spec);
+        bytes(2, &selector, &mut spec);
+        bytes(3, &template, &mut spec);
+        bytes(4, &strategy, &mut spec);
+        varint_field(5, 0, &mut spec);
+        varint_field(7, 0, &mut spec);
+        let mut status = Vec::new();
+        varint_field(1, 0, &mut status);
+        varint_field(2, 0, &mut status);
+        let mut d = Vec::new();
+        bytes(1, &meta, &mut d);
+        bytes(2, &spec, &mut d);
+        bytes(3, &status, &mut d);
+        let mut tm = Vec::new();
+        bytes(1, b"apps/v1", &mut tm);
+        bytes(2, b"Deployment", &mut tm);
+        let mut body = MAGIC.to_vec();
+        bytes(1, &tm, &mut body);
+        bytes(2, &d, &mut body);
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "default",
+                    "labels": {"app": "web"}},
+                "spec": {"replicas": 2,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "strategy": {},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "busybox", "image": "local/busybox:1",
+                                "ports": [{"containerPort": 80}]}]}}}})
+        );
+        // A field of a nested message that drover does not read is refused.
+        let mut odd = Vec::new();
+        bytes(2, b"x", &mut odd);
+        let mut pod2 = Vec::new();
+        bytes(20, &odd, &mut pod2);
+        let mut t2 = Vec::new();
+        bytes(2, &pod2, &mut t2);
+        let mut spec2 = Vec::new();
+        bytes(3, &t2, &mut spec2);
+        let mut d2 = Vec::new();
+        bytes(2, &spec2, &mut d2);
+        let mut body2 = MAGIC.to_vec();
+        bytes(1, &tm, &mut body2);
+        bytes(2, &d2, &mut body2);
+        assert_eq!(
+            decode(&body2).unwrap_err().code,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
     }
 
     #[test]

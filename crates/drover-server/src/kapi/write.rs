@@ -38,12 +38,12 @@ pub struct WriteRequest {
     pub informer: crate::cache::Informer,
 }
 
-fn body_json(body: &[u8]) -> Result<Value, Refusal> {
+pub(super) fn body_json(body: &[u8]) -> Result<Value, Refusal> {
     serde_json::from_slice(body)
         .map_err(|e| Refusal::bad_request(format!("the request body is not JSON: {e}")))
 }
 
-fn respond(code: StatusCode, m: &Manifest, warnings: &[String]) -> Response {
+pub(super) fn respond(code: StatusCode, m: &Manifest, warnings: &[String]) -> Response {
     let mut r = json_response(code, &serde_json::to_value(m).unwrap_or(Value::Null));
     for w in warnings.iter().take(32) {
         let text = format!("299 - {:?}", w.replace(['\n', '\r'], " "));
@@ -269,14 +269,14 @@ pub async fn update(objects: &Objects, req: WriteRequest) -> Result<Response, Re
 
 /// The patch types the API accepts, by `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PatchType {
+pub(super) enum PatchType {
     Json,
     Merge,
     Strategic,
     Apply,
 }
 
-fn patch_type(content_type: &str) -> Result<PatchType, Refusal> {
+pub(super) fn patch_type(content_type: &str) -> Result<PatchType, Refusal> {
     let media = content_type.split(';').next().unwrap_or("").trim();
     match media {
         "application/json-patch+json" => Ok(PatchType::Json),
@@ -289,6 +289,27 @@ fn patch_type(content_type: &str) -> Result<PatchType, Refusal> {
             format!("the body of a PATCH is {other:?}, not one of application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"),
         )),
     }
+}
+
+/// Applies a patch of type `ty` to `v`.
+pub(super) fn apply_patch(ty: PatchType, v: &mut Value, body: &Value) -> Result<(), Refusal> {
+    match ty {
+        PatchType::Json => {
+            json_patch(v, body, crate::limits::MAX_OBJECT_BYTES).map_err(|e| match e {
+                JsonPatchError::Invalid(e) => Refusal::bad_request(e.to_string()),
+                JsonPatchError::TooLarge(m) => Refusal::new(
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    "RequestEntityTooLarge",
+                    m,
+                ),
+            })?
+        }
+        PatchType::Merge => merge_patch(v, body),
+        PatchType::Strategic | PatchType::Apply => {
+            strategic::apply(v, body).map_err(|e| Refusal::bad_request(e.to_string()))?
+        }
+    }
+    Ok(())
 }
 
 /// `PATCH` of one object or its status. Server-side apply
@@ -335,22 +356,7 @@ pub async fn patch(objects: &Objects, req: WriteRequest) -> Result<Response, Ref
             Err(e) => return Err(about(e)),
         };
         let mut v = serde_json::to_value(&old).unwrap_or(Value::Null);
-        match ty {
-            PatchType::Json => {
-                json_patch(&mut v, &body, crate::limits::MAX_OBJECT_BYTES).map_err(|e| match e {
-                    JsonPatchError::Invalid(e) => Refusal::bad_request(e.to_string()),
-                    JsonPatchError::TooLarge(m) => Refusal::new(
-                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                        "RequestEntityTooLarge",
-                        m,
-                    ),
-                })?
-            }
-            PatchType::Merge => merge_patch(&mut v, &body),
-            PatchType::Strategic | PatchType::Apply => {
-                strategic::apply(&mut v, &body).map_err(|e| Refusal::bad_request(e.to_string()))?
-            }
-        }
+        apply_patch(ty, &mut v, &body)?;
         let asked_rv = v["metadata"]["resourceVersion"]
             .as_str()
             .map(str::to_string);
