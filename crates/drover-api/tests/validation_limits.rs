@@ -7,8 +7,7 @@
 use drover_api::apps_v1::RollingUpdateDaemonSet;
 use drover_api::defaults::default_manifest;
 use drover_api::validation::{
-    is_dns1123_label, validate_manifest, DNS1123_LABEL_MAX_LENGTH,
-    TOTAL_ANNOTATION_SIZE_LIMIT,
+    is_dns1123_label, validate_manifest, DNS1123_LABEL_MAX_LENGTH, TOTAL_ANNOTATION_SIZE_LIMIT,
 };
 use drover_api::{parse_manifests, IntOrString, Manifest, Pod, Secret};
 

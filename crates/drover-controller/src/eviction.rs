@@ -10,7 +10,9 @@
 //!
 //! The clock of a taint is its `timeAdded`, which the node lifecycle
 //! ([`crate::node`]) and `drover taint` set on every `NoExecute` taint, so
-//! that a new leader evicts on the same schedule. A taint without one is
+//! that a new leader evicts on the same schedule. It is written to the
+//! second, so it counts from the next second: a pod goes between
+//! `tolerationSeconds` and one second more after the taint, never sooner. A taint without one is
 //! counted from `now` (it never fires while it stays without: Kubernetes
 //! counts from when its manager first saw it, a time drover does not keep).
 //!
@@ -80,11 +82,25 @@ pub fn eviction_time(
         if matching.iter().any(|t| t.toleration_seconds.is_none()) {
             continue;
         }
-        let since = Timestamp::parse_field(taint.time_added.as_deref()).unwrap_or(now);
+        let since =
+            Timestamp::parse_field(taint.time_added.as_deref()).map_or(now, round_up_to_second);
         let due = since.saturating_add(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)));
         at = Some(at.map_or(due, |a| a.min(due)));
     }
     at.map(Some)
+}
+
+/// `timeAdded` is written to the second (RFC 3339 without fraction, as
+/// Kubernetes' `metav1.Time`), up to a second before the taint was really
+/// added: counting from the next second never evicts a pod before its
+/// `tolerationSeconds` have passed.
+fn round_up_to_second(t: Timestamp) -> Timestamp {
+    const SECOND: i64 = 1_000_000_000;
+    if t.unix_nanos() % SECOND == 0 {
+        t + Duration::from_secs(1)
+    } else {
+        t
+    }
 }
 
 /// Plans taint-based eviction over every bound pod.
@@ -211,10 +227,11 @@ mod tests {
         for toleration in &mut p.spec.tolerations {
             toleration.toleration_seconds = Some(2);
         }
-        let early = plan([&n], [&p], t(11));
+        // Added at 10 (to the second): due at 13, never before 12.
+        let early = plan([&n], [&p], t(12));
         assert!(early.evict.is_empty());
-        assert_eq!(early.requeue_at, Some(t(12)));
-        assert_eq!(plan([&n], [&p], t(12)).evict.len(), 1);
+        assert_eq!(early.requeue_at, Some(t(13)));
+        assert_eq!(plan([&n], [&p], t(13)).evict.len(), 1);
     }
 
     #[test]
@@ -255,7 +272,7 @@ mod tests {
         };
         assert_eq!(
             eviction_time(&taints, &[tol(Some(30)), tol(Some(5))], t(1)),
-            Some(Some(t(5)))
+            Some(Some(t(6)))
         );
         assert_eq!(
             eviction_time(&taints, &[tol(Some(5)), tol(None)], t(1)),

@@ -139,8 +139,10 @@ async fn a_bare_pod_and_seed_08_are_bound_and_run_on_a_sim_node() {
     let tmp = tempfile::tempdir().unwrap();
     let (s, _sim) = cluster(tmp.path(), "bare-", 2).await;
     s.apply(&bare_pod("web", "web", "")).await;
-    s.apply(include_str!("../../drover-api/tests/data/08-static-pod.yaml"))
-        .await;
+    s.apply(include_str!(
+        "../../drover-api/tests/data/08-static-pod.yaml"
+    ))
+    .await;
     for name in ["web", "static-example"] {
         let p = wait_for(
             &format!("{name} bound and Running"),
@@ -452,10 +454,7 @@ async fn a_stale_reader_cannot_bind_a_pod_twice() {
     assert_eq!(won.iter().filter(|w| **w).count(), 1, "{r:?}");
     let again = s.objects.execute(vec![bind("n3")]).await;
     assert!(
-        matches!(
-            &again[0],
-            Err(drover_server::error::ApiError::Conflict(_))
-        ),
+        matches!(&again[0], Err(drover_server::error::ApiError::Conflict(_))),
         "{again:?}"
     );
     let winner = if won[0] { "n1" } else { "n2" };
@@ -535,7 +534,10 @@ async fn a_new_leader_binds_what_the_old_one_left_pending_once() {
     for (name, messages) in scheduled {
         assert_eq!(
             messages,
-            [format!("Successfully assigned default/{name} to {}", placed[&name])],
+            [format!(
+                "Successfully assigned default/{name} to {}",
+                placed[&name]
+            )],
             "{name} bound once"
         );
     }

@@ -18,10 +18,10 @@ use crate::daemon::pods::{self, controller_ref_to};
 use crate::daemon::rollout::{template_hash, DEFAULT_REVISION_HISTORY_LIMIT};
 use crate::events::namespace_of;
 
-/// The label that ties a ReplicaSet and its pods to their template.
-pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 /// A ReplicaSet's (and its Deployment's) revision number.
-pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+pub use drover_api::DEPLOYMENT_REVISION_ANNOTATION as REVISION_ANNOTATION;
+/// The label that ties a ReplicaSet and its pods to their template.
+pub use drover_api::POD_TEMPLATE_HASH_LABEL;
 /// `spec.replicas` of the Deployment when the ReplicaSet was last scaled.
 pub const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
 /// `spec.replicas + maxSurge` of the Deployment at that time.

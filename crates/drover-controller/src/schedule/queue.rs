@@ -80,12 +80,7 @@ impl Baseline {
         Baseline {
             nodes: nodes
                 .into_iter()
-                .map(|n| {
-                    (
-                        n.metadata.name.clone(),
-                        n.metadata.resource_version.clone(),
-                    )
-                })
+                .map(|n| (n.metadata.name.clone(), n.metadata.resource_version.clone()))
                 .collect(),
             holders: pods
                 .into_iter()

@@ -13,9 +13,9 @@
 //! in the order given, as if it had been written alone.
 
 use super::codec::{encode_for_write, key, revision_of};
-use drover_api::validation::validate_manifest;
 use super::{prepare_new, Objects};
 use crate::error::ApiError;
+use drover_api::validation::validate_manifest;
 use drover_api::{Kind, Manifest, ObjectMeta};
 use drover_proto::v1::{self as pb, op};
 use futures_util::StreamExt;

@@ -151,9 +151,18 @@ mod tests {
         assert_eq!(target_node("web", ok).expect("ok"), "n1");
         for (body, code) in [
             (&br#"{"kind":"Pod"}"#[..], StatusCode::BAD_REQUEST),
-            (br#"{"kind":"Binding","metadata":{"name":"other"},"target":{"name":"n1"}}"#, StatusCode::BAD_REQUEST),
-            (br#"{"kind":"Binding","target":{"kind":"Pod","name":"n1"}}"#, StatusCode::UNPROCESSABLE_ENTITY),
-            (br#"{"kind":"Binding","target":{}}"#, StatusCode::UNPROCESSABLE_ENTITY),
+            (
+                br#"{"kind":"Binding","metadata":{"name":"other"},"target":{"name":"n1"}}"#,
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                br#"{"kind":"Binding","target":{"kind":"Pod","name":"n1"}}"#,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                br#"{"kind":"Binding","target":{}}"#,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
             (b"not json", StatusCode::BAD_REQUEST),
         ] {
             let r = target_node("web", body).expect_err("refused");
@@ -169,7 +178,10 @@ mod tests {
             },
             Caller::Member(1),
         ] {
-            assert_eq!(may_bind(&c).expect_err("refused").code, StatusCode::FORBIDDEN);
+            assert_eq!(
+                may_bind(&c).expect_err("refused").code,
+                StatusCode::FORBIDDEN
+            );
         }
         let mut p = Pod::default();
         p.metadata.name = "web".into();

@@ -364,11 +364,17 @@ impl Leading {
         self.rollback_skipped.retain(|(uid, _)| live.contains(uid));
         written = written.max(self.revisions.retain(&self.objects, &live).await);
 
-        // Pods of DaemonSets that are gone, and bare pods of nodes that left.
+        // Pods of DaemonSets and ReplicaSets that are gone, and bare pods
+        // of nodes that left.
+        let replica_sets: std::collections::HashSet<&str> = view
+            .replica_sets
+            .values()
+            .map(|rs| rs.metadata.uid.as_str())
+            .collect();
         let gc = self.pod_gc.plan(
             nodes.iter().copied(),
             pods.iter().copied(),
-            |uid| live.contains(uid),
+            |uid| live.contains(uid) || replica_sets.contains(uid),
             now,
         );
         soonest(gc.next_check);

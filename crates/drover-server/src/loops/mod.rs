@@ -5,6 +5,8 @@
 //!   ControllerRevisions, [`revisions`]) and the node lifecycle controller;
 //! - [`scheduler`]: on the leader, the scheduler that binds pods without
 //!   `spec.nodeName`;
+//! - [`workloads`]: on the leader, the Deployment and ReplicaSet
+//!   controllers, their garbage collection and taint-based eviction;
 //! - [`session`]: one agent's session (pushing its pods, writing what it
 //!   reports);
 //! - [`mirror`]: mirror pods kept in step with a node's static pods;
@@ -22,6 +24,7 @@ pub mod scheduler;
 pub mod session;
 pub mod snapshots;
 pub mod tokens;
+pub mod workloads;
 
 use crate::ctx::Ctx;
 use drover_api::Manifest;

@@ -272,10 +272,7 @@ impl Scheduler {
                 if victim.metadata.uid != v.uid {
                     continue;
                 }
-                deletes.push(Write::Delete(
-                    Kind::Pod,
-                    Box::new(victim.metadata.clone()),
-                ));
+                deletes.push(Write::Delete(Kind::Pod, Box::new(victim.metadata.clone())));
                 doomed.push((victim, by, p.node.as_str()));
             }
         }
@@ -314,4 +311,3 @@ fn log_refusal(pod: &Pod, e: &ApiError) {
         _ => tracing::warn!(pod = %format!("{}/{}", m.namespace, m.name), "scheduling write: {e}"),
     }
 }
-
