@@ -13,7 +13,8 @@ use drover_api::{Deployment, Kind, Manifest, Pod, ReplicaSet};
 use drover_server::api::Objects;
 use drover_server::Server;
 use drover_testkit::{
-    client, is_running_and_ready, sim_options, start_servers, wait_until, TestServer,
+    client, is_running_and_ready, sim_options, start_servers, wait_nodes_ready, wait_until,
+    wait_voting_members, TestServer,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -39,21 +40,21 @@ spec:
 
 const ROLLING: &str = "{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}";
 
-async fn wait_nodes_ready(objects: &Objects, prefix: &str, n: usize) {
-    wait_until("the nodes Ready", WAIT, || async {
-        let Ok((nodes, _)) = objects.list(Kind::Node, None, None).await else {
-            return false;
-        };
-        nodes
-            .iter()
-            .filter(|m| {
-                matches!(m, Manifest::Node(node)
-                    if node.metadata.name.starts_with(prefix) && node.is_ready())
-            })
-            .count()
-            == n
-    })
-    .await;
+/// A one-member server and `n` Ready sim nodes `<prefix>0…`.
+async fn cluster(tmp: &std::path::Path, prefix: &str, n: usize) -> (TestServer, Sim) {
+    cluster_tuned(tmp, prefix, n, |_| {}).await
+}
+
+async fn cluster_tuned(
+    tmp: &std::path::Path,
+    prefix: &str,
+    n: usize,
+    tune: impl FnOnce(&mut drover_server::ServerOptions),
+) -> (TestServer, Sim) {
+    let s = TestServer::start_tuned(&tmp.join("server"), tune).await;
+    let sim = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, prefix, n)).expect("sim");
+    wait_nodes_ready(&s.objects, prefix, n, WAIT).await;
+    (s, sim)
 }
 
 async fn list<T>(objects: &Objects, kind: Kind, f: impl Fn(Manifest) -> Option<T>) -> Vec<T> {
@@ -163,9 +164,7 @@ fn live<'a>(pods: &[&'a Pod]) -> Vec<&'a Pod> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deployment_runs_rolls_out_within_bounds_scales_and_replaces_pods() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let _sim = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, "w-", 4)).expect("sim");
-    wait_nodes_ready(&s.objects, "w-", 4).await;
+    let (s, _sim) = cluster(tmp.path(), "w-", 4).await;
     let o = &s.objects;
     apply_and_wait(
         o,
@@ -270,9 +269,7 @@ async fn a_deployment_runs_rolls_out_within_bounds_scales_and_replaces_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recreate_never_runs_old_and_new_pods_together() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let _sim = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, "r-", 3)).expect("sim");
-    wait_nodes_ready(&s.objects, "r-", 3).await;
+    let (s, _sim) = cluster(tmp.path(), "r-", 3).await;
     let o = &s.objects;
     let recreate = "{type: Recreate}";
     apply_and_wait(
@@ -314,9 +311,7 @@ async fn recreate_never_runs_old_and_new_pods_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deleting_a_deployment_takes_or_orphans_its_replica_sets_and_pods() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let _sim = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, "g-", 2)).expect("sim");
-    wait_nodes_ready(&s.objects, "g-", 2).await;
+    let (s, _sim) = cluster(tmp.path(), "g-", 2).await;
     let o = &s.objects;
     apply_and_wait(
         o,
@@ -379,14 +374,12 @@ async fn deleting_a_deployment_takes_or_orphans_its_replica_sets_and_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pod_on_a_killed_node_is_replaced_on_another_after_its_toleration_seconds() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start_tuned(&tmp.path().join("server"), |o| {
+    let (s, a) = cluster_tuned(tmp.path(), "ka-", 1, |o| {
         o.controller.node_timeout = Duration::from_secs(1);
     })
     .await;
-    let a = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, "ka-", 1)).expect("sim a");
     let b = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, "kb-", 1)).expect("sim b");
-    wait_nodes_ready(&s.objects, "ka-", 1).await;
-    wait_nodes_ready(&s.objects, "kb-", 1).await;
+    wait_nodes_ready(&s.objects, "kb-", 1, WAIT).await;
     let o = &s.objects;
     let tolerations = "      tolerations:
       - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}
@@ -479,18 +472,9 @@ async fn a_leader_failover_mid_rollout_finishes_it_with_no_extra_pod() {
     let ca = servers[0].trust.ca.cert_pem().to_string();
     let admin = servers[0].identity.admin_token.clone();
     let node_token = servers[0].identity.node_token.clone();
-    wait_until("three voters", WAIT, || async {
-        servers[0]
-            .store
-            .members()
-            .values()
-            .filter(|m| !m.learner && !m.removed)
-            .count()
-            == 3
-    })
-    .await;
+    wait_voting_members(&servers[0], 3, WAIT).await;
     let _sim = Sim::start(sim_options(addrs.clone(), &node_token, "lf-", 4)).expect("sim");
-    wait_nodes_ready(&servers[0].objects(), "lf-", 4).await;
+    wait_nodes_ready(&servers[0].objects(), "lf-", 4, WAIT).await;
     let c = client(addrs.clone(), &admin, &ca);
     let o = servers[0].objects();
     c.apply(&deployment("fo", 4, "busybox:1", ROLLING, ""), false)
@@ -545,9 +529,7 @@ async fn a_leader_failover_mid_rollout_finishes_it_with_no_extra_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_drained_node_s_pods_are_replaced_on_other_nodes() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let _sim = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, "d-", 3)).expect("sim");
-    wait_nodes_ready(&s.objects, "d-", 3).await;
+    let (s, _sim) = cluster(tmp.path(), "d-", 3).await;
     let o = &s.objects;
     apply_and_wait(
         o,

@@ -341,19 +341,7 @@ fn manage<R: RngCore + ?Sized>(
         let per_node = rank::pods_per_node(&victims);
         victims.sort_by(|a, b| rank::deletion_order(a, b, &per_node));
         for pod in victims.into_iter().take((have - want).min(BURST_REPLICAS)) {
-            plan.delete.push(PodDeletion {
-                namespace: namespace_of(&pod.metadata).to_owned(),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-                event: events::object_event(
-                    rs,
-                    REPLICASET_CONTROLLER,
-                    (drover_api::event_type::NORMAL, reason::SUCCESSFUL_DELETE),
-                    format!("Deleted pod: {}", pod.metadata.name),
-                    now,
-                    rng,
-                ),
-            });
+            plan.delete.push(deletion(rs, pod, now, rng));
         }
     }
 }
@@ -409,22 +397,33 @@ fn finish_deletion<R: RngCore + ?Sized>(
                 plan.release.push(p);
             }
             Propagation::Foreground if !is_terminating(pod) => {
-                plan.delete.push(PodDeletion {
-                    namespace: namespace_of(&pod.metadata).to_owned(),
-                    name: pod.metadata.name.clone(),
-                    uid: pod.metadata.uid.clone(),
-                    event: events::object_event(
-                        rs,
-                        REPLICASET_CONTROLLER,
-                        (drover_api::event_type::NORMAL, reason::SUCCESSFUL_DELETE),
-                        format!("Deleted pod: {}", pod.metadata.name),
-                        now,
-                        rng,
-                    ),
-                });
+                plan.delete.push(deletion(rs, pod, now, rng));
             }
             Propagation::Foreground => {}
         }
+    }
+}
+
+/// The deletion of one of the ReplicaSet's pods, with its
+/// `SuccessfulDelete` event (`Deleted pod: NAME`).
+fn deletion<R: RngCore + ?Sized>(
+    rs: &ReplicaSet,
+    pod: &Pod,
+    now: Timestamp,
+    rng: &mut R,
+) -> PodDeletion {
+    PodDeletion {
+        namespace: namespace_of(&pod.metadata).to_owned(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        event: events::object_event(
+            rs,
+            REPLICASET_CONTROLLER,
+            (drover_api::event_type::NORMAL, reason::SUCCESSFUL_DELETE),
+            format!("Deleted pod: {}", pod.metadata.name),
+            now,
+            rng,
+        ),
     }
 }
 

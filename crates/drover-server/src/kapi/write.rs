@@ -499,6 +499,7 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drover_api::Kind;
 
     #[test]
     fn patch_types_by_content_type() {

@@ -322,14 +322,7 @@ impl Leading {
         // DaemonSets. Each plan gets the pods it may touch: those it
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business.
-        let mut bare: Vec<&Pod> = Vec::new();
-        let mut by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
-        for &p in &pods {
-            match p.metadata.controller_ref() {
-                Some(o) => by_owner.entry(o.uid.as_str()).or_default().push(p),
-                None => bare.push(p),
-            }
-        }
+        let (by_owner, bare) = super::pods_by_controller(&pods);
         // What each node's pods request and the ports they hold: a daemon
         // pod is placed only where it fits.
         let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));

@@ -57,6 +57,26 @@ where
     }
 }
 
+/// The pods by the uid of their controller, and those without one (which
+/// a controller may adopt): what each controller's plan is given.
+pub(crate) fn pods_by_controller<'a>(
+    pods: &[&'a drover_api::Pod],
+) -> (
+    std::collections::HashMap<&'a str, Vec<&'a drover_api::Pod>>,
+    Vec<&'a drover_api::Pod>,
+) {
+    let mut bare = Vec::new();
+    let mut by_owner: std::collections::HashMap<&str, Vec<&drover_api::Pod>> =
+        std::collections::HashMap::new();
+    for &p in pods {
+        match p.metadata.controller_ref() {
+            Some(o) => by_owner.entry(o.uid.as_str()).or_default().push(p),
+            None => bare.push(p),
+        }
+    }
+    (by_owner, bare)
+}
+
 /// The store revision of an object the API just wrote (what a loop waits
 /// for its cache to reach); 0, nothing to wait for, when it carries none.
 /// Never a compare-and-swap precondition: those come from

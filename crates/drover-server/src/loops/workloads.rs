@@ -115,16 +115,13 @@ impl Workloads {
                 .push(rs);
         }
         let mut pods_by_ns: HashMap<&str, Vec<&Pod>> = HashMap::new();
-        let mut by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
         for &p in &pods {
             pods_by_ns
                 .entry(p.metadata.namespace.as_str())
                 .or_default()
                 .push(p);
-            if let Some(o) = p.metadata.controller_ref() {
-                by_owner.entry(o.uid.as_str()).or_default().push(p);
-            }
         }
+        let (by_owner, bare) = super::pods_by_controller(&pods);
         for d in view.deployments.values() {
             let ns = d.metadata.namespace.as_str();
             let input = deployment::PlanInput {
@@ -145,14 +142,7 @@ impl Workloads {
                 .into_iter()
                 .flatten()
                 .copied()
-                .chain(
-                    pods_by_ns
-                        .get(ns)
-                        .into_iter()
-                        .flatten()
-                        .copied()
-                        .filter(|p| p.metadata.controller_ref().is_none()),
-                )
+                .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
                 .collect();
             let input = replicaset::PlanInput {
                 replica_set: rs,
@@ -260,13 +250,12 @@ impl Workloads {
                 }
             }
         }
+        let view = self.informer.snapshot();
         let deletes: Vec<Write> = plan
             .delete
             .iter()
             .filter_map(|g| {
-                self.informer
-                    .snapshot()
-                    .replica_sets
+                view.replica_sets
                     .values()
                     .find(|rs| rs.metadata.uid == g.uid)
                     .map(|rs| Write::Delete(Kind::ReplicaSet, Box::new(rs.metadata.clone())))
