@@ -1183,25 +1183,46 @@ metadata: {name: fine}
     );
 }
 
-/// A bare pod without spec.nodeName would wait for a scheduler drover does
-/// not have: it is refused with what to do instead, and nothing is written.
+/// A bare pod without spec.nodeName is accepted Pending for the scheduler;
+/// with a node it does not fit (a selector no node matches), `describe
+/// pod` says why, node by node, and the FailedScheduling event gives
+/// kube-scheduler's message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bare_pod_without_a_node_is_refused_with_how_to_place_it() {
+async fn a_bare_pod_waits_pending_and_describe_says_why_node_by_node() {
     let cl = start().await;
     let c = &cl.client;
-    let r = apply(
+    apply(
         c,
-        &inline("apiVersion: v1\nkind: Pod\nmetadata: {name: lost}\nspec:\n  containers: [{name: c, image: busybox}]\n"),
+        &inline("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {disk: hdd}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: lost}\nspec:\n  nodeSelector: {disk: ssd}\n  containers: [{name: c, image: busybox}]\n"),
         None,
     )
     .await
-    .failed();
+    .ok();
+    const MESSAGE: &str =
+        "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.";
+    wait_until_every("the FailedScheduling event", WAIT, POLL, || async {
+        describe(c, "pod", &["lost"]).await.out.contains(MESSAGE)
+    })
+    .await;
+    let text = describe(c, "pod", &["lost"]).await.ok().out;
+    assert!(text.contains("Status:"), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Nodes that do not fit:"))
+        .take(4)
+        .collect();
     assert_eq!(
-        r.error(),
-        "Error from server (Invalid): Pod \"lost\" is invalid: spec.nodeName: Required value: drover has no scheduler for bare pods: set spec.nodeName to the node that should run this pod, or run it on every node (or those a nodeSelector picks) with a DaemonSet",
-        "{r:?}"
+        rows,
+        [
+            "Nodes that do not fit:",
+            "  Node  Reason",
+            "  ----  ------",
+            "  n1    node(s) didn't match Pod's node affinity/selector"
+        ],
+        "{text}"
     );
-    get(c, get_opts("pods", &["lost"])).await.failed();
+    let r = get(c, get_opts("pods", &["lost"])).await.ok();
+    assert!(r.out.contains("Pending"), "{}", r.out);
 }
 
 /// PriorityClasses: applied, listed with kubectl's columns, validated as

@@ -545,3 +545,171 @@ async fn a_new_leader_binds_what_the_old_one_left_pending_once() {
         s.shutdown().await;
     }
 }
+
+/// A client certificate of `role` for `name` and its key (PEM).
+async fn certificate(s: &TestServer, role: &str, name: &str) -> (String, String) {
+    let cred = drover_pki::Credential::generate(role).expect("a key");
+    let r = s
+        .client()
+        .issue_client(drover_proto::v1::IssueClientRequest {
+            name: name.into(),
+            role: role.into(),
+            ttl_seconds: 3600,
+            csr: cred.csr_pem.clone(),
+        })
+        .await
+        .expect("issue a certificate");
+    (r.cert, cred.key_pem)
+}
+
+/// POSTs a Binding of the pod `hand` to `n1`: the status code and body.
+async fn post_binding(
+    http: &str,
+    ca: &str,
+    token: Option<&str>,
+    identity: Option<(&str, &str)>,
+) -> (u16, String) {
+    let body = br#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"hand"},"target":{"apiVersion":"v1","kind":"Node","name":"n1"}}"#;
+    let r = drover_testkit::HttpsRequest {
+        method: "POST",
+        path: "/api/v1/namespaces/default/pods/hand/binding",
+        token,
+        identity,
+        body: Some(("application/json", &body[..])),
+    };
+    tokio::time::timeout(WAIT, drover_testkit::https(http, ca, r))
+        .await
+        .expect("an answer in time")
+        .expect("an answer")
+}
+
+/// `pods/binding` binds an unbound pod for the admin, once: a second
+/// binding is 409 in the API server's words; a viewer, metrics or node
+/// certificate is refused (403), no credential 401, and nothing is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_binding_binds_once_and_only_for_the_admin() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A selector no node matches: the scheduler leaves the pod unbound
+    // (a binding, as the API server's, does not check it).
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    s.apply(&bare_pod("hand", "hand", "  nodeSelector: {by: hand}\n"))
+        .await;
+    let http = s.server.http_addr.to_string();
+    let post = |token, identity| post_binding(&http, &s.ca, token, identity);
+    let (viewer_cert, viewer_key) = certificate(&s, "viewer", "v1").await;
+    let (metrics_cert, metrics_key) = certificate(&s, "metrics", "m1").await;
+    let (node_cert, node_key) =
+        drover_testkit::node_certificate(&s.addr, &s.ca, &s.node_token, "n1").await;
+    for (who, cert, key) in [
+        ("viewer", &viewer_cert, &viewer_key),
+        ("metrics", &metrics_cert, &metrics_key),
+        ("node", &node_cert, &node_key),
+    ] {
+        let (code, text) = post(None, Some((cert.as_str(), key.as_str()))).await;
+        assert_eq!(code, 403, "{who}: {text}");
+    }
+    let (code, text) = post(None, None).await;
+    assert_eq!(code, 401, "{text}");
+    assert!(s.pod("hand").await.expect("hand").spec.node_name.is_empty());
+
+    let admin = s.server.identity.admin_token.clone();
+    let (code, text) = post(Some(&admin), None).await;
+    assert_eq!(code, 201, "{text}");
+    let p = s.pod("hand").await.expect("hand");
+    assert_eq!(p.spec.node_name, "n1");
+    assert!(p
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.r#type == "PodScheduled" && c.status == Some(ConditionStatus::True)));
+    let (code, text) = post(Some(&admin), None).await;
+    assert_eq!(code, 409, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("a Status");
+    assert_eq!(
+        v["message"],
+        "Operation cannot be fulfilled on pods/binding \"hand\": pod hand is already assigned to node \"n1\""
+    );
+    assert_eq!(v["reason"], "Conflict");
+}
+
+fn priority_class(name: &str, value: i32, never: bool) -> String {
+    let policy = if never {
+        "preemptionPolicy: Never\n"
+    } else {
+        ""
+    };
+    format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: {value}\n{policy}---\n")
+}
+
+fn classed_cpu_pod(name: &str, class: &str, cpu: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels: {{app: cpu}}\nspec:\n  priorityClassName: {class}\n{}",
+        requesting(cpu)
+    )
+}
+
+/// A pod that fits nowhere preempts pods of lower priority on a node (they
+/// are deleted with a `Preempted` event), is nominated there and bound
+/// once they are gone; a pod whose class says `preemptionPolicy: Never`
+/// waits instead, whatever its priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_of_higher_priority_preempts_and_one_that_may_not_waits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, _sim) = cluster(tmp.path(), "pre-", 1).await;
+    s.apply(&format!(
+        "{}{}{}",
+        priority_class("low", 10, false),
+        priority_class("high", 1000, false),
+        priority_class("polite", 2000, true)
+    ))
+    .await;
+    s.apply(&classed_cpu_pod("victim", "low", "3")).await;
+    wait_until("the low pod bound", WAIT, || async {
+        s.pod("victim")
+            .await
+            .is_some_and(|p| p.spec.node_name == "pre-0")
+    })
+    .await;
+    s.apply(&classed_cpu_pod("important", "high", "3")).await;
+    let p = wait_for(
+        "the high pod bound where the low one was",
+        WAIT,
+        Duration::from_millis(20),
+        || async {
+            s.pod("important")
+                .await
+                .filter(|p| p.spec.node_name == "pre-0")
+        },
+    )
+    .await;
+    assert!(s.pod("victim").await.is_none(), "the victim is gone");
+    assert!(p.status.nominated_node_name.is_empty(), "{p:?}");
+    let preempted = wait_for(
+        "the Preempted event",
+        WAIT,
+        Duration::from_millis(20),
+        || async { events(&s.objects, "Preempted").await.remove("victim") },
+    )
+    .await;
+    assert_eq!(
+        preempted,
+        [format!("Preempted by pod {} on node pre-0", p.metadata.uid)]
+    );
+    // Higher still, but it may not preempt: it waits, and the high pod
+    // stays.
+    s.apply(&classed_cpu_pod("polite", "polite", "3")).await;
+    let m = wait_for(
+        "the polite pod waits",
+        WAIT,
+        Duration::from_millis(20),
+        || async { s.pod("polite").await.and_then(|p| waiting_message(&p)) },
+    )
+    .await;
+    assert_eq!(m, "0/1 nodes are available: 1 Insufficient cpu.");
+    let polite = s.pod("polite").await.expect("polite");
+    assert!(polite.status.nominated_node_name.is_empty(), "{polite:?}");
+    assert_eq!(
+        s.pod("important").await.expect("important").spec.node_name,
+        "pre-0"
+    );
+}

@@ -39,15 +39,19 @@ pub fn scheduler_name(pod: &Pod) -> &str {
 pub fn is_pending(pod: &Pod) -> bool {
     pod.spec.node_name.is_empty()
         && pod.metadata.deletion_timestamp.is_none()
-        && !matches!(
-            pod.status.phase,
-            Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
-        )
+        && !terminated(pod)
         && matches!(scheduler_name(pod), "" | DEFAULT_SCHEDULER)
-        && !pod
+        && pod
             .metadata
             .controller_ref()
-            .is_some_and(|o| o.kind == "DaemonSet")
+            .is_none_or(|o| o.kind != "DaemonSet")
+}
+
+fn terminated(p: &Pod) -> bool {
+    matches!(
+        p.status.phase,
+        Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
+    )
 }
 
 /// Whether the pod has required pod affinity terms.
@@ -84,13 +88,7 @@ impl Baseline {
                 .collect(),
             holders: pods
                 .into_iter()
-                .filter(|p| {
-                    !p.spec.node_name.is_empty()
-                        && !matches!(
-                            p.status.phase,
-                            Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
-                        )
-                })
+                .filter(|p| !p.spec.node_name.is_empty() && !terminated(p))
                 .map(|p| (p.metadata.uid.clone(), p.spec.node_name.clone()))
                 .collect(),
         }
@@ -160,15 +158,39 @@ impl Backlog {
         if self.waiting.is_empty() {
             return Changes::default();
         }
-        let new = Baseline::of(nodes, pods);
-        let all = new.nodes != old.nodes
-            || old
-                .holders
-                .iter()
-                .any(|(uid, node)| new.holders.get(uid) != Some(node));
-        let affinity = all || new.holders.len() != old.holders.len() || {
-            new.holders.keys().any(|uid| !old.holders.contains_key(uid))
-        };
+        // Compared in place (no copy of the view): every pass of a busy
+        // cluster with waiting pods runs this.
+        let mut seen_nodes = 0;
+        let mut all = false;
+        for n in nodes {
+            seen_nodes += 1;
+            if old.nodes.get(n.metadata.name.as_str()) != Some(&n.metadata.resource_version) {
+                all = true;
+                break;
+            }
+        }
+        all |= seen_nodes != old.nodes.len();
+        let mut affinity = all;
+        if !all {
+            let mut kept = 0;
+            for p in pods {
+                if p.spec.node_name.is_empty() || terminated(p) {
+                    continue;
+                }
+                match old.holders.get(p.metadata.uid.as_str()) {
+                    Some(node) if *node == p.spec.node_name => kept += 1,
+                    // Moved: its old node has room now.
+                    Some(_) => {
+                        all = true;
+                        break;
+                    }
+                    None => affinity = true,
+                }
+            }
+            // A pod that held room is gone (or finished).
+            all |= kept != old.holders.len();
+            affinity |= all;
+        }
         Changes { all, affinity }
     }
 

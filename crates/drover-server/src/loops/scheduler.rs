@@ -74,13 +74,104 @@ struct Scheduler {
 }
 
 /// What one pass decided for one pod, to be written.
-enum Outcome<'a> {
-    Bind(&'a Pod),
+enum Outcome {
+    /// Bind the pod (as read).
+    Bind(Pod),
+    /// The pod (as read) fits nowhere.
     Wait {
-        pod: &'a Pod,
+        pod: Pod,
         /// The message changed: record `FailedScheduling`.
         event: bool,
     },
+}
+
+/// What one pass decided, owned (decided on a blocking thread).
+struct Plan {
+    writes: Vec<Write>,
+    /// One per write, in the same order.
+    outcomes: Vec<Outcome>,
+    /// Preemptions, with the preemptor's uid.
+    victims: Vec<(Preemption, String)>,
+    /// Pods that fit nowhere and had nothing new to say (as read).
+    unchanged: Vec<Pod>,
+    /// How many pods fit nowhere.
+    unschedulable: u64,
+}
+
+/// Decides the pods of `view` with the store keys `due`: the writes to
+/// make (pure but for the RNG).
+fn decide(view: &Snapshot, due: &[String], mut rng: StdRng, now: Timestamp) -> Plan {
+    let nodes = || view.nodes.values().map(|n| &**n);
+    let due: Vec<&Pod> = due
+        .iter()
+        .filter_map(|k| view.pods.get(k).map(|p| &**p))
+        .collect();
+    let priorities = Priorities::new(view.priority_classes.values().map(|c| &**c));
+    let ordered = queue_order(&due, &priorities);
+    // The pods being scheduled hold no room for themselves (a pod
+    // nominated after a preemption must not find its own room taken).
+    let deciding: HashSet<&str> = due.iter().map(|p| p.metadata.uid.as_str()).collect();
+    let others = || {
+        view.pods
+            .values()
+            .map(|p| &**p)
+            .filter(|p| !deciding.contains(p.metadata.uid.as_str()))
+    };
+    let mut cluster = Cluster::new(nodes(), others());
+    let decisions = cluster.schedule_batch(ordered, &mut rng);
+    drop(cluster);
+
+    let mut usage: Option<NodeUsage> = None;
+    let mut plan = Plan {
+        writes: Vec::with_capacity(decisions.len()),
+        outcomes: Vec::with_capacity(decisions.len()),
+        victims: Vec::new(),
+        unchanged: Vec::new(),
+        unschedulable: 0,
+    };
+    for (pod, decision) in decisions {
+        match decision {
+            Decision::Bind(p) => {
+                plan.writes.push(Write::Update(Manifest::Pod(Box::new(bound(
+                    pod, &p.node, now,
+                )))));
+                plan.outcomes.push(Outcome::Bind(pod.clone()));
+            }
+            Decision::Unschedulable(why) => {
+                plan.unschedulable += 1;
+                let usage = usage.get_or_insert_with(|| {
+                    NodeUsage::with_priorities(others(), priorities.clone())
+                });
+                let preempt = preemption(pod, &why, nodes(), usage);
+                let message = why.message();
+                let mut next = pod.clone();
+                set_unschedulable(&mut next.status, message.clone(), now);
+                if let Some(p) = &preempt {
+                    next.status.nominated_node_name = p.node.clone();
+                    for v in &p.victims {
+                        usage.remove(&p.node, &v.uid);
+                    }
+                    usage.add(&next);
+                }
+                let event = unschedulable_message(pod) != Some(message.as_str());
+                if let Some(p) = preempt {
+                    plan.victims.push((p, pod.metadata.uid.clone()));
+                }
+                if next.status == pod.status {
+                    // Nothing new to say: it waits as it is.
+                    plan.unchanged.push(pod.clone());
+                    continue;
+                }
+                plan.writes
+                    .push(Write::Update(Manifest::Pod(Box::new(next))));
+                plan.outcomes.push(Outcome::Wait {
+                    pod: pod.clone(),
+                    event,
+                });
+            }
+        }
+    }
+    plan
 }
 
 fn now() -> Timestamp {
@@ -109,7 +200,7 @@ impl Scheduler {
         loop {
             changes.borrow_and_update();
             let view = self.informer.snapshot();
-            let written = self.pass(&view).await;
+            let written = self.pass(view).await;
             if written > 0 {
                 self.informer.hold(written, VIEW_WARN_EVERY).await;
             }
@@ -135,11 +226,16 @@ impl Scheduler {
     }
 
     /// One pass; answers the highest revision written (0: none).
-    async fn pass(&mut self, view: &Snapshot) -> u64 {
+    async fn pass(&mut self, view: Arc<Snapshot>) -> u64 {
         let nodes = || view.nodes.values().map(|n| &**n);
         let pods = || view.pods.values().map(|p| &**p);
         let changes = self.backlog.changes(nodes(), pods());
-        let due = self.backlog.due(pods(), changes);
+        let due: Vec<String> = self
+            .backlog
+            .due(pods(), changes)
+            .into_iter()
+            .map(|p| key(Kind::Pod, &p.metadata.namespace, &p.metadata.name))
+            .collect();
         if changes != Default::default() || !due.is_empty() {
             self.backlog.judged_on(nodes(), pods());
         }
@@ -148,59 +244,30 @@ impl Scheduler {
         }
         let started = Instant::now();
         let now = now();
-        let priorities = Priorities::new(view.priority_classes.values().map(|c| &**c));
-        let ordered = queue_order(&due, &priorities);
-        // The pods being scheduled hold no room for themselves (a pod
-        // nominated after a preemption must not find its own room taken).
-        let deciding: HashSet<&str> = due.iter().map(|p| p.metadata.uid.as_str()).collect();
-        let others = || pods().filter(|p| !deciding.contains(p.metadata.uid.as_str()));
-        let mut cluster = Cluster::new(nodes(), others());
-        let decisions = cluster.schedule_batch(ordered, &mut self.rng);
-        drop(cluster);
-
-        let mut usage: Option<NodeUsage> = None;
-        let mut outcomes: Vec<Outcome<'_>> = Vec::with_capacity(decisions.len());
-        let mut writes: Vec<Write> = Vec::with_capacity(decisions.len());
-        let mut victims: Vec<(Preemption, &Pod)> = Vec::new();
-        let mut unschedulable = 0u64;
-        for (pod, decision) in decisions {
-            match decision {
-                Decision::Bind(p) => {
-                    writes.push(Write::Update(Manifest::Pod(Box::new(bound(
-                        pod, &p.node, now,
-                    )))));
-                    outcomes.push(Outcome::Bind(pod));
-                }
-                Decision::Unschedulable(why) => {
-                    unschedulable += 1;
-                    let usage = usage.get_or_insert_with(|| {
-                        NodeUsage::with_priorities(others(), priorities.clone())
-                    });
-                    let preempt = preemption(pod, &why, nodes(), usage);
-                    let message = why.message();
-                    let mut next = pod.clone();
-                    set_unschedulable(&mut next.status, message.clone(), now);
-                    if let Some(p) = &preempt {
-                        next.status.nominated_node_name = p.node.clone();
-                        for v in &p.victims {
-                            usage.remove(&p.node, &v.uid);
-                        }
-                        usage.add(&next);
-                    }
-                    let event = unschedulable_message(pod) != Some(message.as_str());
-                    if let Some(p) = preempt {
-                        victims.push((p, pod));
-                    }
-                    if next.status == pod.status {
-                        // Nothing new to say: it waits as it is.
-                        self.backlog.wait(pod, &pod.metadata.resource_version);
-                        continue;
-                    }
-                    writes.push(Write::Update(Manifest::Pod(Box::new(next))));
-                    outcomes.push(Outcome::Wait { pod, event });
-                }
+        // Deciding is CPU work (10,000 pods over 1,000 nodes): off the
+        // async workers, which serve the API and the agents meanwhile.
+        let rng = StdRng::from_rng(&mut self.rng);
+        let decided = {
+            let view = view.clone();
+            tokio::task::spawn_blocking(move || decide(&view, &due, rng, now)).await
+        };
+        let plan = match decided {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!("a scheduling pass failed: {e}");
+                return 0;
             }
+        };
+        for pod in &plan.unchanged {
+            self.backlog.wait(pod, &pod.metadata.resource_version);
         }
+        let Plan {
+            writes,
+            outcomes,
+            victims,
+            unschedulable,
+            ..
+        } = plan;
         let results = self.objects.execute(writes).await;
         let mut written = 0u64;
         let mut events = Vec::new();
@@ -213,7 +280,7 @@ impl Scheduler {
                     continue;
                 }
                 Err(e) => {
-                    let pod = match outcome {
+                    let pod = match &outcome {
                         Outcome::Bind(p) | Outcome::Wait { pod: p, .. } => p,
                     };
                     // Changed meanwhile (or bound by someone else): the
@@ -232,14 +299,14 @@ impl Scheduler {
                     events.push(super::events::scheduled(p, now));
                 }
                 Outcome::Wait { pod, event } => {
-                    self.backlog.wait(pod, &p.metadata.resource_version);
+                    self.backlog.wait(&pod, &p.metadata.resource_version);
                     if event {
                         events.push(super::events::failed_scheduling(p, now));
                     }
                 }
             }
         }
-        written = written.max(self.preempt(view, victims, now, &mut events).await);
+        written = written.max(self.preempt(&view, victims, now, &mut events).await);
         let m = &self.ctx.metrics;
         m.scheduler_pods_bound.inc_by(bound_now);
         m.scheduler_pods_unschedulable.inc_by(unschedulable);
@@ -258,12 +325,12 @@ impl Scheduler {
     async fn preempt(
         &self,
         view: &Snapshot,
-        preemptions: Vec<(Preemption, &Pod)>,
+        preemptions: Vec<(Preemption, String)>,
         now: Timestamp,
         events: &mut Vec<Event>,
     ) -> u64 {
         let mut deletes = Vec::new();
-        let mut doomed: Vec<(&Pod, &Pod, &str)> = Vec::new();
+        let mut doomed: Vec<(&Pod, &str, &str)> = Vec::new();
         for (p, by) in &preemptions {
             for v in &p.victims {
                 let Some(victim) = view.pods.get(&key(Kind::Pod, &v.namespace, &v.name)) else {
@@ -273,7 +340,7 @@ impl Scheduler {
                     continue;
                 }
                 deletes.push(Write::Delete(Kind::Pod, Box::new(victim.metadata.clone())));
-                doomed.push((victim, by, p.node.as_str()));
+                doomed.push((victim, by.as_str(), p.node.as_str()));
             }
         }
         if deletes.is_empty() {
@@ -291,7 +358,7 @@ impl Scheduler {
                         super::events::SCHEDULER,
                         drover_api::event_type::NORMAL,
                         "Preempted",
-                        format!("Preempted by pod {} on node {node}", by.metadata.uid),
+                        format!("Preempted by pod {by} on node {node}"),
                         now,
                     ));
                 }
