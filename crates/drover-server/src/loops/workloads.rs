@@ -163,6 +163,9 @@ impl Workloads {
     async fn evict(&mut self, view: &Snapshot, pods: &[&Pod], now: Timestamp, out: &mut Outcome) {
         let plan = eviction::plan(view.nodes.values().map(|n| &**n), pods.iter().copied(), now);
         out.wake_at(plan.requeue_at);
+        if plan.evict.is_empty() {
+            return;
+        }
         let by_uid: HashMap<&str, &Pod> =
             pods.iter().map(|p| (p.metadata.uid.as_str(), *p)).collect();
         let mut writes = Vec::new();
