@@ -65,7 +65,7 @@ fn counts(s: &TestServer, image: &str) -> (usize, usize, usize) {
 async fn milestones(s: &TestServer, image: &str, pods: usize, from: Instant, what: &str) {
     let mut changes = s.server.cache.subscribe();
     let (mut created, mut bound) = (None, None);
-    let limit = Duration::from_secs(600);
+    let limit = Duration::from_secs(env("DROVER_BENCH_LIMIT_SECS", 600) as u64);
     loop {
         changes.borrow_and_update();
         let (n, b, r) = counts(s, image);
@@ -89,6 +89,26 @@ async fn milestones(s: &TestServer, image: &str, pods: usize, from: Instant, wha
         }
         if from.elapsed() > limit {
             println!("{what}: not done after {limit:?}: {n} pods, {b} bound, {r} ready");
+            let view = s.server.cache.snapshot();
+            let stuck = view.pods.values().filter(|p| {
+                p.metadata.labels.get("app").map(String::as_str) == Some("bench")
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !is_running_and_ready(p)
+            });
+            for p in stuck.take(5) {
+                println!(
+                    "  not ready: {} on {:?}: phase {:?}, conditions {:?}, containers {:?}",
+                    p.metadata.name,
+                    p.spec.node_name,
+                    p.status.phase,
+                    p.status
+                        .conditions
+                        .iter()
+                        .map(|c| (c.r#type.as_str(), c.status.clone(), c.reason.as_str()))
+                        .collect::<Vec<_>>(),
+                    p.status.container_statuses
+                );
+            }
             return;
         }
         let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
