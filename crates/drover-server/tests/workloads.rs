@@ -120,6 +120,19 @@ async fn apply_and_wait(objects: &Objects, yaml: &str, name: &str, n: usize, img
     .await;
 }
 
+/// Applies the Deployment `name` (RollingUpdate, maxSurge 1,
+/// maxUnavailable 0) and waits until it runs `n` ready pods of `img`.
+async fn rolled(objects: &Objects, name: &str, n: usize, img: &str) {
+    apply_and_wait(
+        objects,
+        &deployment(name, n as i32, img, ROLLING, ""),
+        name,
+        n,
+        img,
+    )
+    .await;
+}
+
 /// Watches the member's informer (every state it applies) until `done`,
 /// checking `bound` on the pods of `app` at each.
 async fn watch_pods(
@@ -166,14 +179,7 @@ async fn a_deployment_runs_rolls_out_within_bounds_scales_and_replaces_pods() {
     let tmp = tempfile::tempdir().unwrap();
     let (s, _sim) = cluster(tmp.path(), "w-", 4).await;
     let o = &s.objects;
-    apply_and_wait(
-        o,
-        &deployment("web", 3, "busybox:1", ROLLING, ""),
-        "web",
-        3,
-        "busybox:1",
-    )
-    .await;
+    rolled(o, "web", 3, "busybox:1").await;
     // One ReplicaSet `web-<hash>`, its hash on the pods, which the
     // scheduler bound.
     let sets = replica_sets(o).await;
@@ -233,22 +239,8 @@ async fn a_deployment_runs_rolls_out_within_bounds_scales_and_replaces_pods() {
     assert_eq!(sizes[&format!("web-{hash}")], 0, "the old ReplicaSet at 0");
 
     // Scale up, then down.
-    apply_and_wait(
-        o,
-        &deployment("web", 5, "busybox:2", ROLLING, ""),
-        "web",
-        5,
-        "busybox:2",
-    )
-    .await;
-    apply_and_wait(
-        o,
-        &deployment("web", 2, "busybox:2", ROLLING, ""),
-        "web",
-        2,
-        "busybox:2",
-    )
-    .await;
+    rolled(o, "web", 5, "busybox:2").await;
+    rolled(o, "web", 2, "busybox:2").await;
 
     // A deleted pod is replaced.
     let victim = pods_of(o, "web").await[0].clone();
@@ -313,22 +305,8 @@ async fn deleting_a_deployment_takes_or_orphans_its_replica_sets_and_pods() {
     let tmp = tempfile::tempdir().unwrap();
     let (s, _sim) = cluster(tmp.path(), "g-", 2).await;
     let o = &s.objects;
-    apply_and_wait(
-        o,
-        &deployment("gone", 2, "busybox:1", ROLLING, ""),
-        "gone",
-        2,
-        "busybox:1",
-    )
-    .await;
-    apply_and_wait(
-        o,
-        &deployment("kept", 2, "busybox:1", ROLLING, ""),
-        "kept",
-        2,
-        "busybox:1",
-    )
-    .await;
+    rolled(o, "gone", 2, "busybox:1").await;
+    rolled(o, "kept", 2, "busybox:1").await;
     // Background: the Deployment, then its ReplicaSet, then its pods.
     o.delete(Kind::Deployment, "default", "gone")
         .await
@@ -531,14 +509,7 @@ async fn a_drained_node_s_pods_are_replaced_on_other_nodes() {
     let tmp = tempfile::tempdir().unwrap();
     let (s, _sim) = cluster(tmp.path(), "d-", 3).await;
     let o = &s.objects;
-    apply_and_wait(
-        o,
-        &deployment("dr", 3, "busybox:1", ROLLING, ""),
-        "dr",
-        3,
-        "busybox:1",
-    )
-    .await;
+    rolled(o, "dr", 3, "busybox:1").await;
     let node = pods_of(o, "dr").await[0].spec.node_name.clone();
     let opts = drover_cli::drain::DrainOptions {
         ignore_daemonsets: true,
