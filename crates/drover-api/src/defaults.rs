@@ -133,9 +133,15 @@ pub fn default_pod_spec(spec: &mut PodSpec) {
     }
 }
 
-/// Fills in the defaults of a pod.
+/// Fills in the defaults of a pod, and the tolerations Kubernetes'
+/// `DefaultTolerationSeconds` admission adds to every pod
+/// ([`crate::taints::add_default_toleration_seconds`]: `not-ready` and
+/// `unreachable` `NoExecute` for 300 s, unless it tolerates them already).
+/// Added on every write, not only at creation, so that applying the same
+/// manifest again leaves the pod unchanged (they may only be added).
 pub fn default_pod(pod: &mut Pod) {
     default_pod_spec(&mut pod.spec);
+    crate::taints::add_default_toleration_seconds(&mut pod.spec);
 }
 
 /// Fills in the defaults of a DaemonSet (and of its pod template).

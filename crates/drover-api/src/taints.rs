@@ -165,6 +165,36 @@ pub fn add_daemon_pod_tolerations(spec: &mut PodSpec) {
     }
 }
 
+/// Kubernetes' default `tolerationSeconds` for the `not-ready` and
+/// `unreachable` `NoExecute` taints (the `DefaultTolerationSeconds`
+/// admission plugin's `--default-not-ready-toleration-seconds` and
+/// `--default-unreachable-toleration-seconds`).
+pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// Kubernetes' `DefaultTolerationSeconds` admission: a pod that has no
+/// toleration for the `not-ready` (or `unreachable`) `NoExecute` taint (a
+/// toleration with that key or no key, and `NoExecute` or no effect)
+/// gets `{key, operator: Exists, effect: NoExecute, tolerationSeconds:
+/// 300}`, so that it leaves a node that stays away five minutes. Returns
+/// whether the spec changed.
+pub fn add_default_toleration_seconds(spec: &mut PodSpec) -> bool {
+    let mut changed = false;
+    for key in [TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE] {
+        let covered = spec.tolerations.iter().any(|t| {
+            (t.key == key || t.key.is_empty())
+                && (t.effect.is_none() || t.effect == Some(TaintEffect::NoExecute))
+        });
+        if !covered {
+            spec.tolerations.push(Toleration {
+                toleration_seconds: Some(DEFAULT_TOLERATION_SECONDS),
+                ..exists(key, TaintEffect::NoExecute)
+            });
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// Why a taint written as text (`key=value:Effect`) is not valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid taint {text:?}: {reason}")]
@@ -533,5 +563,44 @@ mod tests {
             let after = untolerated(&taints, &tolerations, |_| true).count();
             prop_assert!(after <= before);
         }
+    }
+    #[test]
+    fn default_toleration_seconds_are_added_only_when_missing() {
+        let mut spec = PodSpec::default();
+        assert!(add_default_toleration_seconds(&mut spec));
+        assert_eq!(spec.tolerations.len(), 2);
+        assert!(spec
+            .tolerations
+            .iter()
+            .all(|t| t.toleration_seconds == Some(300)
+                && t.effect == Some(TaintEffect::NoExecute)
+                && t.operator == Some(TolerationOperator::Exists)));
+        assert!(!add_default_toleration_seconds(&mut spec), "added once");
+        // A daemon pod's unlimited tolerations cover both keys.
+        let mut daemon = PodSpec::default();
+        add_daemon_pod_tolerations(&mut daemon);
+        let before = daemon.tolerations.clone();
+        assert!(!add_default_toleration_seconds(&mut daemon));
+        assert_eq!(daemon.tolerations, before);
+        // A toleration of every key, or of the key with any effect, covers it.
+        let mut all = PodSpec::default();
+        all.tolerations.push(Toleration {
+            operator: Some(TolerationOperator::Exists),
+            ..Toleration::default()
+        });
+        assert!(!add_default_toleration_seconds(&mut all));
+        let mut one = PodSpec::default();
+        one.tolerations.push(Toleration {
+            key: TAINT_NODE_NOT_READY.into(),
+            operator: Some(TolerationOperator::Exists),
+            effect: Some(TaintEffect::NoSchedule),
+            ..Toleration::default()
+        });
+        assert!(add_default_toleration_seconds(&mut one));
+        assert_eq!(
+            one.tolerations.len(),
+            3,
+            "a NoSchedule toleration does not cover it"
+        );
     }
 }

@@ -124,13 +124,32 @@ pub fn daemon_set_event<R: RngCore + ?Sized>(
     now: Timestamp,
     rng: &mut R,
 ) -> Event {
-    new_event(
-        reference_to(ds),
-        event_meta(
-            event_name(&ds.metadata.name, rng.next_u64()),
-            namespace_of(&ds.metadata),
-        ),
+    object_event(
+        ds,
         DAEMONSET_CONTROLLER,
+        (event_type, reason),
+        message,
+        now,
+        rng,
+    )
+}
+
+/// An event about any namespaced object (a ReplicaSet, a Deployment…)
+/// reported by `component`, in the object's namespace, named with the RNG;
+/// `(event_type, reason)` as Kubernetes spells them.
+pub fn object_event<O: Resource, R: RngCore + ?Sized>(
+    object: &O,
+    component: &str,
+    (event_type, reason): (&str, &str),
+    message: String,
+    now: Timestamp,
+    rng: &mut R,
+) -> Event {
+    let meta = object.metadata();
+    new_event(
+        reference_to(object),
+        event_meta(event_name(&meta.name, rng.next_u64()), namespace_of(meta)),
+        component,
         event_type,
         reason,
         message,

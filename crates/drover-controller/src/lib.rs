@@ -16,9 +16,17 @@
 //!   for good.
 //! - [`pod_gc`]: which pods go because their DaemonSet or their node is
 //!   gone (a missing node's pods after a grace period).
+//! - [`replicaset`]: `replicas` pods of one template, as Kubernetes'
+//!   ReplicaSet controller keeps them (claim, slow-start creates, ranked
+//!   deletes, status).
+//! - [`deployment`]: ReplicaSets per template revision, rolled out
+//!   (RollingUpdate, Recreate), scaled proportionally, with Kubernetes'
+//!   conditions and history.
 //! - [`schedule`]: where a pod without a node goes, as kube-scheduler
 //!   decides it (filters, scores, its Unschedulable message), one pod or a
 //!   batch at a time.
+//! - [`eviction`]: taint-based eviction (`NoExecute` taints against the
+//!   pods' tolerations and `tolerationSeconds`).
 //! - [`events`]: the events both record, with Kubernetes' reasons.
 //! - [`time`]: the [`Timestamp`] planners take as `now`, and RFC 3339.
 //!
@@ -52,9 +60,12 @@
 #![warn(missing_docs)]
 
 pub mod daemon;
+pub mod deployment;
 pub mod events;
+pub mod eviction;
 pub mod node;
 pub mod pod_gc;
+pub mod replicaset;
 pub mod schedule;
 pub mod time;
 

@@ -2,10 +2,11 @@
 //! what Kubernetes' garbage collector (dependents of a deleted owner) and
 //! pod garbage collector (`pkg/controller/podgc`, `gcOrphaned`) delete.
 //!
-//! - A pod whose controller is a DaemonSet that no longer exists is deleted
-//!   at once (the garbage collector's background propagation; a DaemonSet
-//!   that is still being deleted has its pods deleted by
-//!   [`crate::daemon::plan`]).
+//! - A pod whose controller is a DaemonSet or a ReplicaSet that no longer
+//!   exists is deleted at once (the garbage collector's background
+//!   propagation; a DaemonSet that is still being deleted has its pods
+//!   deleted by [`crate::daemon::plan`]). The same rule, [`owner_gone`],
+//!   takes the ReplicaSets of a Deployment that is gone.
 //! - A pod bound to a node that does not exist (a bare pod of a node that
 //!   left, or one bound by hand to a node that has not joined yet) is
 //!   deleted once it has been so for the grace period (default 40 s,
@@ -38,7 +39,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use drover_api::{event_type, DaemonSet, Event, Node, Pod, Resource};
+use drover_api::{event_type, DaemonSet, Event, Node, ObjectMeta, Pod, ReplicaSet, Resource};
 
 use crate::events::{pod_event, reason, POD_GC};
 use crate::node::pods_on_missing_nodes;
@@ -95,12 +96,13 @@ impl PodGc {
 
     /// Decides which pods to delete now, and remembers since when pods'
     /// nodes are missing (pods no longer so are forgotten).
-    /// `daemon_set_exists` answers whether a DaemonSet of this UID exists.
+    /// `owner_exists` answers whether a DaemonSet or ReplicaSet of this
+    /// UID exists.
     pub fn plan<'a, 'n>(
         &mut self,
         nodes: impl IntoIterator<Item = &'n Node>,
         pods: impl IntoIterator<Item = &'a Pod>,
-        daemon_set_exists: impl Fn(&str) -> bool,
+        owner_exists: impl Fn(&str) -> bool,
         now: Timestamp,
     ) -> PodGcPlan<'a> {
         let pods: Vec<&'a Pod> = pods.into_iter().collect();
@@ -108,7 +110,7 @@ impl PodGc {
             delete: pods
                 .iter()
                 .copied()
-                .filter(|p| daemon_set_gone(p, &daemon_set_exists))
+                .filter(|p| owner_gone(&p.metadata, POD_OWNERS, &owner_exists))
                 .collect(),
             next_check: None,
             events: Vec::new(),
@@ -177,11 +179,17 @@ impl PodGc {
     }
 }
 
-/// Whether the pod's controller is a DaemonSet that does not exist.
-fn daemon_set_gone(pod: &Pod, daemon_set_exists: impl Fn(&str) -> bool) -> bool {
-    pod.metadata.owner_references.iter().any(|o| {
-        o.controller == Some(true) && o.kind == DaemonSet::KIND && !daemon_set_exists(&o.uid)
-    })
+/// The kinds whose pods go with them.
+const POD_OWNERS: &[&str] = &[DaemonSet::KIND, ReplicaSet::KIND];
+
+/// Whether the object's controller is of one of `kinds` and does not
+/// exist (`exists` answers by UID): it goes too, as Kubernetes' garbage
+/// collector deletes the dependents of a deleted owner (background
+/// propagation). Owners of other kinds are never judged.
+pub fn owner_gone(meta: &ObjectMeta, kinds: &[&str], exists: impl Fn(&str) -> bool) -> bool {
+    meta.owner_references
+        .iter()
+        .any(|o| o.controller == Some(true) && kinds.contains(&o.kind.as_str()) && !exists(&o.uid))
 }
 
 #[cfg(test)]
@@ -312,7 +320,7 @@ mod tests {
             owned(pod("a", "n1"), "DaemonSet", "ds-live", true),
             owned(pod("b", "n1"), "DaemonSet", "ds-gone", true),
             owned(pod("c", "n1"), "DaemonSet", "ds-gone", false),
-            owned(pod("d", "n1"), "ReplicaSet", "rs-gone", true),
+            owned(pod("d", "n1"), "Job", "job-gone", true),
             // Both reasons: deleted once.
             owned(pod("e", "away"), "DaemonSet", "ds-gone", true),
         ];
@@ -331,5 +339,39 @@ mod tests {
         let plan = gc.plan(&[], &pods, |_| true, at(40));
         assert_eq!(uids(&plan), ["a"]);
         assert_eq!(plan.next_check, Some(at(50)));
+    }
+
+    #[test]
+    fn dependents_of_a_gone_replica_set_or_daemon_set_go() {
+        let owned = |kind: &str, uid: &str| {
+            let mut p = Pod::default();
+            p.metadata.uid = format!("p-{uid}");
+            p.metadata.owner_references.push(OwnerReference {
+                kind: kind.into(),
+                uid: uid.into(),
+                controller: Some(true),
+                ..OwnerReference::default()
+            });
+            p
+        };
+        let pods = [
+            owned("ReplicaSet", "rs-gone"),
+            owned("ReplicaSet", "rs-here"),
+            owned("DaemonSet", "ds-gone"),
+            owned("Job", "job-gone"),
+        ];
+        let mut gc = PodGc::default();
+        let plan = gc.plan([], &pods, |uid| uid.ends_with("here"), at(0));
+        let gone: Vec<&str> = plan
+            .delete
+            .iter()
+            .map(|p| p.metadata.uid.as_str())
+            .collect();
+        assert_eq!(gone, ["p-rs-gone", "p-ds-gone"]);
+        // A ReplicaSet of a Deployment that is gone.
+        let rs = owned("Deployment", "d-gone");
+        assert!(owner_gone(&rs.metadata, &["Deployment"], |_| false));
+        assert!(!owner_gone(&rs.metadata, &["Deployment"], |_| true));
+        assert!(!owner_gone(&rs.metadata, &["DaemonSet"], |_| false));
     }
 }

@@ -488,6 +488,12 @@ impl Server {
                 informer.clone(),
                 shutdown_rx.clone(),
             )),
+            tokio::spawn(loops::workloads::run(
+                ctx.clone(),
+                api::Objects::new(ctx.clone()),
+                informer.clone(),
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(loops::heartbeats::relay(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(access::follow(ctx.clone(), shutdown_rx.clone())),
             tokio::spawn(loops::tokens::follow(ctx.clone(), shutdown_rx.clone())),

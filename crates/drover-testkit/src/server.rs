@@ -264,6 +264,38 @@ impl TestServer {
     }
 }
 
+/// Waits (at most `within`) until `n` Nodes named `<prefix>…` are Ready.
+pub async fn wait_nodes_ready(objects: &Objects, prefix: &str, n: usize, within: Duration) {
+    wait_until(&format!("{n} nodes {prefix}… Ready"), within, || async {
+        let Ok((nodes, _)) = objects.list(Kind::Node, None, None).await else {
+            return false;
+        };
+        nodes
+            .iter()
+            .filter(|m| {
+                matches!(m, Manifest::Node(node)
+                    if node.metadata.name.starts_with(prefix) && node.is_ready())
+            })
+            .count()
+            == n
+    })
+    .await;
+}
+
+/// Waits (at most `within`) until `server` knows `n` voting members.
+pub async fn wait_voting_members(server: &Server, n: usize, within: Duration) {
+    wait_until(&format!("{n} voters"), within, || async {
+        server
+            .store
+            .members()
+            .values()
+            .filter(|m| !m.learner && !m.removed)
+            .count()
+            == n
+    })
+    .await;
+}
+
 /// A client certificate for `name` in `role` (admin, viewer, metrics),
 /// issued through `s` as `drover access issue` does: the key and the
 /// answer (certificate, CA, servers).

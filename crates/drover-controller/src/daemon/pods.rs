@@ -40,7 +40,14 @@ pub fn name_suffix<R: RngCore + ?Sized>(rng: &mut R) -> String {
 /// The `generateName` of a DaemonSet's pods: `<ds>-`, shortened to leave
 /// room for the suffix.
 pub fn generate_name_prefix(ds: &DaemonSet) -> String {
-    let mut prefix = format!("{}-", ds.metadata.name);
+    name_prefix(&ds.metadata.name)
+}
+
+/// The `generateName` of an owner's pods: `<owner>-`, shortened to leave
+/// room for the suffix (Kubernetes' `getPodsPrefix` and
+/// `SimpleNameGenerator`).
+pub fn name_prefix(owner: &str) -> String {
+    let mut prefix = format!("{owner}-");
     if prefix.len() > MAX_GENERATED_PREFIX {
         let mut end = MAX_GENERATED_PREFIX;
         while !prefix.is_char_boundary(end) {
@@ -54,11 +61,18 @@ pub fn generate_name_prefix(ds: &DaemonSet) -> String {
 /// The owner reference a daemon pod carries: controller, blocking the
 /// owner's deletion, as Kubernetes' `NewControllerRef`.
 pub fn controller_ref(ds: &DaemonSet) -> OwnerReference {
+    controller_ref_to(ds)
+}
+
+/// The controller reference to any owner (a ReplicaSet for its pods, a
+/// Deployment for its ReplicaSets), as Kubernetes' `NewControllerRef`.
+pub fn controller_ref_to<O: Resource>(owner: &O) -> OwnerReference {
+    let meta = owner.metadata();
     OwnerReference {
-        api_version: DaemonSet::API_VERSION.to_owned(),
-        kind: DaemonSet::KIND.to_owned(),
-        name: ds.metadata.name.clone(),
-        uid: ds.metadata.uid.clone(),
+        api_version: O::API_VERSION.to_owned(),
+        kind: O::KIND.to_owned(),
+        name: meta.name.clone(),
+        uid: meta.uid.clone(),
         controller: Some(true),
         block_owner_deletion: Some(true),
         ..OwnerReference::default()
@@ -239,6 +253,18 @@ pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
 /// The DaemonSet's `minReadySeconds` (0 when unset or negative).
 pub fn min_ready(ds: &DaemonSet) -> Duration {
     Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0))
+}
+
+/// When a ready pod that is not available yet becomes so (just past
+/// `minReadySeconds` after it turned ready, since availability needs
+/// strictly more): the time to plan again. `None` when the pod is not
+/// ready, already available, or has no readiness time.
+pub fn available_at(pod: &Pod, min_ready: Duration, now: Timestamp) -> Option<Timestamp> {
+    if is_available(pod, min_ready, now) {
+        return None;
+    }
+    let since = ready_since(pod)??;
+    Some(since + min_ready + Duration::from_millis(1))
 }
 
 /// Kubernetes' `IsPodAvailable`: ready, and ready for longer than

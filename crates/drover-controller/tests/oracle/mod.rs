@@ -7,6 +7,8 @@
 //!
 //! - [`affinity`]: nodeSelector and required node affinity;
 //! - [`tolerations`]: taints and tolerations, and a daemon pod's defaults;
+//! - [`deployment`]: a rolling update's bounds (`maxSurge`,
+//!   `maxUnavailable`);
 //! - [`daemon`]: `NodeShouldRunDaemonPod` from the two above;
 //! - [`lifecycle`]: the node lifecycle's Ready transitions and taints;
 //! - [`availability`]: a pod's readiness and `minReadySeconds`;
@@ -20,6 +22,7 @@
 pub mod affinity;
 pub mod availability;
 pub mod daemon;
+pub mod deployment;
 pub mod labels;
 pub mod lifecycle;
 pub mod scheduler;

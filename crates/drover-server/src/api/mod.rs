@@ -352,27 +352,35 @@ impl Objects {
             .await
     }
 
-    /// Deletes a DaemonSet with `propagationPolicy: Orphan` or
-    /// `Foreground`, as Kubernetes does: it gets a `deletionTimestamp` and
-    /// the `finalizer` (`orphan` or `foregroundDeletion`) by a
-    /// compare-and-swap, retried when it changed in between unless
-    /// `revision` pins the version to delete. The controller then releases
-    /// its pods (removes its owner reference, so that they keep running and
-    /// a DaemonSet that selects them later adopts them) or deletes them,
-    /// and removes the DaemonSet once no pod is its
-    /// ([`drover_controller::daemon::plan`]). Answers the DaemonSet as
+    /// Deletes an owner (a DaemonSet, Deployment or ReplicaSet) with
+    /// `propagationPolicy: Orphan` or `Foreground`, as Kubernetes does: it
+    /// gets a `deletionTimestamp` and the `finalizer` (`orphan` or
+    /// `foregroundDeletion`) by a compare-and-swap, retried when it changed
+    /// in between unless `revision` pins the version to delete. Its
+    /// controller then releases its dependents (removes its owner
+    /// reference, so that they keep running and an owner that selects them
+    /// later adopts them) or deletes them, and removes it once nothing is
+    /// its ([`drover_controller::daemon::plan`],
+    /// [`drover_controller::deployment::plan`],
+    /// [`drover_controller::replicaset::plan`]). Answers the object as
     /// marked. `uid`, when given, must be its uid.
-    pub async fn delete_daemon_set_with(
+    pub async fn delete_with_finalizer(
         &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
         finalizer: &str,
         uid: Option<&str>,
         revision: Option<u64>,
     ) -> Result<Manifest, ApiError> {
-        let kind = Kind::DaemonSet;
+        if !has_dependents(kind) {
+            return Err(ApiError::BadRequest(format!(
+                "{}: propagationPolicy applies to DaemonSets, Deployments and ReplicaSets only; delete it without one",
+                kind.name()
+            )));
+        }
         for _ in 0..ATTEMPTS {
-            let current = self.get(kind, namespace, name).await?;
+            let mut current = self.get(kind, namespace, name).await?;
             let m = current.metadata();
             if let Some(uid) = uid.filter(|u| *u != m.uid) {
                 return Err(ApiError::uid_precondition(uid, &m.uid));
@@ -380,20 +388,17 @@ impl Objects {
             if revision.is_some_and(|r| Some(r) != m.revision().ok().flatten()) {
                 return Err(ApiError::conflict(kind, name));
             }
-            let Manifest::DaemonSet(mut ds) = current else {
-                return Err(ApiError::not_found(kind, name));
-            };
-            let has = ds.metadata.finalizers.iter().any(|f| f == finalizer);
-            if ds.metadata.deletion_timestamp.is_some() && has {
-                return Ok(Manifest::DaemonSet(ds));
+            let meta = current.metadata_mut();
+            let has = meta.finalizers.iter().any(|f| f == finalizer);
+            if meta.deletion_timestamp.is_some() && has {
+                return Ok(current);
             }
-            ds.metadata
-                .deletion_timestamp
+            meta.deletion_timestamp
                 .get_or_insert_with(codec::now_rfc3339);
             if !has {
-                ds.metadata.finalizers.push(finalizer.to_string());
+                meta.finalizers.push(finalizer.to_string());
             }
-            match self.update(Manifest::DaemonSet(ds)).await {
+            match self.update(current).await {
                 Err(ApiError::Conflict(_)) if revision.is_none() => continue,
                 r => return r,
             }
@@ -438,6 +443,13 @@ pub(crate) fn prepare_new(m: &mut Manifest) -> Result<pb::Create, ApiError> {
         key: key(kind, m.namespace(), m.name()),
         value: encode_for_write(m)?,
     })
+}
+
+/// The kinds whose controller finishes their deletion with a finalizer
+/// (`propagationPolicy` Orphan or Foreground): the owners of pods and
+/// ReplicaSets.
+pub fn has_dependents(kind: Kind) -> bool {
+    matches!(kind, Kind::DaemonSet | Kind::Deployment | Kind::ReplicaSet)
 }
 
 /// Validates an object the API is asked to create. A pod without

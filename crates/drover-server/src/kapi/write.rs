@@ -21,7 +21,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use drover_api::validation::{validate_manifest, validate_manifest_update};
-use drover_api::{defaults, Kind, Manifest};
+use drover_api::{defaults, Manifest};
 use serde_json::{json, Value};
 
 /// Attempts of a patch that lost a compare-and-swap it did not ask for.
@@ -396,10 +396,11 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
         .and_then(Value::as_str)
         .map(str::to_string)
         .or(req.query.propagation.clone());
-    // Only a DaemonSet has dependents (its pods): for it, Orphan and
-    // Foreground mark it with their finalizer and the controller finishes
-    // the deletion; Background (the default) deletes it now and the
-    // garbage collector its pods. Any other kind is deleted now.
+    // DaemonSets, Deployments and ReplicaSets have dependents (pods,
+    // ReplicaSets): for them, Orphan and Foreground mark them with their
+    // finalizer and the controller finishes the deletion; Background (the
+    // default) deletes them now and the garbage collector their
+    // dependents. Any other kind is deleted now.
     let finalizer = match policy.as_deref() {
         None | Some("Background") => None,
         Some("Foreground") => Some(drover_controller::daemon::FOREGROUND_FINALIZER),
@@ -410,7 +411,7 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
             )))
         }
     };
-    let finalizer = finalizer.filter(|_| t.kind == Kind::DaemonSet);
+    let finalizer = finalizer.filter(|_| crate::api::has_dependents(t.kind));
     let dry_run = req.query.dry_run
         || opts
             .get("dryRun")
@@ -425,7 +426,7 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
             if !dry_run {
                 let r = match finalizer {
                     Some(f) => objects
-                        .delete_daemon_set_with(m.namespace(), m.name(), f, None, None)
+                        .delete_with_finalizer(t.kind, m.namespace(), m.name(), f, None, None)
                         .await
                         .map(|_| ()),
                     None => objects
@@ -474,7 +475,7 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
     if let Some(f) = finalizer {
         let uid = current.metadata().uid.clone();
         let out = objects
-            .delete_daemon_set_with(ns.unwrap_or(""), name, f, Some(&uid), pre_rev)
+            .delete_with_finalizer(t.kind, ns.unwrap_or(""), name, f, Some(&uid), pre_rev)
             .await
             .map_err(about)?;
         return Ok(respond(StatusCode::OK, &out, &[]));
@@ -498,6 +499,7 @@ pub async fn delete(objects: &Objects, req: WriteRequest) -> Result<Response, Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drover_api::Kind;
 
     #[test]
     fn patch_types_by_content_type() {

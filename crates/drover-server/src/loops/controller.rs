@@ -59,7 +59,7 @@ impl Default for ControllerConfig {
 /// Writes of one pass in flight at once.
 const CONCURRENT_WRITES: usize = 512;
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     Timestamp::from(SystemTime::now())
 }
 
@@ -126,7 +126,7 @@ const MAX_POD_MARK_DELAY: Duration = Duration::from_secs(2);
 
 /// While the controllers wait for their view to hold their own writes,
 /// they warn this often (they never plan on a view without them).
-const VIEW_WARN_EVERY: Duration = Duration::from_secs(10);
+pub(super) const VIEW_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the leader looks for expired events.
 const EVENT_GC_EVERY: Duration = Duration::from_secs(60);
@@ -204,19 +204,8 @@ impl Leading {
         }
     }
 
-    /// The store's last change, as of a ReadIndex round; retried until it
-    /// answers (whoever runs this cancels it when leadership is lost).
     async fn committed(&self) -> u64 {
-        loop {
-            let store = &self.ctx.store;
-            match self.ctx.read(|| store.consistent_revision()).await {
-                Ok(r) => return r,
-                Err(e) => {
-                    tracing::info!("the controllers wait for a ReadIndex round: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
+        committed(&self.ctx).await
     }
 
     /// One pass of both controllers. Answers the highest revision written
@@ -333,14 +322,7 @@ impl Leading {
         // DaemonSets. Each plan gets the pods it may touch: those it
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business.
-        let mut bare: Vec<&Pod> = Vec::new();
-        let mut by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
-        for &p in &pods {
-            match p.metadata.controller_ref() {
-                Some(o) => by_owner.entry(o.uid.as_str()).or_default().push(p),
-                None => bare.push(p),
-            }
-        }
+        let (by_owner, bare) = super::pods_by_controller(&pods);
         // What each node's pods request and the ports they hold: a daemon
         // pod is placed only where it fits.
         let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));
@@ -375,11 +357,17 @@ impl Leading {
         self.rollback_skipped.retain(|(uid, _)| live.contains(uid));
         written = written.max(self.revisions.retain(&self.objects, &live).await);
 
-        // Pods of DaemonSets that are gone, and bare pods of nodes that left.
+        // Pods of DaemonSets and ReplicaSets that are gone, and bare pods
+        // of nodes that left.
+        let replica_sets: std::collections::HashSet<&str> = view
+            .replica_sets
+            .values()
+            .map(|rs| rs.metadata.uid.as_str())
+            .collect();
         let gc = self.pod_gc.plan(
             nodes.iter().copied(),
             pods.iter().copied(),
-            |uid| live.contains(uid),
+            |uid| live.contains(uid) || replica_sets.contains(uid),
             now,
         );
         soonest(gc.next_check);
@@ -666,6 +654,21 @@ impl Leading {
     async fn record(&self, events: Vec<drover_api::Event>) {
         if !events.is_empty() {
             let _ = self.events.send(events).await;
+        }
+    }
+}
+
+/// The store's last change, as of a ReadIndex round; retried until it
+/// answers (whoever runs this cancels it when leadership is lost).
+pub(super) async fn committed(ctx: &Ctx) -> u64 {
+    loop {
+        let store = &ctx.store;
+        match ctx.read(|| store.consistent_revision()).await {
+            Ok(r) => return r,
+            Err(e) => {
+                tracing::info!("the controllers wait for a ReadIndex round: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 }

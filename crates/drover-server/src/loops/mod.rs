@@ -5,6 +5,8 @@
 //!   ControllerRevisions, [`revisions`]) and the node lifecycle controller;
 //! - [`scheduler`]: on the leader, the scheduler that binds pods without
 //!   `spec.nodeName`;
+//! - [`workloads`]: on the leader, the Deployment and ReplicaSet
+//!   controllers, their garbage collection and taint-based eviction;
 //! - [`session`]: one agent's session (pushing its pods, writing what it
 //!   reports);
 //! - [`mirror`]: mirror pods kept in step with a node's static pods;
@@ -24,6 +26,7 @@ pub mod scheduler;
 pub mod session;
 pub mod snapshots;
 pub mod tokens;
+pub mod workloads;
 
 use crate::ctx::Ctx;
 use drover_api::Manifest;
@@ -54,6 +57,26 @@ where
             _ = async { lead(term).await; std::future::pending::<()>().await } => {}
         }
     }
+}
+
+/// The pods by the uid of their controller, and those without one (which
+/// a controller may adopt): what each controller's plan is given.
+pub(crate) fn pods_by_controller<'a>(
+    pods: &[&'a drover_api::Pod],
+) -> (
+    std::collections::HashMap<&'a str, Vec<&'a drover_api::Pod>>,
+    Vec<&'a drover_api::Pod>,
+) {
+    let mut bare = Vec::new();
+    let mut by_owner: std::collections::HashMap<&str, Vec<&drover_api::Pod>> =
+        std::collections::HashMap::new();
+    for &p in pods {
+        match p.metadata.controller_ref() {
+            Some(o) => by_owner.entry(o.uid.as_str()).or_default().push(p),
+            None => bare.push(p),
+        }
+    }
+    (by_owner, bare)
 }
 
 /// The store revision of an object the API just wrote (what a loop waits
