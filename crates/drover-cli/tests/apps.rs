@@ -3,10 +3,11 @@
 //! yaml), `describe deploy|rs`, `scale`, `set image`, `rollout
 //! status|history|undo|restart|pause|resume`.
 //!
-//! No controller runs for these kinds here (another change adds them): the
-//! ReplicaSets are applied as their controller would make them, and the
-//! statuses written through the status subresource, which is what these
-//! commands read.
+//! The Deployment and ReplicaSet controllers are off here
+//! (`ControllerConfig::workloads`): the ReplicaSets are applied as their
+//! controller would make them, and the statuses written through the
+//! status subresource, so that the commands are checked against states
+//! chosen by the test.
 
 use drover_api::{Kind, Manifest};
 use drover_cli::kubectl::{self, GetOptions, Source};
@@ -106,7 +107,8 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drover_commands_on_deployments_and_replica_sets() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("m0")).await;
+    let s =
+        TestServer::start_tuned(&tmp.path().join("m0"), |o| o.controller.workloads = false).await;
     let c = s.client();
     let out = apply(&c, WEB).await.ok();
     assert_eq!(out.out, "deployment.apps/web created\n");

@@ -473,7 +473,7 @@ impl Server {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (cut, cut_rx) = watch::channel(false);
         let informer = cache::Informer::default();
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(informer.clone().run(store.clone(), shutdown_rx.clone())),
             tokio::spawn(loops::controller::run(
                 ctx.clone(),
@@ -483,12 +483,6 @@ impl Server {
                 shutdown_rx.clone(),
             )),
             tokio::spawn(loops::scheduler::run(
-                ctx.clone(),
-                api::Objects::new(ctx.clone()),
-                informer.clone(),
-                shutdown_rx.clone(),
-            )),
-            tokio::spawn(loops::workloads::run(
                 ctx.clone(),
                 api::Objects::new(ctx.clone()),
                 informer.clone(),
@@ -516,6 +510,14 @@ impl Server {
                 cut_rx,
             )),
         ];
+        if opts.controller.workloads {
+            tasks.push(tokio::spawn(loops::workloads::run(
+                ctx.clone(),
+                api::Objects::new(ctx.clone()),
+                informer.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
 
         let mut server = Server {
             store,

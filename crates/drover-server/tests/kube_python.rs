@@ -235,7 +235,8 @@ async fn the_python_client_creates_scales_and_lists_deployments() {
     if !python_ready() {
         return;
     }
-    let k = Kube::start(0).await;
+    // No workload controllers: the script counts the ReplicaSets it made.
+    let k = Kube::start_tuned(0, |o| o.controller.workloads = false).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kube/deployments.py");
     let out = tokio::time::timeout(
         WAIT,

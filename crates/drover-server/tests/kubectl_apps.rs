@@ -5,9 +5,12 @@
 //! `describe`, `explain`, `api-resources`, and who may call (an admin
 //! writes; a viewer reads; a metrics or node credential is refused).
 //!
-//! No controller runs for these kinds here (another change adds them):
-//! the status a controller would write is written through the status
-//! subresource, which is what `get`, `describe` and `rollout status` read.
+//! The Deployment and ReplicaSet controllers are off here
+//! (`ControllerConfig::workloads`): the status a controller would write is
+//! written through the status subresource, so that `get`, `describe` and
+//! `rollout status` are checked against states chosen by the test. The
+//! same commands against the running controllers and sim nodes:
+//! `crates/drover-server/tests/workloads_kubectl.rs`.
 
 mod kube;
 
@@ -69,7 +72,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubectl_drives_deployments_and_replica_sets() {
-    let k = Kube::start(0).await;
+    let k = Kube::start_tuned(0, |o| o.controller.workloads = false).await;
 
     // Discovery: both kinds, their short names, under apps/v1.
     let out = k.ok(&["api-resources", "--api-group=apps"]).await;

@@ -224,6 +224,25 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_10_lands_one_per_worker_and_a_new_worker_takes_a_waiting_pod_within_a_second() {
+    let all: Vec<String> = (0..6).map(seed_10_pod).collect();
+    seed_10_over_six_nodes(&all.join("---\n")).await;
+}
+
+/// Seed 10 itself, unchanged: its Deployment of 6 replicas with required
+/// hostname anti-affinity, over 4 workers and 2 other nodes.
+#[tokio::test]
+async fn seed_10_as_its_deployment_runs_one_pod_per_worker_and_two_wait() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../drover-api/tests/data/10-deployment-antiaffinity.yaml");
+    let seed = std::fs::read_to_string(&path).expect("seed 10");
+    seed_10_over_six_nodes(&seed).await;
+}
+
+/// Applies `manifests` (six pods of seed 10's template, bare or through
+/// its Deployment) over 6 sim nodes of which 4 are workers: one pod per
+/// worker, two waiting with kube-scheduler's message and one
+/// FailedScheduling event each; a fifth worker takes one within a second.
+async fn seed_10_over_six_nodes(manifests: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (s, _sim) = cluster(tmp.path(), "w-", 6).await;
     for i in 0..4 {
@@ -234,8 +253,7 @@ async fn seed_10_lands_one_per_worker_and_a_new_worker_takes_a_waiting_pod_withi
         })
         .await;
     }
-    let all: Vec<String> = (0..6).map(seed_10_pod).collect();
-    s.apply(&all.join("---\n")).await;
+    s.apply(manifests).await;
     const MESSAGE: &str = "0/6 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 4 node(s) didn't match pod anti-affinity rules.";
     let waiting = wait_for(
         "four bound, two waiting",

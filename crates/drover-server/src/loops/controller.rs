@@ -43,6 +43,11 @@ pub struct ControllerConfig {
     /// Events older than this (since their last occurrence) are deleted
     /// (default 1 h, as the API server's `--event-ttl`).
     pub event_ttl: Duration,
+    /// Whether the leader runs the Deployment and ReplicaSet controllers
+    /// (default true; as kube-controller-manager's
+    /// `--controllers=-deployment,-replicaset`: the objects are served and
+    /// stored, and whatever else writes their status and pods is alone).
+    pub workloads: bool,
 }
 
 impl Default for ControllerConfig {
@@ -52,6 +57,7 @@ impl Default for ControllerConfig {
             node_gc_after: Duration::from_secs(3600),
             orphan_pod_grace: Duration::from_secs(40),
             event_ttl: Duration::from_secs(3600),
+            workloads: true,
         }
     }
 }
