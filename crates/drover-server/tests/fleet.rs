@@ -4,7 +4,7 @@
 //! keep converging. `cluster status` counts each member's sessions.
 
 use drover_api::Manifest;
-use drover_testkit::{client, sim_options, start_servers, wait_for, wait_until};
+use drover_testkit::{client, sim_options, wait_for};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -13,21 +13,13 @@ const NODES: usize = 6;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losing_the_one_server_the_nodes_were_given_takes_no_node_down() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut servers = start_servers(tmp.path(), 3).await;
-    let addrs: Vec<String> = servers.iter().map(|s| s.grpc_addr.to_string()).collect();
-    let ca = servers[0].trust.ca.cert_pem().to_string();
-    let admin = servers[0].identity.admin_token.clone();
-    let node_token = servers[0].identity.node_token.clone();
-    wait_until("three voters", WAIT, || async {
-        servers[0]
-            .store
-            .members()
-            .values()
-            .filter(|m| !m.learner && !m.removed)
-            .count()
-            == 3
-    })
-    .await;
+    let drover_testkit::Voters {
+        mut servers,
+        addrs,
+        ca,
+        admin_token: admin,
+        node_token,
+    } = drover_testkit::start_voters(tmp.path(), 3, WAIT).await;
 
     // The nodes know only the first server.
     let mut o = sim_options(vec![addrs[0].clone()], &node_token, "f-", NODES);

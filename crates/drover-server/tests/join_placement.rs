@@ -8,7 +8,7 @@
 //! before the agent's session registered it.
 
 use drover_api::{Manifest, Pod, TaintEffect};
-use drover_testkit::{client, sim_options, start_servers, wait_for, wait_until};
+use drover_testkit::{client, sim_options, wait_for};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -31,21 +31,13 @@ fn app(p: &Pod) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tainted_nodes_joining_through_every_member_get_only_what_they_allow() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut servers = start_servers(tmp.path(), 3).await;
-    let addrs: Vec<String> = servers.iter().map(|s| s.grpc_addr.to_string()).collect();
-    let ca = servers[0].trust.ca.cert_pem().to_string();
-    let admin = servers[0].identity.admin_token.clone();
-    let node_token = servers[0].identity.node_token.clone();
-    wait_until("three voters", WAIT, || async {
-        servers[0]
-            .store
-            .members()
-            .values()
-            .filter(|m| !m.learner && !m.removed)
-            .count()
-            == 3
-    })
-    .await;
+    let drover_testkit::Voters {
+        mut servers,
+        addrs,
+        ca,
+        admin_token: admin,
+        node_token,
+    } = drover_testkit::start_voters(tmp.path(), 3, WAIT).await;
     let c = client(addrs.clone(), &admin, &ca);
     for ds in [PLAIN, BIG] {
         c.apply(ds, false).await.expect("apply");

@@ -12,9 +12,7 @@ use drover_agent::Sim;
 use drover_api::{ConditionStatus, Kind, Manifest, Node, Pod};
 use drover_server::api::batch::{Write, Written};
 use drover_server::api::Objects;
-use drover_testkit::{
-    client, is_running_and_ready, sim_options, start_servers, wait_for, wait_until, TestServer,
-};
+use drover_testkit::{client, is_running_and_ready, sim_options, wait_for, wait_until, TestServer};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -24,25 +22,8 @@ const WAIT: Duration = Duration::from_secs(20);
 async fn cluster(tmp: &std::path::Path, prefix: &str, n: usize) -> (TestServer, Sim) {
     let s = TestServer::start(&tmp.join("server")).await;
     let sim = Sim::start(sim_options(vec![s.addr.clone()], &s.node_token, prefix, n)).expect("sim");
-    wait_nodes_ready(&s.objects, prefix, n).await;
+    drover_testkit::wait_nodes_ready(&s.objects, prefix, n, WAIT).await;
     (s, sim)
-}
-
-async fn wait_nodes_ready(objects: &Objects, prefix: &str, n: usize) {
-    wait_until("the nodes Ready", WAIT, || async {
-        let Ok((nodes, _)) = objects.list(Kind::Node, None, None).await else {
-            return false;
-        };
-        nodes
-            .iter()
-            .filter(|m| {
-                matches!(m, Manifest::Node(node)
-                    if node.metadata.name.starts_with(prefix) && node.is_ready())
-            })
-            .count()
-            == n
-    })
-    .await;
 }
 
 async fn pods(objects: &Objects) -> Vec<Pod> {
@@ -486,23 +467,15 @@ async fn a_stale_reader_cannot_bind_a_pod_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_new_leader_binds_what_the_old_one_left_pending_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut servers = start_servers(tmp.path(), 3).await;
-    let addrs: Vec<String> = servers.iter().map(|s| s.grpc_addr.to_string()).collect();
-    let ca = servers[0].trust.ca.cert_pem().to_string();
-    let admin = servers[0].identity.admin_token.clone();
-    let node_token = servers[0].identity.node_token.clone();
-    wait_until("three voters", WAIT, || async {
-        servers[0]
-            .store
-            .members()
-            .values()
-            .filter(|m| !m.learner && !m.removed)
-            .count()
-            == 3
-    })
-    .await;
+    let drover_testkit::Voters {
+        mut servers,
+        addrs,
+        ca,
+        admin_token: admin,
+        node_token,
+    } = drover_testkit::start_voters(tmp.path(), 3, WAIT).await;
     let _sim = Sim::start(sim_options(addrs.clone(), &node_token, "lf-", 3)).expect("sim");
-    wait_nodes_ready(&servers[0].objects(), "lf-", 3).await;
+    drover_testkit::wait_nodes_ready(&servers[0].objects(), "lf-", 3, WAIT).await;
     // Pods that fit nowhere yet (no node is labelled for them).
     let many: Vec<String> = (0..10)
         .map(|i| bare_pod(&format!("p{i}"), "lf", "  nodeSelector: {tier: gold}\n"))

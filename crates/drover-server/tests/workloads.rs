@@ -13,8 +13,7 @@ use drover_api::{Deployment, Kind, Manifest, Pod, ReplicaSet};
 use drover_server::api::Objects;
 use drover_server::Server;
 use drover_testkit::{
-    client, is_running_and_ready, sim_options, start_servers, wait_nodes_ready, wait_until,
-    wait_voting_members, TestServer,
+    client, is_running_and_ready, sim_options, wait_nodes_ready, wait_until, TestServer,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -445,12 +444,13 @@ async fn a_pod_on_a_killed_node_is_replaced_on_another_after_its_toleration_seco
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_failover_mid_rollout_finishes_it_with_no_extra_pod() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut servers = start_servers(tmp.path(), 3).await;
-    let addrs: Vec<String> = servers.iter().map(|s| s.grpc_addr.to_string()).collect();
-    let ca = servers[0].trust.ca.cert_pem().to_string();
-    let admin = servers[0].identity.admin_token.clone();
-    let node_token = servers[0].identity.node_token.clone();
-    wait_voting_members(&servers[0], 3, WAIT).await;
+    let drover_testkit::Voters {
+        mut servers,
+        addrs,
+        ca,
+        admin_token: admin,
+        node_token,
+    } = drover_testkit::start_voters(tmp.path(), 3, WAIT).await;
     let _sim = Sim::start(sim_options(addrs.clone(), &node_token, "lf-", 4)).expect("sim");
     wait_nodes_ready(&servers[0].objects(), "lf-", 4, WAIT).await;
     let c = client(addrs.clone(), &admin, &ca);

@@ -296,6 +296,30 @@ pub async fn wait_voting_members(server: &Server, n: usize, within: Duration) {
     .await;
 }
 
+/// Members of one cluster, all voting, with what a test dials them with.
+pub struct Voters {
+    pub servers: Vec<Server>,
+    /// Their gRPC addresses, in order.
+    pub addrs: Vec<String>,
+    /// The cluster CA (PEM).
+    pub ca: String,
+    pub admin_token: String,
+    pub node_token: String,
+}
+
+/// [`start_servers`], then waits (at most `within`) until all `n` vote.
+pub async fn start_voters(dir: &Path, n: usize, within: Duration) -> Voters {
+    let servers = start_servers(dir, n).await;
+    wait_voting_members(&servers[0], n, within).await;
+    Voters {
+        addrs: servers.iter().map(|s| s.grpc_addr.to_string()).collect(),
+        ca: servers[0].trust.ca.cert_pem().to_string(),
+        admin_token: servers[0].identity.admin_token.clone(),
+        node_token: servers[0].identity.node_token.clone(),
+        servers,
+    }
+}
+
 /// A client certificate for `name` in `role` (admin, viewer, metrics),
 /// issued through `s` as `drover access issue` does: the key and the
 /// answer (certificate, CA, servers).
