@@ -13,12 +13,18 @@ bench/sim_scale.py), waits for N nodes Ready, then:
   - anti: then --anti Pods with required podAntiAffinity on
     kubernetes.io/hostname (one per node at most), applied the same way
     beside the bare ones: time from the apply to all bound;
+  - deployment, deployment_anti (--deployment, --deployment-anti): then
+    one Deployment of that many replicas (10m CPU each; the second with
+    the same required hostname anti-affinity), applied as one file: its
+    ReplicaSet creates the pods and the scheduler binds them, measured as
+    above;
   - the server's CPU time and RSS after each.
 One `name: value unit` line per figure on stdout. Every process started here
 is killed on exit; every wait has a deadline.
 
 Usage: bench/schedule_scale.py [--bin target/release/drover] [--nodes 1000]
-       [--pods 10000] [--anti 1000] [--per-file 500] [--parallel 4]
+       [--pods 10000] [--anti 1000] [--deployment 0] [--deployment-anti 0]
+       [--per-file 500] [--parallel 4]
 """
 import argparse, os, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
 
@@ -50,6 +56,21 @@ def pod(name, app, anti):
     return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {app}}}}}\nspec:\n"
             f"{affinity}  containers:\n  - name: c\n    image: local/busybox:1\n"
             "    resources: {requests: {cpu: 10m}}\n")
+
+
+def deployment(name, replicas, anti):
+    """One Deployment of `replicas` pods of `pod`'s template."""
+    affinity = ""
+    if anti:
+        affinity = (
+            "      affinity:\n        podAntiAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
+            f"          - labelSelector: {{matchLabels: {{app: {name}}}}}\n"
+            "            topologyKey: kubernetes.io/hostname\n")
+    return (f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n"
+            f"  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n"
+            f"    metadata: {{labels: {{app: {name}}}}}\n    spec:\n{affinity}"
+            "      containers:\n      - name: c\n        image: local/busybox:1\n"
+            "        resources: {requests: {cpu: 10m}}\n")
 
 
 class Metrics:
@@ -176,7 +197,13 @@ class Scale(Run):
         fig(f"{label}.scheduler_passes_so_far", int(passes), "passes")
         fig(f"{label}.scheduler_pass_time_so_far", total, "s")
 
-    def run(self, pods, anti, per_file, cap):
+    def write_deployment(self, name, replicas, anti):
+        path = os.path.join(self.work, f"{name}.yaml")
+        with open(path, "w") as f:
+            f.write(deployment(name, replicas, anti))
+        return [path]
+
+    def run(self, pods, anti, per_file, cap, deploy=0, deploy_anti=0):
         n = self.n
         self.server, grpc, token, http = self.start_server()
         t0 = time.monotonic()
@@ -191,6 +218,14 @@ class Scale(Run):
         if anti:
             paths = self.write_files("anti", "anti", anti, True, per_file)
             self.wave(f"n{n}.anti", paths, anti, metrics, False, cap)
+        # One Deployment: its ReplicaSet creates the pods, the scheduler
+        # binds them (the same counters).
+        if deploy:
+            paths = self.write_deployment("deploy", deploy, False)
+            self.wave(f"n{n}.deployment", paths, deploy, metrics, True, cap)
+        if deploy_anti:
+            paths = self.write_deployment("deploy-anti", deploy_anti, True)
+            self.wave(f"n{n}.deployment_anti", paths, deploy_anti, metrics, False, cap)
 
 
 def main():
@@ -199,13 +234,17 @@ def main():
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=10000, help="bare pods (0: skip)")
     ap.add_argument("--anti", type=int, default=1000, help="pods with hostname anti-affinity (0: skip)")
+    ap.add_argument("--deployment", type=int, default=0,
+                    help="then one Deployment of this many replicas (0: skip)")
+    ap.add_argument("--deployment-anti", type=int, default=0,
+                    help="then one Deployment of this many replicas with hostname anti-affinity (0: skip)")
     ap.add_argument("--per-file", type=int, default=500, help="pods per applied file")
     ap.add_argument("--parallel", type=int, default=4, help="applies at once")
     ap.add_argument("--cap", type=int, default=600, help="seconds a wave may take")
     ap.add_argument("--max-seconds", type=int, default=2400, help="the whole run")
     a = ap.parse_args()
-    if a.anti > a.nodes:
-        ap.error("--anti must not exceed --nodes (one per node at most)")
+    if a.anti > a.nodes or a.deployment_anti > a.nodes:
+        ap.error("--anti and --deployment-anti must not exceed --nodes (one per node at most)")
 
     def overtime(*_):
         raise SystemExit(f"--max-seconds {a.max_seconds} reached")
@@ -217,7 +256,7 @@ def main():
     r = Scale(a.bin, a.nodes, work)
     r.parallel = a.parallel
     try:
-        r.run(a.pods, a.anti, a.per_file, a.cap)
+        r.run(a.pods, a.anti, a.per_file, a.cap, a.deployment, a.deployment_anti)
     finally:
         r.close()
         shutil.rmtree(work, ignore_errors=True)
