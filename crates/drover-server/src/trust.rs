@@ -363,6 +363,12 @@ impl Trust {
         self.renewed.subscribe()
     }
 
+    /// How many times this member's certificate was renewed so far (see
+    /// [`Trust::renewals`]).
+    pub fn renewal_count(&self) -> u64 {
+        *self.renewed.borrow()
+    }
+
     /// This member's certificate (PEM).
     pub fn member_cert(&self) -> String {
         self.member

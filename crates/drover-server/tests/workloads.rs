@@ -90,6 +90,14 @@ fn image(p: &Pod) -> &str {
     &p.spec.containers[0].image
 }
 
+/// `n` pods, all of `img`, all running and ready.
+fn all_running(pods: &[&Pod], n: usize, img: &str) -> bool {
+    pods.len() == n
+        && pods
+            .iter()
+            .all(|p| image(p) == img && is_running_and_ready(p))
+}
+
 /// The Deployment `name` has `n` pods, all running and ready, all of
 /// `img`, none terminating, and says its rollout is complete.
 async fn rolled_out(objects: &Objects, name: &str, n: usize, img: &str) -> bool {
@@ -211,12 +219,7 @@ async fn a_deployment_runs_rolls_out_within_bounds_scales_and_replaces_pods() {
             }
             Ok(())
         },
-        |pods| {
-            pods.len() == 3
-                && pods
-                    .iter()
-                    .all(|p| image(p) == "busybox:2" && is_running_and_ready(p))
-        },
+        |pods| all_running(pods, 3, "busybox:2"),
     )
     .await;
     println!("rolling update: {states} informer states checked");
@@ -288,12 +291,7 @@ async fn recreate_never_runs_old_and_new_pods_together() {
             }
             Ok(())
         },
-        |pods| {
-            pods.len() == 3
-                && pods
-                    .iter()
-                    .all(|p| image(p) == "busybox:2" && is_running_and_ready(p))
-        },
+        |pods| all_running(pods, 3, "busybox:2"),
     )
     .await;
     s.shutdown().await;
@@ -488,12 +486,7 @@ async fn a_leader_failover_mid_rollout_finishes_it_with_no_extra_pod() {
             }
             Ok(())
         },
-        |pods| {
-            pods.len() == 4
-                && pods
-                    .iter()
-                    .all(|p| image(p) == "busybox:2" && is_running_and_ready(p))
-        },
+        |pods| all_running(pods, 4, "busybox:2"),
     )
     .await;
     wait_until("fo at v2", WAIT, || rolled_out(&o, "fo", 4, "busybox:2")).await;

@@ -135,7 +135,7 @@ impl Ctx {
         let mut g = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // Renewed since these channels were made: new connections, with
         // the new certificate.
-        let renewal = *self.trust.renewals().borrow();
+        let renewal = self.trust.renewal_count();
         if g.0 != renewal {
             *g = (renewal, HashMap::new());
         }
