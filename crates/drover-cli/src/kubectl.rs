@@ -14,16 +14,13 @@ use crate::edit;
 use crate::errors::{kube, refusal, server_line, Reported};
 use crate::field_selector::{FieldSelector, Filter};
 use crate::printers::{self, print_objects, table_headers, table_row, Output, TableOptions};
+pub use crate::sources::{parse_sources, parse_sources_in, read_sources, Source};
 use crate::table::{self, Widths};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use drover_api::selector::Selector;
-use drover_api::{
-    parse_manifests, parse_manifests_in, Event, FieldValidation, Kind, Manifest, Node, Pod,
-    DEFAULT_NAMESPACE,
-};
+use drover_api::{Event, FieldValidation, Kind, Manifest, Node, Pod, DEFAULT_NAMESPACE};
 use drover_proto::reason::Reason;
-use std::io::{Read, Write};
-use std::path::Path;
+use std::io::Write;
 use std::time::{Duration, SystemTime};
 use tonic::Code;
 
@@ -49,91 +46,6 @@ pub enum Shell {
 
 pub(crate) fn namespace_or_default(ns: Option<&str>) -> &str {
     ns.filter(|n| !n.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
-}
-
-/// A source of manifests: its name for messages, and its text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
-    pub name: String,
-    pub text: String,
-}
-
-/// Reads `-f` arguments like kubectl: a file, `-` (stdin), or a directory
-/// (its `*.yaml`, `*.yml` and `*.json` files, by name; not recursive).
-pub fn read_sources(paths: &[String], stdin: &mut dyn Read) -> Result<Vec<Source>> {
-    if paths.is_empty() {
-        bail!("must specify one of -f (a file, a directory or - for stdin)");
-    }
-    let mut out = Vec::new();
-    for p in paths {
-        if p == "-" {
-            let mut text = String::new();
-            stdin
-                .read_to_string(&mut text)
-                .context("reading manifests from stdin")?;
-            out.push(Source {
-                name: "STDIN".into(),
-                text,
-            });
-            continue;
-        }
-        let path = Path::new(p);
-        if !path.exists() {
-            bail!("the path {p:?} does not exist");
-        }
-        if path.is_dir() {
-            let mut files: Vec<_> = std::fs::read_dir(path)
-                .with_context(|| format!("reading the directory {p}"))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.is_file()
-                        && f.extension()
-                            .and_then(|x| x.to_str())
-                            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
-                })
-                .collect();
-            files.sort();
-            for f in files {
-                let text = std::fs::read_to_string(&f)
-                    .with_context(|| format!("reading {}", f.display()))?;
-                out.push(Source {
-                    name: f.display().to_string(),
-                    text,
-                });
-            }
-        } else {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {p}"))?;
-            out.push(Source {
-                name: p.clone(),
-                text,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Parses every source; refuses all of them if one can't be read, naming
-/// the file.
-pub fn parse_sources(sources: &[Source]) -> Result<Vec<Manifest>> {
-    parse_sources_in(sources, None)
-}
-
-/// [`parse_sources`] with `-n NAMESPACE`: objects that name none go there,
-/// one that names another is refused.
-pub fn parse_sources_in(sources: &[Source], namespace: Option<&str>) -> Result<Vec<Manifest>> {
-    let mut all = Vec::new();
-    for s in sources {
-        let ms = match namespace {
-            Some(ns) => parse_manifests_in(&s.text, ns),
-            None => parse_manifests(&s.text),
-        }
-        .map_err(|e| anyhow!("error parsing {}: {e}", s.name))?;
-        all.extend(ms);
-    }
-    if all.is_empty() {
-        bail!("no objects passed to apply");
-    }
-    Ok(all)
 }
 
 /// `drover apply -f FILE|DIR|- …`: every object of every file is sent in one
@@ -767,83 +679,6 @@ pub async fn describe(
             write!(out, "\n\n")?;
         }
         write!(out, "{}", describe_one(c, m, now).await?)?;
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(Reported(errors.join("\n")).into())
-    }
-}
-
-/// What `delete` was asked for.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    pub kind: Option<String>,
-    pub names: Vec<String>,
-    pub selector: Option<String>,
-    pub all: bool,
-    pub namespace: Option<String>,
-    /// Objects read from `-f`.
-    pub sources: Vec<Source>,
-}
-
-/// `drover delete KIND NAME… | KIND -l SELECTOR | KIND --all | -f FILE`:
-/// deletes what it can, then reports every object it could not delete.
-pub async fn delete(c: &Client, o: &DeleteOptions, out: &mut impl Write) -> Result<()> {
-    let mut targets: Vec<(Kind, String, String)> = Vec::new();
-    if !o.sources.is_empty() {
-        if o.kind.is_some() || !o.names.is_empty() {
-            bail!("give either -f FILE or a kind and names, not both");
-        }
-        for m in parse_sources(&o.sources)? {
-            targets.push((
-                Kind::of(&m),
-                m.namespace().to_string(),
-                m.name().to_string(),
-            ));
-        }
-    } else {
-        let Some(kind) = &o.kind else {
-            bail!("you must provide one or more resources by argument or filename (drover delete ds NAME, delete ds -l SELECTOR, delete -f FILE)");
-        };
-        let (kind, names) = resource_args(kind, &o.names)?;
-        let kind = Kind::parse(&kind)?;
-        let selector = o.selector.as_deref().unwrap_or("");
-        let ns = if kind.namespaced() {
-            namespace_or_default(o.namespace.as_deref()).to_string()
-        } else {
-            String::new()
-        };
-        if !names.is_empty() {
-            if !selector.is_empty() || o.all {
-                bail!("names can't be combined with -l or --all");
-            }
-            for n in &names {
-                targets.push((kind, ns.clone(), n.clone()));
-            }
-        } else if !selector.is_empty() || o.all {
-            let list = c
-                .list_objects(kind.plural(), &ns, selector)
-                .await
-                .map_err(kube)?;
-            if list.items.is_empty() {
-                writeln!(out, "No resources found")?;
-                return Ok(());
-            }
-            for m in list.items {
-                targets.push((kind, m.namespace().to_string(), m.name().to_string()));
-            }
-        } else {
-            bail!("resource(s) were provided, but no name was specified (give names, -l SELECTOR or --all)");
-        }
-    }
-    let mut errors = Vec::new();
-    for (kind, ns, name) in targets {
-        match c.delete_object(kind.plural(), &ns, &name).await {
-            Ok(_) => writeln!(out, "{} {name:?} deleted", kind.singular())?,
-            Err(e @ ClientError::Server { .. }) => errors.extend(refusal(&e)),
-            Err(e) => return Err(kube(e)),
-        }
     }
     if errors.is_empty() {
         Ok(())

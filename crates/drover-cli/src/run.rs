@@ -4,7 +4,8 @@
 //! connection is), and [`is_closed_pipe`] at its edge.
 
 use crate::args::{ClientCmd, RolloutCmd, SetCmd};
-use crate::kubectl::{self, DeleteOptions, GetOptions};
+use crate::delete::{self, DeleteOptions};
+use crate::kubectl::{self, GetOptions};
 use crate::printers::Output;
 use crate::{rollout, rollout_deploy, Client};
 use anyhow::Result;
@@ -77,7 +78,7 @@ pub async fn run(
                 namespace: a.namespace,
                 sources,
             };
-            kubectl::delete(&c, &o, out).await?
+            delete::delete(&c, &o, out).await?
         }
         ClientCmd::Label(a) => {
             let c = client()?;

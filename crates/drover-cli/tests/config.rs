@@ -8,7 +8,8 @@
 use clap::Parser;
 use drover_api::FieldValidation;
 use drover_cli::create::{self, CreateCmd};
-use drover_cli::kubectl::{self, DeleteOptions, GetOptions, Source};
+use drover_cli::delete::{self, DeleteOptions};
+use drover_cli::kubectl::{self, GetOptions, Source};
 use drover_cli::printers::Output;
 use drover_cli::Client;
 use drover_server::Server;
@@ -196,7 +197,7 @@ async fn create_get_describe_config_maps_and_secrets() {
         names: vec!["app".into()],
         ..Default::default()
     };
-    kubectl::delete(c, &d, &mut out).await.unwrap();
+    delete::delete(c, &d, &mut out).await.unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "configmap \"app\" deleted\n"
