@@ -45,7 +45,6 @@ struct Member {
     dir: PathBuf,
     grpc: String,
     http: String,
-    log: PathBuf,
     /// Index into the cluster's `Procs`; `None` once killed.
     proc: Option<usize>,
 }
@@ -115,7 +114,6 @@ impl Cluster {
                 dir: dir.clone(),
                 grpc: a.grpc,
                 http: a.http,
-                log,
                 proc: Some(c.procs.0.len() - 1),
             });
             let client_yaml = dir.join("client.yaml");
@@ -324,6 +322,9 @@ async fn kubectl_through_the_proxy_survives_a_leader_sigkill() {
         "after the SIGKILL: the first `kubectl get nodes` took {first_get:?}, the next `kubectl apply` {apply_after:?}"
     );
     let log = std::fs::read_to_string(c.tmp.path().join("proxy.log")).unwrap_or_default();
+    for l in log.lines().filter(|l| l.contains(&c.members[leader].http)) {
+        eprintln!("proxy: {l}");
+    }
     assert!(
         log.contains(&c.members[leader].http),
         "the proxy knew the killed member: {log}"
