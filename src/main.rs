@@ -100,6 +100,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KvCmd,
     },
+    /// Serve the Kubernetes API (and the dashboard) on 127.0.0.1 with your client config's
+    /// credential, following the members (as `kubectl proxy`); writes a kubeconfig pointing at it.
+    Proxy(ProxyArgs),
+    /// Serve the dashboard on 127.0.0.1 with your client config's credential and print the URL
+    /// to open (it carries a one-time secret).
+    Ui(UiArgs),
     #[command(flatten)]
     Client(drover_cli::args::ClientCmd),
     /// Print a shell completion script (e.g. `drover completion bash > /etc/bash_completion.d/drover`).
@@ -141,6 +147,34 @@ struct UpArgs {
     /// are then printed as they come up, until Ctrl-C.
     #[arg(short = 'f', long = "filename")]
     files: Vec<String>,
+}
+
+#[derive(Args)]
+struct ProxyArgs {
+    /// The local port (0 picks a free one; the kubeconfig names it).
+    #[arg(long, default_value_t = 8001)]
+    port: u16,
+    /// The address to listen on. Another than loopback only when you mean it: whoever reaches
+    /// it acts on the cluster with your credential (a warning says so).
+    #[arg(long, default_value = "127.0.0.1")]
+    address: std::net::IpAddr,
+    /// Where to write the kubeconfig pointing at the proxy [default: kubeconfig-proxy beside
+    /// the client config].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct UiArgs {
+    /// The local port (0 picks a free one).
+    #[arg(long, default_value_t = 8002)]
+    port: u16,
+    /// The address to listen on (see `drover proxy --address`).
+    #[arg(long, default_value = "127.0.0.1")]
+    address: std::net::IpAddr,
+    /// Try to open the URL in a browser (xdg-open).
+    #[arg(long)]
+    open: bool,
 }
 
 #[derive(Args)]
@@ -344,9 +378,11 @@ fn main() {
     let is_server = matches!(&cli.cmd, Cmd::Server(a) if a.cmd.is_none());
     // Agents say what they do (join, lose a server, move, rejoin) at info.
     let is_agent = matches!(&cli.cmd, Cmd::Agent(_) | Cmd::Sim(_));
+    let is_proxy = matches!(&cli.cmd, Cmd::Proxy(_) | Cmd::Ui(_));
     drover_cli::log::init(match (is_server, is_agent) {
         (true, _) => "info,raft=warn",
         (_, true) => "warn,drover_agent=info",
+        _ if is_proxy => "warn,drover_cli::proxy=info",
         _ => "warn",
     });
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -370,15 +406,18 @@ fn main() {
     }
 }
 
-fn client(conn: &Conn) -> Result<Client> {
+fn client_config(conn: &Conn) -> Result<ClientConfig> {
     let token = conn.token()?;
-    let cfg = ClientConfig::resolve(
+    Ok(ClientConfig::resolve(
         conn.server.as_deref(),
         token.as_deref(),
         conn.ca.as_deref(),
         conn.config.as_deref(),
-    )?;
-    Ok(Client::new(&cfg)?)
+    )?)
+}
+
+fn client(conn: &Conn) -> Result<Client> {
+    Ok(Client::new(&client_config(conn)?)?)
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -521,6 +560,34 @@ async fn run(cli: Cli) -> Result<()> {
                 out.flush()?;
                 std::process::exit(code);
             }
+        }
+        Cmd::Proxy(a) => {
+            let config = client_config(&cli.conn)?;
+            let kubeconfig = a.kubeconfig.or_else(|| {
+                let path =
+                    cli.conn.config.clone().or_else(|| {
+                        drover_cli::client::default_config_path().filter(|p| p.exists())
+                    });
+                drover_cli::proxy::default_kubeconfig(path.as_deref())
+            });
+            let opts = drover_cli::proxy::ProxyOptions {
+                mode: drover_cli::proxy::Mode::Proxy,
+                config,
+                listen: std::net::SocketAddr::new(a.address, a.port),
+                kubeconfig,
+                open: false,
+            };
+            drover_cli::proxy::run(opts, shutdown_signal(), &mut out, &mut err).await?
+        }
+        Cmd::Ui(a) => {
+            let opts = drover_cli::proxy::ProxyOptions {
+                mode: drover_cli::proxy::Mode::Ui,
+                config: client_config(&cli.conn)?,
+                listen: std::net::SocketAddr::new(a.address, a.port),
+                kubeconfig: None,
+                open: a.open,
+            };
+            drover_cli::proxy::run(opts, shutdown_signal(), &mut out, &mut err).await?
         }
         Cmd::Completion { shell } => kubectl::completion(shell, &mut Cli::command(), &mut out)?,
     }

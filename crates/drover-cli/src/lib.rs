@@ -26,6 +26,7 @@ pub mod log;
 pub mod logs;
 pub mod patch;
 pub mod printers;
+pub mod proxy;
 pub mod rollout;
 pub mod rollout_deploy;
 pub mod run;
