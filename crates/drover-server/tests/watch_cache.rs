@@ -54,8 +54,26 @@ async fn watch_body(s: &TestServer, query: &str) -> (u16, String) {
         .expect("an answer")
 }
 
+/// The body of a chunked answer, its chunks joined.
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            panic!("not a chunked body: {body:?}");
+        };
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
 fn events(body: &str) -> Vec<(String, String)> {
-    body.lines()
+    dechunk(body)
+        .lines()
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
             (
