@@ -122,6 +122,9 @@ pub struct ServerOptions {
     pub snapshot_interval: Option<Duration>,
     pub snapshot_retain: usize,
     pub snapshot_dir: Option<PathBuf>,
+    /// The watch cache's window of each kind (default
+    /// [`limits::WATCH_WINDOW`]; tests make it small).
+    pub watch_window: limits::WatchWindow,
 }
 
 impl ServerOptions {
@@ -148,6 +151,7 @@ impl ServerOptions {
             keep_cluster_id: false,
             force_new_cluster: false,
             snapshot_interval: None,
+            watch_window: limits::WATCH_WINDOW,
             snapshot_retain: 5,
             snapshot_dir: None,
         }
@@ -472,7 +476,7 @@ impl Server {
         let ctx = Arc::new(ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (cut, cut_rx) = watch::channel(false);
-        let informer = cache::Informer::default();
+        let informer = cache::Informer::new(opts.watch_window, ctx.metrics.watch.clone());
         let mut tasks = vec![
             tokio::spawn(informer.clone().run(store.clone(), shutdown_rx.clone())),
             tokio::spawn(loops::controller::run(

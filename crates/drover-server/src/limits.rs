@@ -91,6 +91,31 @@ pub const MAX_WATCH_SECONDS: Duration = Duration::from_secs(30 * 60);
 /// `TooManyRequests`) until one ends.
 pub const MAX_KAPI_WATCHES: usize = 1024;
 
+/// The watch cache's window ([`crate::cache::window`]): the changes of
+/// one kind it keeps, for watches that resume from a resourceVersion and
+/// for watchers that have not yet sent them. Bounded in count and in bytes
+/// (the objects' size as stored, JSON); the oldest change goes first. A
+/// watch from a resourceVersion older than the window, or a watcher that
+/// falls that far behind (a slow client), ends with 410 Gone (reason
+/// `Expired`) and relists, as with the Kubernetes API server's watch
+/// cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchWindow {
+    pub events: usize,
+    pub bytes: usize,
+}
+
+/// The default [`WatchWindow`] of each kind: 8,192 changes (a rollout of
+/// 1,000 daemon pods is about 5,000), at most 32 MiB of objects.
+pub const WATCH_WINDOW: WatchWindow = WatchWindow {
+    events: 8192,
+    bytes: 32 << 20,
+};
+
+/// Changes a watcher takes from the window at once (under its lock): the
+/// most it holds before sending them.
+pub const WATCH_BATCH: usize = 256;
+
 /// Static pods in one `StaticPods` report of an agent (the whole set the
 /// node runs from its `--manifest-dir`); a report with more is refused
 /// whole, logged at warn, and no mirror pod changes.

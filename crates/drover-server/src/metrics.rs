@@ -66,6 +66,26 @@ pub struct Facts {
     pub pods: Vec<(String, usize)>,
 }
 
+/// The watch cache's counters ([`crate::cache::window`]), shared with it.
+#[derive(Clone, Debug, Default)]
+pub struct WatchCounters {
+    /// Changes the informer put into the window (one decode each).
+    pub events: Counter,
+    /// Objects encoded (JSON) for watchers: at most one per change,
+    /// whatever the number of watchers.
+    pub encodes: Counter,
+    /// Events sent to watchers from the window.
+    pub sent: Counter,
+    /// Watches ended with 410 Gone: resumed from before the window, or
+    /// fallen behind it.
+    pub expired: Counter,
+    /// Events decoded from the store for a watch of a kind the window does
+    /// not hold (one per watcher and change).
+    pub store_decodes: Counter,
+    /// Watches served from the window now.
+    pub watchers: Gauge,
+}
+
 /// The member's metrics; recorded from anywhere, rendered by `/metrics`.
 pub struct Metrics {
     registry: Registry,
@@ -86,6 +106,8 @@ pub struct Metrics {
     /// Pods the scheduler preempted (deleted for a pod of higher
     /// priority).
     pub scheduler_preemption_victims: Counter,
+    /// The watch cache's.
+    pub watch: WatchCounters,
     raft_term: Gauge,
     raft_is_leader: Gauge,
     raft_commit: Gauge,
@@ -125,6 +147,7 @@ impl Metrics {
             scheduler_pods_bound: Counter::default(),
             scheduler_pods_unschedulable: Counter::default(),
             scheduler_preemption_victims: Counter::default(),
+            watch: WatchCounters::default(),
             raft_term: Gauge::default(),
             raft_is_leader: Gauge::default(),
             raft_commit: Gauge::default(),
@@ -190,6 +213,40 @@ impl Metrics {
             "drover_scheduler_preemption_victims",
             "Pods the scheduler deleted to make room for a pod of higher priority",
             m.scheduler_preemption_victims.clone(),
+        );
+        for (name, help, c) in [
+            (
+                "drover_watch_cache_events",
+                "Changes the informer put into the watch cache's window (one decode each)",
+                &m.watch.events,
+            ),
+            (
+                "drover_watch_cache_encodes",
+                "Objects encoded once for every watcher of the window",
+                &m.watch.encodes,
+            ),
+            (
+                "drover_watch_cache_sent",
+                "Events sent to watchers from the window",
+                &m.watch.sent,
+            ),
+            (
+                "drover_watch_cache_expired",
+                "Watches ended with 410 Gone (before the window, or fallen behind it)",
+                &m.watch.expired,
+            ),
+            (
+                "drover_watch_store_decodes",
+                "Events decoded from the store for watches of kinds the window does not hold",
+                &m.watch.store_decodes,
+            ),
+        ] {
+            registry.register(name, help, c.clone());
+        }
+        registry.register(
+            "drover_watch_cache_watchers",
+            "Watches served from the watch cache's window now",
+            m.watch.watchers.clone(),
         );
         registry.register(
             "drover_agent_sessions",
@@ -312,6 +369,9 @@ mod tests {
             "drover_nodes{ready=\"false\"} 1",
             "drover_daemonset_status{daemonset=\"agent\",namespace=\"default\",field=\"numberReady\"} 2",
             "drover_pods{phase=\"Pending\"} 1",
+            "# TYPE drover_watch_cache_encodes counter",
+            "drover_watch_cache_events_total 0",
+            "drover_watch_cache_watchers 0",
         ] {
             assert!(text.contains(line), "{line:?} missing from:\n{text}");
         }

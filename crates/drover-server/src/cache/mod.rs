@@ -17,6 +17,7 @@
 //!   pods again).
 
 mod config;
+pub mod window;
 
 use crate::api::codec::{self, kind_of_key};
 use config::ConfigIndex;
@@ -27,6 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
+use window::{Change, Typed, WatchCache, WatchEvent};
 
 /// What the informer holds, by store key.
 #[derive(Default, Clone)]
@@ -47,8 +49,18 @@ pub struct Snapshot {
     pub revision: u64,
 }
 
-/// One change of the store, decoded (outside the informer's locks).
-enum Decoded {
+/// One change of the store, decoded (outside the informer's locks), and
+/// what the watch cache needs of it.
+struct Decoded {
+    object: Object,
+    change: Change,
+    revision: u64,
+    /// The object's size as stored.
+    bytes: usize,
+}
+
+/// The object of a [`Decoded`] change.
+enum Object {
     Deleted(String),
     Node(String, Arc<Node>),
     DaemonSet(String, Arc<DaemonSet>),
@@ -64,41 +76,45 @@ enum Decoded {
 }
 
 fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
+    let change = if deleted {
+        Change::Deleted
+    } else if kv.create_revision == kv.mod_revision {
+        Change::Added
+    } else {
+        Change::Modified
+    };
+    Decoded {
+        object: decode_object(kv, deleted),
+        change,
+        revision: kv.mod_revision,
+        bytes: kv.value.len(),
+    }
+}
+
+fn decode_object(kv: &KeyValue, deleted: bool) -> Object {
     let kind = kind_of_key(&kv.key);
-    if !matches!(
-        kind,
-        Some(
-            Kind::Node
-                | Kind::DaemonSet
-                | Kind::Deployment
-                | Kind::ReplicaSet
-                | Kind::Pod
-                | Kind::PriorityClass
-                | Kind::ConfigMap
-                | Kind::Secret
-        )
-    ) {
-        return Decoded::Other;
+    if !kind.is_some_and(|k| KINDS.contains(&k)) {
+        return Object::Other;
     }
     if deleted {
-        return Decoded::Deleted(kv.key.clone());
+        return Object::Deleted(kv.key.clone());
     }
     match codec::decode(kv) {
-        Ok(Manifest::Node(n)) => Decoded::Node(kv.key.clone(), Arc::new(*n)),
-        Ok(Manifest::DaemonSet(d)) => Decoded::DaemonSet(kv.key.clone(), Arc::new(*d)),
-        Ok(Manifest::Deployment(d)) => Decoded::Deployment(kv.key.clone(), Arc::new(*d)),
-        Ok(Manifest::ReplicaSet(r)) => Decoded::ReplicaSet(kv.key.clone(), Arc::new(*r)),
+        Ok(Manifest::Node(n)) => Object::Node(kv.key.clone(), Arc::new(*n)),
+        Ok(Manifest::DaemonSet(d)) => Object::DaemonSet(kv.key.clone(), Arc::new(*d)),
+        Ok(Manifest::Deployment(d)) => Object::Deployment(kv.key.clone(), Arc::new(*d)),
+        Ok(Manifest::ReplicaSet(r)) => Object::ReplicaSet(kv.key.clone(), Arc::new(*r)),
         Ok(Manifest::Pod(p)) => {
             let hash = desired_hash(&p);
-            Decoded::Pod(kv.key.clone(), Arc::new(*p), hash)
+            Object::Pod(kv.key.clone(), Arc::new(*p), hash)
         }
-        Ok(Manifest::PriorityClass(c)) => Decoded::PriorityClass(kv.key.clone(), Arc::new(*c)),
-        Ok(Manifest::ConfigMap(c)) => Decoded::ConfigMap(kv.key.clone(), Arc::new(*c)),
-        Ok(Manifest::Secret(c)) => Decoded::Secret(kv.key.clone(), Arc::new(*c)),
-        Ok(_) => Decoded::Other,
+        Ok(Manifest::PriorityClass(c)) => Object::PriorityClass(kv.key.clone(), Arc::new(*c)),
+        Ok(Manifest::ConfigMap(c)) => Object::ConfigMap(kv.key.clone(), Arc::new(*c)),
+        Ok(Manifest::Secret(c)) => Object::Secret(kv.key.clone(), Arc::new(*c)),
+        Ok(_) => Object::Other,
         Err(e) => {
             tracing::warn!("informer: skipping {}: {e}", kv.key);
-            Decoded::Other
+            Object::Other
         }
     }
 }
@@ -145,10 +161,49 @@ impl Snapshot {
         })
     }
 
+    /// The object at `key` as the view holds it, for the watch cache.
+    fn typed(&self, key: &str) -> Option<Typed> {
+        Some(match kind_of_key(key)? {
+            Kind::Node => Typed::Node(self.nodes.get(key)?.clone()),
+            Kind::DaemonSet => Typed::DaemonSet(self.daemon_sets.get(key)?.clone()),
+            Kind::Deployment => Typed::Deployment(self.deployments.get(key)?.clone()),
+            Kind::ReplicaSet => Typed::ReplicaSet(self.replica_sets.get(key)?.clone()),
+            Kind::Pod => Typed::Pod(self.pods.get(key)?.clone()),
+            Kind::PriorityClass => Typed::PriorityClass(self.priority_classes.get(key)?.clone()),
+            Kind::ConfigMap => Typed::ConfigMap(self.config_maps.get(key)?.clone()),
+            Kind::Secret => Typed::Secret(self.secrets.get(key)?.clone()),
+            _ => return None,
+        })
+    }
+
+    /// The watch cache's event of a change, before the view applies it
+    /// (a deleted object is taken from the view).
+    fn event(&self, d: &Decoded) -> Option<Arc<WatchEvent>> {
+        let (key, object) = match &d.object {
+            Object::Deleted(key) => (key, self.typed(key)?),
+            Object::Node(key, o) => (key, Typed::Node(o.clone())),
+            Object::DaemonSet(key, o) => (key, Typed::DaemonSet(o.clone())),
+            Object::Deployment(key, o) => (key, Typed::Deployment(o.clone())),
+            Object::ReplicaSet(key, o) => (key, Typed::ReplicaSet(o.clone())),
+            Object::Pod(key, o, _) => (key, Typed::Pod(o.clone())),
+            Object::PriorityClass(key, o) => (key, Typed::PriorityClass(o.clone())),
+            Object::ConfigMap(key, o) => (key, Typed::ConfigMap(o.clone())),
+            Object::Secret(key, o) => (key, Typed::Secret(o.clone())),
+            Object::Other => return None,
+        };
+        Some(Arc::new(WatchEvent::new(
+            d.change,
+            key.clone(),
+            d.revision,
+            object,
+            d.bytes,
+        )))
+    }
+
     /// Applies one decoded change.
     fn apply(&mut self, d: &Decoded) {
-        match d {
-            Decoded::Deleted(key) => {
+        match &d.object {
+            Object::Deleted(key) => {
                 self.nodes.remove(key);
                 self.daemon_sets.remove(key);
                 self.deployments.remove(key);
@@ -158,31 +213,31 @@ impl Snapshot {
                 self.config_maps.remove(key);
                 self.secrets.remove(key);
             }
-            Decoded::ConfigMap(key, c) => {
+            Object::ConfigMap(key, c) => {
                 self.config_maps.insert(key.clone(), c.clone());
             }
-            Decoded::Secret(key, c) => {
+            Object::Secret(key, c) => {
                 self.secrets.insert(key.clone(), c.clone());
             }
-            Decoded::Node(key, n) => {
+            Object::Node(key, n) => {
                 self.nodes.insert(key.clone(), n.clone());
             }
-            Decoded::DaemonSet(key, ds) => {
+            Object::DaemonSet(key, ds) => {
                 self.daemon_sets.insert(key.clone(), ds.clone());
             }
-            Decoded::Deployment(key, d) => {
+            Object::Deployment(key, d) => {
                 self.deployments.insert(key.clone(), d.clone());
             }
-            Decoded::ReplicaSet(key, r) => {
+            Object::ReplicaSet(key, r) => {
                 self.replica_sets.insert(key.clone(), r.clone());
             }
-            Decoded::Pod(key, p, _) => {
+            Object::Pod(key, p, _) => {
                 self.pods.insert(key.clone(), p.clone());
             }
-            Decoded::PriorityClass(key, c) => {
+            Object::PriorityClass(key, c) => {
                 self.priority_classes.insert(key.clone(), c.clone());
             }
-            Decoded::Other => {}
+            Object::Other => {}
         }
     }
 }
@@ -270,8 +325,8 @@ impl Nodes {
 
     /// Notes a change; bumps the nodes whose desired pods changed.
     fn change(&mut self, d: &Decoded, revision: u64) {
-        match d {
-            Decoded::Deleted(key) => {
+        match &d.object {
+            Object::Deleted(key) => {
                 if let Some(name) = key.strip_prefix(&codec::prefix(Kind::Node, None)) {
                     self.bump_object(name, revision);
                 }
@@ -279,16 +334,16 @@ impl Nodes {
                 let pods = self.config.deleted(key);
                 self.bump_pods(pods, revision);
             }
-            Decoded::Node(_, n) => self.bump_object(&n.metadata.name, revision),
-            Decoded::ConfigMap(key, c) => {
+            Object::Node(_, n) => self.bump_object(&n.metadata.name, revision),
+            Object::ConfigMap(key, c) => {
                 let pods = self.config.config_map(key, c.clone());
                 self.bump_pods(pods, revision);
             }
-            Decoded::Secret(key, c) => {
+            Object::Secret(key, c) => {
                 let pods = self.config.secret(key, c.clone());
                 self.bump_pods(pods, revision);
             }
-            Decoded::Pod(key, new, hash) => {
+            Object::Pod(key, new, hash) => {
                 let node = new.spec.node_name.as_str();
                 let before = self.bound.get(key).cloned();
                 if before.as_ref().is_some_and(|(n, _)| n != node) || node.is_empty() {
@@ -327,16 +382,16 @@ pub struct Informer {
     nodes: Arc<Mutex<Nodes>>,
     changed: watch::Sender<u64>,
     loaded: watch::Sender<bool>,
+    /// The recent changes, for watches ([`window`]).
+    window: Arc<WatchCache>,
 }
 
 impl Default for Informer {
     fn default() -> Self {
-        Informer {
-            state: Arc::default(),
-            nodes: Arc::default(),
-            changed: watch::channel(0).0,
-            loaded: watch::channel(false).0,
-        }
+        Informer::new(
+            crate::limits::WATCH_WINDOW,
+            crate::metrics::WatchCounters::default(),
+        )
     }
 }
 
@@ -360,6 +415,27 @@ const CATCH_UP: Duration = Duration::from_secs(1);
 const MAX_COALESCED: usize = 4096;
 
 impl Informer {
+    /// An informer whose watch cache keeps `window` of each kind and
+    /// counts into `counters`.
+    pub fn new(
+        window: crate::limits::WatchWindow,
+        counters: crate::metrics::WatchCounters,
+    ) -> Self {
+        Informer {
+            state: Arc::default(),
+            nodes: Arc::default(),
+            changed: watch::channel(0).0,
+            loaded: watch::channel(false).0,
+            window: Arc::new(WatchCache::new(window, counters)),
+        }
+    }
+
+    /// The watch cache, for watches of the kinds the view holds; `None`
+    /// until the first list is loaded.
+    pub fn watch_cache(&self, kind: Kind) -> Option<&Arc<WatchCache>> {
+        (KINDS.contains(&kind) && self.is_loaded()).then_some(&self.window)
+    }
+
     /// The current view (shared: it does not change under the caller).
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -598,14 +674,17 @@ impl Informer {
             }
             nodes.revision = revision;
         }
+        let mut events = Vec::new();
         {
             let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
             let s = Arc::make_mut(&mut guard);
             for d in batch {
+                events.extend(s.event(d));
                 s.apply(d);
             }
             s.revision = revision;
         }
+        self.window.push(events, revision);
         self.changed.send_replace(revision);
     }
 
@@ -647,6 +726,7 @@ impl Informer {
                 .reset(&fresh.config_maps, &fresh.secrets, &fresh.pods);
             nodes.revision = rev;
             *guard = Arc::new(fresh);
+            self.window.reset(rev);
             for n in touched {
                 nodes.bump(&n, rev);
             }

@@ -1,6 +1,9 @@
 //! `?watch=1`: a stream of `{"type": …, "object": …}` lines (ADDED,
-//! MODIFIED, DELETED, BOOKMARK, ERROR) over the store's watch of the kind's
-//! prefix. Without a `resourceVersion` (or with `0`) the current objects
+//! MODIFIED, DELETED, BOOKMARK, ERROR). The kinds the informer holds are
+//! served from its watch cache ([`crate::cache::window`]: one decode and
+//! one JSON encoding per change, shared by every watcher; a watch from
+//! before the window, or one that falls behind it, is `410 Gone`); the
+//! others from the store's watch of the kind's prefix. Without a `resourceVersion` (or with `0`) the current objects
 //! come first as ADDED; with one, the changes after it; when that revision
 //! was compacted away the answer is `410 Gone` (reason `Expired`), as an
 //! ERROR event when the stream has already started. With selectors, an
@@ -18,15 +21,17 @@ use super::status::Refusal;
 use super::table;
 use super::Target;
 use crate::api::{decode, prefix, Objects};
+use crate::cache::window::{Expired, Follower, WatchEvent};
 use crate::cache::Informer;
 use crate::error::ApiError;
 use crate::limits::MAX_KAPI_WATCHES;
+use crate::metrics::WatchCounters;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use drover_api::{Kind, Manifest};
-use drover_store::EventType;
+use drover_store::{Error as StoreError, EventType};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -163,101 +168,282 @@ pub async fn watch(
             matching.extend(initial.iter().map(object_key));
         }
     }
-    let mut w = objects
-        .ctx()
-        .store
-        .watch(&prefix(t.kind, ns.as_deref()), from)
-        .map_err(|e| Refusal::from(ApiError::from(e)))?;
+    let selection = Selection {
+        q: q.clone(),
+        filtered,
+        matching,
+        catch_up,
+    };
+    let prefix = prefix(t.kind, ns.as_deref());
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(64);
-    tokio::spawn(async move {
-        let _permit = permit;
-        for m in &initial {
-            if tx.send(Ok(line("ADDED", shape.object(m)))).await.is_err() {
-                return;
-            }
+    let out = Out {
+        tx,
+        shape,
+        deadline: tokio::time::Instant::now() + q.timeout,
+        bookmarks: q.bookmarks,
+        bookmarked: from,
+    };
+    if let Some(cache) = informer.watch_cache(t.kind) {
+        // From the watch cache: one decode and one encoding per change,
+        // whatever the number of watchers.
+        let compacted = objects.ctx().store.compacted();
+        if from < compacted {
+            return Err(Refusal::from(ApiError::from(StoreError::TooOld {
+                requested: from,
+                compacted,
+            })));
         }
-        let deadline = tokio::time::Instant::now() + q.timeout;
-        let mut tick = tokio::time::interval(BOOKMARK_EVERY);
-        tick.tick().await;
-        let mut bookmarked = from;
-        loop {
-            let next = tokio::select! {
-                n = w.next() => n,
-                _ = tx.closed() => return,
-                _ = tokio::time::sleep_until(deadline) => return,
-                _ = tick.tick() => {
-                    let rev = w.revision();
-                    if q.bookmarks && rev != bookmarked {
-                        bookmarked = rev;
-                        let object = json!({
-                            "kind": shape.kind.name(),
-                            "apiVersion": shape.kind.api_version(),
-                            "metadata": { "resourceVersion": rev.to_string() },
-                        });
-                        if tx.send(Ok(line("BOOKMARK", object))).await.is_err() {
-                            return;
-                        }
-                    }
-                    continue;
-                }
-            };
-            let batch = match next {
-                Ok(b) => b,
-                Err(e) => {
-                    let refusal = Refusal::from(ApiError::from(e));
-                    let _ = tx.send(Ok(line("ERROR", refusal.body()))).await;
-                    return;
-                }
-            };
-            for e in batch.events {
-                let Some(kv) = e.kv else { continue };
-                let ty = if e.r#type == EventType::Delete as i32 {
-                    "DELETED"
-                } else if kv.create_revision == kv.mod_revision {
-                    "ADDED"
-                } else {
-                    "MODIFIED"
-                };
-                let m = match decode(&kv) {
-                    Ok(m) => m,
-                    Err(err) => {
-                        let _ = tx.send(Ok(line("ERROR", Refusal::from(err).body()))).await;
-                        return;
-                    }
-                };
-                let ty = if filtered {
-                    let key = object_key(&m);
-                    let (now, was) = (q.selects(&m), matching.contains(&key));
-                    match (ty, now, was) {
-                        ("DELETED", _, _) if now || was => {
-                            matching.remove(&key);
-                            "DELETED"
-                        }
-                        ("MODIFIED", false, false) if kv.mod_revision <= catch_up => "DELETED",
-                        ("DELETED", _, _) | (_, false, false) => continue,
-                        (_, true, true) => "MODIFIED",
-                        (_, true, false) => {
-                            matching.insert(key);
-                            "ADDED"
-                        }
-                        (_, false, true) => {
-                            matching.remove(&key);
-                            "DELETED"
-                        }
-                    }
-                } else {
-                    ty
-                };
-                if tx.send(Ok(line(ty, shape.object(&m)))).await.is_err() {
-                    return;
-                }
-            }
-        }
-    });
+        let mut follower = cache.follow(t.kind, prefix, from);
+        let first = follower.take().map_err(expired)?;
+        let counters = cache.counters.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            from_cache(out, selection, initial, follower, first, counters).await;
+        });
+    } else {
+        let w = objects
+            .ctx()
+            .store
+            .watch(&prefix, from)
+            .map_err(|e| Refusal::from(ApiError::from(e)))?;
+        let decodes = objects.ctx().metrics.watch.store_decodes.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            from_store(out, selection, initial, w, decodes).await;
+        });
+    }
     let mut r = Body::from_stream(ReceiverStream::new(rx)).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     Ok(r)
+}
+
+fn expired(e: Expired) -> Refusal {
+    Refusal::from(ApiError::Expired(e.message()))
+}
+
+/// Which objects a watcher with selectors is known to have: one that
+/// stops matching is sent as DELETED, one that starts as ADDED.
+struct Selection {
+    q: Query,
+    filtered: bool,
+    matching: HashSet<String>,
+    /// Changes replayed up to this revision may concern objects that
+    /// matched at the watch's start revision but no longer do when the
+    /// watch starts: one that does not match is sent as DELETED then.
+    catch_up: u64,
+}
+
+impl Selection {
+    /// The type a change of `m` (at `revision`) is sent as, if at all;
+    /// `selects` tells whether `m` matches (asked only with selectors).
+    fn event(
+        &mut self,
+        ty: &'static str,
+        m: &Manifest,
+        revision: u64,
+        selects: impl FnOnce(&Query) -> bool,
+    ) -> Option<&'static str> {
+        if !self.filtered {
+            return Some(ty);
+        }
+        let key = object_key(m);
+        let (now, was) = (selects(&self.q), self.matching.contains(&key));
+        Some(match (ty, now, was) {
+            ("DELETED", _, _) if now || was => {
+                self.matching.remove(&key);
+                "DELETED"
+            }
+            ("MODIFIED", false, false) if revision <= self.catch_up => "DELETED",
+            ("DELETED", _, _) | (_, false, false) => return None,
+            (_, true, true) => "MODIFIED",
+            (_, true, false) => {
+                self.matching.insert(key);
+                "ADDED"
+            }
+            (_, false, true) => {
+                self.matching.remove(&key);
+                "DELETED"
+            }
+        })
+    }
+}
+
+/// Where a watch's lines go, and its bookmarks and deadline.
+struct Out {
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    shape: Shape,
+    deadline: tokio::time::Instant,
+    bookmarks: bool,
+    bookmarked: u64,
+}
+
+impl Out {
+    async fn send(&self, line: Bytes) -> bool {
+        self.tx.send(Ok(line)).await.is_ok()
+    }
+
+    async fn initial(&self, initial: &[Manifest]) -> bool {
+        for m in initial {
+            if !self.send(line("ADDED", self.shape.object(m))).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A bookmark at `rev` if asked for and the revision moved.
+    async fn bookmark(&mut self, rev: u64) -> bool {
+        if !self.bookmarks || rev == self.bookmarked {
+            return true;
+        }
+        self.bookmarked = rev;
+        let object = json!({
+            "kind": self.shape.kind.name(),
+            "apiVersion": self.shape.kind.api_version(),
+            "metadata": { "resourceVersion": rev.to_string() },
+        });
+        self.send(line("BOOKMARK", object)).await
+    }
+
+    async fn error(&self, refusal: Refusal) {
+        let _ = self.send(line("ERROR", refusal.body())).await;
+    }
+}
+
+/// A line whose object is already JSON.
+fn raw_line(ty: &str, object: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(object.len() + 32);
+    v.extend_from_slice(b"{\"type\":\"");
+    v.extend_from_slice(ty.as_bytes());
+    v.extend_from_slice(b"\",\"object\":");
+    v.extend_from_slice(object);
+    v.extend_from_slice(b"}\n");
+    Bytes::from(v)
+}
+
+/// Sends the changes of the watch cache's window.
+async fn from_cache(
+    mut out: Out,
+    mut selection: Selection,
+    initial: Vec<Manifest>,
+    mut follower: Follower,
+    first: Vec<Arc<WatchEvent>>,
+    counters: WatchCounters,
+) {
+    if !out.initial(&initial).await {
+        return;
+    }
+    drop(initial);
+    let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+    tick.tick().await;
+    let mut batch = first;
+    let mut bookmark = false;
+    loop {
+        for e in &batch {
+            let m = e.manifest();
+            let Some(ty) = selection.event(e.change.name(), m, e.revision, |q| {
+                q.labels
+                    .as_ref()
+                    .is_none_or(|s| s.matches(&m.metadata().labels))
+                    && (q.fields.is_empty() || q.fields.matches(e.value()))
+            }) else {
+                continue;
+            };
+            let line = if out.shape.as_table {
+                line(ty, out.shape.object(m))
+            } else {
+                raw_line(ty, e.json(&counters))
+            };
+            counters.sent.inc();
+            if !out.send(line).await {
+                return;
+            }
+        }
+        if bookmark && !out.bookmark(follower.cursor()).await {
+            return;
+        }
+        bookmark = false;
+        let next = tokio::select! {
+            n = follower.next() => n,
+            _ = out.tx.closed() => return,
+            _ = tokio::time::sleep_until(out.deadline) => return,
+            _ = tick.tick() => {
+                // Catch up first: the bookmark's revision is sent only
+                // once every change before it is.
+                bookmark = true;
+                Some(follower.take())
+            }
+        };
+        batch = match next {
+            Some(Ok(b)) => b,
+            Some(Err(e)) => {
+                out.error(expired(e)).await;
+                return;
+            }
+            None => return,
+        };
+    }
+}
+
+/// Sends the changes of the store's watch (kinds the informer does not
+/// hold), decoding each for this watcher.
+async fn from_store(
+    mut out: Out,
+    mut selection: Selection,
+    initial: Vec<Manifest>,
+    mut w: drover_store::WatchStream,
+    decodes: prometheus_client::metrics::counter::Counter,
+) {
+    if !out.initial(&initial).await {
+        return;
+    }
+    let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+    tick.tick().await;
+    loop {
+        let next = tokio::select! {
+            n = w.next() => n,
+            _ = out.tx.closed() => return,
+            _ = tokio::time::sleep_until(out.deadline) => return,
+            _ = tick.tick() => {
+                if !out.bookmark(w.revision()).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        let batch = match next {
+            Ok(b) => b,
+            Err(e) => {
+                out.error(Refusal::from(ApiError::from(e))).await;
+                return;
+            }
+        };
+        for e in batch.events {
+            let Some(kv) = e.kv else { continue };
+            let ty = if e.r#type == EventType::Delete as i32 {
+                "DELETED"
+            } else if kv.create_revision == kv.mod_revision {
+                "ADDED"
+            } else {
+                "MODIFIED"
+            };
+            decodes.inc();
+            let m = match decode(&kv) {
+                Ok(m) => m,
+                Err(err) => {
+                    out.error(Refusal::from(err)).await;
+                    return;
+                }
+            };
+            let Some(ty) = selection.event(ty, &m, kv.mod_revision, |q| q.selects(&m)) else {
+                continue;
+            };
+            if !out.send(line(ty, out.shape.object(&m))).await {
+                return;
+            }
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! `Objects`: the object API for clients (`drover apply|get|delete|…`).
-//! Every call needs the admin token.
+//! Every call needs the admin token. `Watch` of a kind the informer holds
+//! is served from its watch cache ([`crate::cache::window`]), of the
+//! others from the store.
 
 use super::{admin, reader, status};
 use crate::api::{decode, prefix, to_json, Objects};
@@ -149,13 +151,59 @@ impl objects_server::Objects for ObjectsSvc {
             })?
         };
         let ns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
-        let mut w = self
-            .0
-            .ctx()
-            .store
+        let store = &self.0.ctx().store;
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        if let Some(cache) = self.1.watch_cache(kind) {
+            // From the watch cache: one decode and one encoding per
+            // change, whatever the number of watchers. Without a
+            // resourceVersion, the changes after this one.
+            let from = if from == 0 { store.applied() } else { from };
+            let compacted = store.compacted();
+            if from < compacted {
+                return Err(ApiError::from(drover_store::Error::TooOld {
+                    requested: from,
+                    compacted,
+                })
+                .into());
+            }
+            let mut follower = cache.follow(kind, prefix(kind, ns), from);
+            let first = follower
+                .take()
+                .map_err(|e| ApiError::Expired(e.message()))?;
+            let counters = cache.counters.clone();
+            tokio::spawn(async move {
+                let mut batch = first;
+                loop {
+                    for e in &batch {
+                        counters.sent.inc();
+                        let event = pb::ObjectEvent {
+                            r#type: e.change.name().into(),
+                            object: e.json(&counters).to_vec(),
+                        };
+                        if tx.send(Ok(event)).await.is_err() {
+                            return;
+                        }
+                    }
+                    let next = tokio::select! {
+                        n = follower.next() => n,
+                        _ = tx.closed() => return,
+                    };
+                    batch = match next {
+                        Some(Ok(b)) => b,
+                        Some(Err(e)) => {
+                            let _ = tx.send(Err(status(ApiError::Expired(e.message())))).await;
+                            return;
+                        }
+                        None => return,
+                    };
+                }
+            });
+            return Ok(Response::new(ReceiverStream::new(rx)));
+        }
+        let mut w = store
             .watch(&prefix(kind, ns), from)
             .map_err(ApiError::from)?;
-        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        let decodes = self.0.ctx().metrics.watch.store_decodes.clone();
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
@@ -178,6 +226,7 @@ impl objects_server::Objects for ObjectsSvc {
                     } else {
                         "MODIFIED"
                     };
+                    decodes.inc();
                     let item = decode(&kv)
                         .and_then(|m| to_json(&m))
                         .map(|object| pb::ObjectEvent {
