@@ -638,7 +638,7 @@ impl Informer {
         let rev = fresh.revision;
         let mut by_node: HashMap<String, BTreeMap<String, Arc<Pod>>> = HashMap::new();
         let mut bound = HashMap::new();
-        for (key, p) in &fresh.pods {
+        for (key, p) in fresh.pods.iter() {
             if !p.spec.node_name.is_empty() {
                 bound.insert(key.clone(), (p.spec.node_name.clone(), desired_hash(p)));
                 by_node
