@@ -15,12 +15,15 @@ mod seed;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+use drover_api::Quantity;
 use drover_api::{
     Affinity, ConditionStatus, Container, DaemonSet, LabelSelector, Labels, Node, NodeAffinity,
     NodeSelector, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, OwnerReference,
     Pod, PodCondition, PodPhase, TaintEffect, Toleration, TolerationOperator,
 };
-use drover_controller::daemon::{self, DaemonSetPlan, DeletionReason, FailedPodBackoff, PlanInput};
+use drover_controller::daemon::{
+    self, DaemonSetPlan, DeletionReason, FailedPodBackoff, NodeUsage, PlanInput,
+};
 use drover_controller::Timestamp;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -642,6 +645,48 @@ proptest! {
         prop_assert_eq!(uids(&explained.adopting), plan.adopt.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>());
         prop_assert_eq!(uids(&explained.releasing), plan.release.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>());
         prop_assert!(explained.adopting.iter().all(|a| explained.pods.iter().any(|p| std::ptr::eq(*p, *a))));
+    }
+
+    /// The usage of only the nodes where the DaemonSet has no bound pod
+    /// (`settled_nodes`), as the server builds it each pass, plans exactly
+    /// as the usage of every pod of the cluster: CPU room and requests
+    /// drawn so that fits and preemptions decide.
+    #[test]
+    fn the_usage_of_unsettled_nodes_plans_as_the_whole(
+        ds in daemon_set_strategy(),
+        nodes in nodes_strategy(),
+        pods in pods_strategy(),
+        cpus in prop::collection::vec(0u32..4, 24),
+        seed in any::<u64>(),
+    ) {
+        let (mut ds, mut nodes, mut pods) = (ds, nodes, pods);
+        let mut cpu = cpus.into_iter().cycle();
+        let mut cpu = move || Quantity(cpu.next().unwrap_or(1).to_string());
+        for n in &mut nodes {
+            n.status.allocatable.insert("cpu".into(), cpu());
+        }
+        for p in &mut pods {
+            let mut c = Container { name: "c".into(), image: "x".into(), ..Default::default() };
+            c.resources.requests.insert("cpu".into(), cpu());
+            p.spec.containers = vec![c];
+        }
+        if let Some(c) = ds.spec.template.spec.containers.first_mut() {
+            c.resources.requests.insert("cpu".into(), cpu());
+        }
+        let pods: Vec<&Pod> = pods.iter().collect();
+        let now = at(100);
+        let plan = |usage: &NodeUsage| {
+            daemon::plan(
+                &PlanInput::new(&ds, &nodes, pods.iter().copied(), now).with_usage(usage),
+                &mut StdRng::seed_from_u64(seed),
+            )
+        };
+        let whole = plan(&NodeUsage::new(pods.iter().copied()));
+        let settled = daemon::settled_nodes(&ds, &pods);
+        let part = NodeUsage::with_priorities_on(pods.iter().copied(), drover_api::Priorities::new([]), |n| {
+            settled.as_ref().is_some_and(|s| !s.contains(n))
+        });
+        prop_assert_eq!(plan(&part), whole);
     }
 
     /// plan → apply → plan … converges to exactly one pod on every eligible

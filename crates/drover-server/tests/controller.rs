@@ -148,6 +148,45 @@ async fn a_daemon_set_follows_nodes_and_labels() {
     server.shutdown().await;
 }
 
+/// A pass writes its pods and the DaemonSet's new status in one raft
+/// entry (one store revision), not one entry for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_writes_its_pods_and_the_status_in_one_revision() {
+    let (_tmp, mut server, objects) = start(Duration::from_secs(3600)).await;
+    let nodes = format!("{}{}", node("a", "edge"), node("b", "edge"));
+    objects.apply(&nodes, false).await.unwrap();
+    let (_, from) = objects.list(Kind::Node, None, None).await.unwrap();
+    let mut watch = objects.ctx().store.watch("/registry/", from + 1).unwrap();
+    objects.apply(DS, false).await.unwrap();
+    let batch = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let b = watch.next().await.unwrap();
+            let keys: Vec<String> = b
+                .events
+                .iter()
+                .filter_map(|e| e.kv.as_ref().map(|kv| kv.key.clone()))
+                .collect();
+            if keys.iter().any(|k| k.starts_with("/registry/pods/")) {
+                return keys;
+            }
+        }
+    })
+    .await
+    .expect("the pods were created");
+    let pods = batch
+        .iter()
+        .filter(|k| k.starts_with("/registry/pods/default/mon-"))
+        .count();
+    assert_eq!(pods, 2, "both pods in one revision: {batch:?}");
+    assert!(
+        batch
+            .iter()
+            .any(|k| k == "/registry/daemonsets/default/mon"),
+        "the status went in another revision than the pods: {batch:?}"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_nodes_become_not_ready_and_keep_their_pods() {
     let (_tmp, mut server, objects) = start(Duration::from_millis(600)).await;

@@ -162,6 +162,16 @@ pub fn requests(spec: &PodSpec) -> HashMap<String, i128> {
     out
 }
 
+/// The node a pod counts on: where it is bound, or, unbound, where it is
+/// nominated (lower-priority pods were preempted for it); "" for none.
+fn counted_on(pod: &Pod) -> &str {
+    if pod.spec.node_name.is_empty() {
+        &pod.status.nominated_node_name
+    } else {
+        &pod.spec.node_name
+    }
+}
+
 /// What one pod holds on its node.
 #[derive(Debug, Clone)]
 struct Held {
@@ -223,6 +233,18 @@ impl NodeUsage {
         usage
     }
 
+    /// The usage of the nodes `keep` keeps only (by the name a pod counts
+    /// on: its `spec.nodeName`, or where it is nominated): the same answers
+    /// as [`NodeUsage::with_priorities`] about those nodes, without the
+    /// cost of the others (see [`super::settled_nodes`]).
+    pub fn with_priorities_on<'a>(
+        pods: impl IntoIterator<Item = &'a Pod>,
+        priorities: Priorities,
+        keep: impl Fn(&str) -> bool,
+    ) -> Self {
+        Self::with_priorities(pods.into_iter().filter(|p| keep(counted_on(p))), priorities)
+    }
+
     /// The priority of a pod with `spec`, and whether it may preempt
     /// (`None`: it names a class that does not exist).
     pub fn priority_of(&self, spec: &PodSpec) -> Option<(i32, bool)> {
@@ -244,11 +266,7 @@ impl NodeUsage {
             pod.status.phase,
             Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
         );
-        let node = if pod.spec.node_name.is_empty() {
-            &pod.status.nominated_node_name
-        } else {
-            &pod.spec.node_name
-        };
+        let node = counted_on(pod);
         if node.is_empty() || done {
             return;
         }
@@ -279,7 +297,7 @@ impl NodeUsage {
             requests: requests(&pod.spec),
             ports: host_ports(&pod.spec),
         };
-        self.by_node.entry(node.clone()).or_default().push(held);
+        self.by_node.entry(node.to_owned()).or_default().push(held);
     }
 
     /// Why a pod with `spec`, of the controller `owner_uid`, does not fit

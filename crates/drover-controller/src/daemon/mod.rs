@@ -740,6 +740,23 @@ fn roll_out<R: RngCore + ?Sized>(
     }
 }
 
+/// The nodes where a plan of `ds` never asks whether a new pod fits: those
+/// where one of its pods (controlled and selected, or an orphan it would
+/// adopt) is bound. A plan asks [`NodeUsage`] only about the other nodes
+/// (where it may place or bind a pod), so a caller that plans a large
+/// cluster builds the usage of those alone
+/// ([`NodeUsage::with_priorities_on`]): in a rolling update that is the
+/// node or two being replaced, not every node. `None`: the plan asks about
+/// no node at all (the DaemonSet is being deleted, or its selector is
+/// missing or invalid).
+pub fn settled_nodes<'a>(ds: &DaemonSet, pods: &[&'a Pod]) -> Option<HashSet<&'a str>> {
+    if ds.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let selector = selector_of(ds).ok()?;
+    Some(diff::bound_nodes(ds, &selector, pods))
+}
+
 /// The deletions that follow a DaemonSet's deletion: every pod it controls
 /// (in its namespace) that is not already being deleted — what Kubernetes'
 /// garbage collector does with background propagation. [`plan`] returns

@@ -30,21 +30,24 @@ use std::time::Duration;
 use tokio::sync::watch;
 use window::{Change, Typed, WatchCache, WatchEvent};
 
-/// What the informer holds, by store key.
+/// What the informer holds, by store key. Each kind's map is behind its own
+/// `Arc`: a change copies (when a pass still holds the view) only the map
+/// of its kind, and a change to nothing the view holds (an Event, a
+/// ControllerRevision, a lease) copies no map at all, only the revision.
 #[derive(Default, Clone)]
 pub struct Snapshot {
-    pub nodes: BTreeMap<String, Arc<Node>>,
-    pub daemon_sets: BTreeMap<String, Arc<DaemonSet>>,
+    pub nodes: Arc<BTreeMap<String, Arc<Node>>>,
+    pub daemon_sets: Arc<BTreeMap<String, Arc<DaemonSet>>>,
     /// Deployments and ReplicaSets, for their controllers.
-    pub deployments: BTreeMap<String, Arc<Deployment>>,
-    pub replica_sets: BTreeMap<String, Arc<ReplicaSet>>,
-    pub pods: BTreeMap<String, Arc<Pod>>,
+    pub deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
+    pub replica_sets: Arc<BTreeMap<String, Arc<ReplicaSet>>>,
+    pub pods: Arc<BTreeMap<String, Arc<Pod>>>,
     /// PriorityClasses, for daemon pods' priorities and preemption.
-    pub priority_classes: BTreeMap<String, Arc<drover_api::PriorityClass>>,
+    pub priority_classes: Arc<BTreeMap<String, Arc<drover_api::PriorityClass>>>,
     /// ConfigMaps and Secrets, for the agent sessions of the nodes whose
     /// pods reference them.
-    pub config_maps: BTreeMap<String, Arc<ConfigMap>>,
-    pub secrets: BTreeMap<String, Arc<Secret>>,
+    pub config_maps: Arc<BTreeMap<String, Arc<ConfigMap>>>,
+    pub secrets: Arc<BTreeMap<String, Arc<Secret>>>,
     /// The store revision this view reflects.
     pub revision: u64,
 }
@@ -200,43 +203,36 @@ impl Snapshot {
         )))
     }
 
-    /// Applies one decoded change.
+    /// Applies one decoded change (copying, if a reader holds it, only the
+    /// map of the change's kind).
     fn apply(&mut self, d: &Decoded) {
+        fn put<T>(map: &mut Arc<BTreeMap<String, Arc<T>>>, key: &str, v: &Arc<T>) {
+            Arc::make_mut(map).insert(key.to_owned(), v.clone());
+        }
+        fn remove<T>(map: &mut Arc<BTreeMap<String, Arc<T>>>, key: &str) {
+            if map.contains_key(key) {
+                Arc::make_mut(map).remove(key);
+            }
+        }
         match &d.object {
             Object::Deleted(key) => {
-                self.nodes.remove(key);
-                self.daemon_sets.remove(key);
-                self.deployments.remove(key);
-                self.replica_sets.remove(key);
-                self.pods.remove(key);
-                self.priority_classes.remove(key);
-                self.config_maps.remove(key);
-                self.secrets.remove(key);
+                remove(&mut self.nodes, key);
+                remove(&mut self.daemon_sets, key);
+                remove(&mut self.deployments, key);
+                remove(&mut self.replica_sets, key);
+                remove(&mut self.pods, key);
+                remove(&mut self.priority_classes, key);
+                remove(&mut self.config_maps, key);
+                remove(&mut self.secrets, key);
             }
-            Object::ConfigMap(key, c) => {
-                self.config_maps.insert(key.clone(), c.clone());
-            }
-            Object::Secret(key, c) => {
-                self.secrets.insert(key.clone(), c.clone());
-            }
-            Object::Node(key, n) => {
-                self.nodes.insert(key.clone(), n.clone());
-            }
-            Object::DaemonSet(key, ds) => {
-                self.daemon_sets.insert(key.clone(), ds.clone());
-            }
-            Object::Deployment(key, d) => {
-                self.deployments.insert(key.clone(), d.clone());
-            }
-            Object::ReplicaSet(key, r) => {
-                self.replica_sets.insert(key.clone(), r.clone());
-            }
-            Object::Pod(key, p, _) => {
-                self.pods.insert(key.clone(), p.clone());
-            }
-            Object::PriorityClass(key, c) => {
-                self.priority_classes.insert(key.clone(), c.clone());
-            }
+            Object::ConfigMap(key, c) => put(&mut self.config_maps, key, c),
+            Object::Secret(key, c) => put(&mut self.secrets, key, c),
+            Object::Node(key, n) => put(&mut self.nodes, key, n),
+            Object::DaemonSet(key, ds) => put(&mut self.daemon_sets, key, ds),
+            Object::Deployment(key, d) => put(&mut self.deployments, key, d),
+            Object::ReplicaSet(key, r) => put(&mut self.replica_sets, key, r),
+            Object::Pod(key, p, _) => put(&mut self.pods, key, p),
+            Object::PriorityClass(key, c) => put(&mut self.priority_classes, key, c),
             Object::Other => {}
         }
     }
@@ -381,6 +377,10 @@ pub struct Informer {
     state: Arc<RwLock<Arc<Snapshot>>>,
     nodes: Arc<Mutex<Nodes>>,
     changed: watch::Sender<u64>,
+    /// Told (the revision) only when an object the view holds changed: what
+    /// the controllers plan from. A write of anything else (the events
+    /// they record, ControllerRevisions) does not wake them.
+    view_changed: watch::Sender<u64>,
     loaded: watch::Sender<bool>,
     /// The recent changes, for watches ([`window`]).
     window: Arc<WatchCache>,
@@ -425,6 +425,7 @@ impl Informer {
             state: Arc::default(),
             nodes: Arc::default(),
             changed: watch::channel(0).0,
+            view_changed: watch::channel(0).0,
             loaded: watch::channel(false).0,
             window: Arc::new(WatchCache::new(window, counters)),
         }
@@ -452,6 +453,13 @@ impl Informer {
     /// Changes (to the revision) whenever the view changes.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// Changes (to the revision) whenever an object of the view changes,
+    /// not for writes of kinds the view does not hold (events): what a
+    /// controller that plans from the view waits on.
+    pub fn subscribe_view(&self) -> watch::Receiver<u64> {
+        self.view_changed.subscribe()
     }
 
     /// Waits until the view reflects `revision` (or `timeout` passes);
@@ -675,6 +683,7 @@ impl Informer {
             nodes.revision = revision;
         }
         let mut events = Vec::new();
+        let view_changed = batch.iter().any(|d| !matches!(d.object, Object::Other));
         {
             let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
             let s = Arc::make_mut(&mut guard);
@@ -685,6 +694,9 @@ impl Informer {
             s.revision = revision;
         }
         self.window.push(events, revision);
+        if view_changed {
+            self.view_changed.send_replace(revision);
+        }
         self.changed.send_replace(revision);
     }
 
@@ -705,7 +717,7 @@ impl Informer {
         let rev = fresh.revision;
         let mut by_node: HashMap<String, BTreeMap<String, Arc<Pod>>> = HashMap::new();
         let mut bound = HashMap::new();
-        for (key, p) in &fresh.pods {
+        for (key, p) in fresh.pods.iter() {
             if !p.spec.node_name.is_empty() {
                 bound.insert(key.clone(), (p.spec.node_name.clone(), desired_hash(p)));
                 by_node
@@ -735,6 +747,7 @@ impl Informer {
                 tx.send_replace(rev);
             }
         }
+        self.view_changed.send_replace(rev);
         self.changed.send_replace(rev);
         self.loaded.send_replace(true);
     }
@@ -900,6 +913,50 @@ mod tests {
         i.apply(&[decode(&d, true)], 4);
         assert!(i.snapshot().deployments.is_empty());
         assert_eq!(i.snapshot().replica_sets.len(), 1);
+    }
+
+    /// A write of a kind the view does not hold (an event) raises the
+    /// revision without waking the controllers or copying a map a reader
+    /// holds; a pod's change wakes them and copies the pods only.
+    #[test]
+    fn only_changes_of_the_view_wake_the_controllers_and_copy_its_maps() {
+        let i = Informer::default();
+        i.replace(Snapshot::default());
+        i.apply(&[decode(&pod_kv("a", "n1", 2, "x", false), false)], 2);
+        let mut rx = i.subscribe_view();
+        rx.borrow_and_update();
+        let held = i.snapshot();
+        let event = KeyValue {
+            key: codec::key(Kind::Event, "default", "a.1"),
+            value: Default::default(),
+            create_revision: 3,
+            mod_revision: 3,
+        };
+        i.apply(&[decode(&event, false)], 3);
+        assert!(!rx.has_changed().unwrap(), "an event woke the controllers");
+        let after = i.snapshot();
+        assert_eq!(after.revision, 3);
+        assert!(
+            Arc::ptr_eq(&held.pods, &after.pods),
+            "an event copied the pods"
+        );
+        i.apply(&[decode(&pod_kv("b", "n1", 4, "x", false), false)], 4);
+        assert!(
+            rx.has_changed().unwrap(),
+            "a pod's change did not wake them"
+        );
+        let later = i.snapshot();
+        assert!(!Arc::ptr_eq(&held.pods, &later.pods));
+        assert!(
+            Arc::ptr_eq(&held.nodes, &later.nodes),
+            "a pod copied the nodes"
+        );
+        assert_eq!((held.pods.len(), later.pods.len()), (1, 2));
+        // A deletion is a change of the view; the pods held stay as read.
+        i.apply(&[decode(&pod_kv("a", "n1", 5, "x", false), true)], 5);
+        assert_eq!(*rx.borrow_and_update(), 5);
+        assert_eq!(i.snapshot().pods.len(), 1);
+        assert_eq!(later.pods.len(), 2);
     }
 
     #[test]

@@ -135,7 +135,7 @@ mod tests {
             ("b", "p3", "x"),
         ] {
             let (k, p) = pod(ns, name, app);
-            s.pods.insert(k, p);
+            Arc::make_mut(&mut s.pods).insert(k, p);
         }
         let mut q = Query::parse(Some("limit=2")).unwrap();
         let (items, meta) = page(&s, Kind::Pod, None, None, &q);

@@ -173,7 +173,7 @@ impl Leading {
         // would stay Ready meanwhile).
         let committed = self.committed().await;
         self.informer.hold(committed, VIEW_WARN_EVERY).await;
-        let mut changes = self.informer.subscribe();
+        let mut changes = self.informer.subscribe_view();
         loop {
             // Mark what this pass sees before reading it: a change that
             // arrives during the pass (our own writes included) wakes the
@@ -329,30 +329,54 @@ impl Leading {
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business.
         let (by_owner, bare) = super::pods_by_controller(&pods);
+        let planned: Vec<(&Arc<DaemonSet>, Vec<&Pod>)> = view
+            .daemon_sets
+            .values()
+            .map(|ds| {
+                let ns = ds.metadata.namespace.as_str();
+                let mine: Vec<&Pod> = by_owner
+                    .get(ds.metadata.uid.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
+                    .collect();
+                (ds, mine)
+            })
+            .collect();
         // What each node's pods request and the ports they hold: a daemon
-        // pod is placed only where it fits.
+        // pod is placed only where it fits. Only the nodes some plan may
+        // ask about (those where a DaemonSet has no bound pod: in a rolling
+        // update, the node being replaced) are counted, not every pod of
+        // the cluster on every pass.
+        let mut unsettled: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (ds, mine) in &planned {
+            if let Some(settled) = daemon::settled_nodes(ds, mine) {
+                unsettled.extend(
+                    nodes
+                        .iter()
+                        .map(|n| n.metadata.name.as_str())
+                        .filter(|n| !settled.contains(n)),
+                );
+            }
+        }
         let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));
-        let mut usage = daemon::NodeUsage::with_priorities(pods.iter().copied(), priorities);
+        let mut usage =
+            daemon::NodeUsage::with_priorities_on(pods.iter().copied(), priorities, |node| {
+                unsettled.contains(node)
+            });
         // Higher priority first: a DaemonSet that preempts takes the room it
         // made before one of lower priority can take it back.
-        let mut daemon_sets: Vec<&Arc<DaemonSet>> = view.daemon_sets.values().collect();
-        daemon_sets.sort_by_key(|ds| {
+        let mut planned = planned;
+        planned.sort_by_key(|(ds, _)| {
             let p = usage
                 .priority_of(&ds.spec.template.spec)
                 .map_or(0, |(p, _)| p);
             std::cmp::Reverse(p)
         });
         let mut live = std::collections::HashSet::new();
-        for ds in daemon_sets {
+        for (ds, mine) in planned {
             live.insert(ds.metadata.uid.clone());
-            let ns = ds.metadata.namespace.as_str();
-            let mine: Vec<&Pod> = by_owner
-                .get(ds.metadata.uid.as_str())
-                .into_iter()
-                .flatten()
-                .copied()
-                .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
-                .collect();
             let (w, t) = self
                 .sync_daemon_set(ds, &nodes, &mine, &mut usage, now)
                 .await;
@@ -516,12 +540,15 @@ impl Leading {
                 Err(e) => tracing::debug!(pod = %m.name, "unschedulable: {}", e),
             }
         }
-        // Deletions: the uid is the precondition (an adopted pod changed its
-        // resourceVersion in this very plan, so do not pin that): each pod
-        // is deleted at the version this member holds, if it is still that
-        // incarnation; all of them in as few raft entries as possible.
+        // Deletions, creations and the status go in one batch: one raft
+        // entry (and one change of the view) for the whole step instead of
+        // one for each; if any precondition fails, the executor makes each
+        // write alone. A deletion's precondition is the uid (an adopted pod
+        // changed its resourceVersion in this very plan, so do not pin
+        // that): each pod is deleted at the version this member holds, if
+        // it is still that incarnation.
         let mut doomed = Vec::new();
-        let mut deletes = Vec::new();
+        let mut writes = Vec::new();
         for d in &plan.delete {
             match self
                 .objects
@@ -529,28 +556,35 @@ impl Leading {
                 .await
             {
                 Ok(m) if m.metadata().uid == d.uid => {
-                    deletes.push(Write::Delete(Kind::Pod, Box::new(m.metadata().clone())));
+                    writes.push(Write::Delete(Kind::Pod, Box::new(m.metadata().clone())));
                     doomed.push(d);
                 }
                 _ => {}
             }
         }
-        for (d, r) in doomed.into_iter().zip(self.objects.execute(deletes).await) {
-            match r {
-                Ok(w) => {
+        writes.extend(
+            plan.create
+                .iter()
+                .map(|c| Write::Create(Manifest::Pod(Box::new(c.pod.clone())))),
+        );
+        if plan.status_changed {
+            let mut with_status = ds.clone();
+            with_status.status = plan.status.clone();
+            writes.push(Write::Update(Manifest::DaemonSet(Box::new(with_status))));
+        }
+        let mut results = self.objects.execute(writes).await.into_iter();
+        for d in doomed {
+            match results.next() {
+                Some(Ok(w)) => {
                     written = written.max(w.revision());
                     events.push(d.event.clone());
                 }
-                Err(e) => tracing::debug!(pod = %d.name, "delete: {}", e),
+                Some(Err(e)) => tracing::debug!(pod = %d.name, "delete: {}", e),
+                None => {}
             }
         }
-        let creates = plan
-            .create
-            .iter()
-            .map(|c| Write::Create(Manifest::Pod(Box::new(c.pod.clone()))))
-            .collect();
-        let created = self.objects.execute(creates).await;
-        for (c, r) in plan.create.iter().zip(created) {
+        for c in &plan.create {
+            let Some(r) = results.next() else { break };
             let r = r.map(|w| match w {
                 Written::Created(m) => m,
                 Written::Deleted(_) | Written::Updated(_) => Manifest::Pod(Box::new(c.pod.clone())),
@@ -581,22 +615,13 @@ impl Leading {
                 }
             }
         }
-        if plan.status_changed {
-            let status = serde_json::to_value(&plan.status).unwrap_or_default();
-            match self
-                .objects
-                .update_status(
-                    Kind::DaemonSet,
-                    &ds.metadata.namespace,
-                    &ds.metadata.name,
-                    &ds.metadata.uid,
-                    status,
-                )
-                .await
-            {
-                Ok(m) => written = written.max(rev(&m)),
-                Err(e) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e),
-            }
+        match results.next() {
+            Some(Ok(w)) => written = written.max(w.revision()),
+            // Written on the version this pass read: a change since then
+            // (a user's apply) refuses it, and the pass that change wakes
+            // writes the status again.
+            Some(Err(e)) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e),
+            None => {}
         }
         let mut requeue_at = plan.requeue_at;
         if let (Some(due), Some(hash)) = (&plan.rollback, revs.hash.as_deref()) {

@@ -78,7 +78,7 @@ impl Workloads {
     async fn run(&mut self, ctx: &Ctx) {
         let start = committed(ctx).await;
         self.informer.hold(start, VIEW_WARN_EVERY).await;
-        let mut changes = self.informer.subscribe();
+        let mut changes = self.informer.subscribe_view();
         loop {
             changes.borrow_and_update();
             let view = self.informer.snapshot();
