@@ -9,7 +9,6 @@ pub mod client;
 pub mod commands;
 pub mod create;
 pub mod custom_columns;
-pub mod deployments;
 pub mod describe;
 pub mod drain;
 pub mod edit;
