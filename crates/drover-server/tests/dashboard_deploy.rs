@@ -57,7 +57,7 @@ async fn a_deployments_page_shows_its_replica_sets_and_pods_and_follows_a_rollou
     ] {
         assert!(b.contains(want), "the page lacks {want:?}: {b}");
     }
-    assert_eq!(count(b, r#"class="c s-updated""#), 4, "{b}");
+    assert_eq!(count(b, r#"class="c s-updated" id="#), 4, "{b}");
     // Both ReplicaSets, the new one marked, with their revisions.
     let sets: Vec<_> = s
         .objects

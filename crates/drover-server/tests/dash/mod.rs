@@ -253,7 +253,8 @@ pub async fn rolled_out(s: &TestServer, image: &str, replicas: i32) {
 /// Waits until the page at `path` shows `n` grid cells in `state` (a
 /// class such as `s-updated`): this member's informer has caught up.
 pub async fn wait_shown(s: &TestServer, path: &str, cookie: &str, state: &str, n: usize) {
-    let pattern = format!(r#"class="c {state}""#);
+    // Grid cells have an id; the legend's swatch has none.
+    let pattern = format!(r#"class="c {state}" id="#);
     wait_until(&format!("{n} cells {state} on {path}"), WAIT, || async {
         get(s, path, Some(cookie))
             .await
