@@ -7,13 +7,12 @@
 
 mod dash;
 
-use dash::{act, call, csrf_of, get, http, issue, login, reason, session_cookie, urlencode, Live};
+use dash::{act, call, csrf_of, get, issue, login, reason, session_cookie, urlencode, Live};
 use drover_testkit::{
     node_certificate, quick_tuning, start_sim_agent, wait_until, HttpsAnswer, HttpsRequest,
     TestServer,
 };
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = dash::WAIT;
 
