@@ -10,7 +10,6 @@ pub mod commands;
 pub mod create;
 pub mod custom_columns;
 pub mod delete;
-pub mod deployments;
 pub mod describe;
 pub mod drain;
 pub mod edit;

@@ -9,31 +9,20 @@
 //! Deployment as read, again on a conflict.
 
 use crate::client::Client;
-use crate::deployments::{equal_ignoring_hash, owned, revision, status_line};
 use crate::describe::describe_pod_template;
 use crate::errors::{kube, Reported};
 use anyhow::{bail, Result};
-use drover_api::{
-    Deployment, Kind, Manifest, ReplicaSet, DEPLOYMENT_REVISION_ANNOTATION, POD_TEMPLATE_HASH_LABEL,
-};
+use drover_api::{Deployment, Kind, Manifest, ReplicaSet};
 use drover_controller::daemon::rollout::{CHANGE_CAUSE_ANNOTATION, RESTARTED_AT_ANNOTATION};
+use drover_controller::deployment::view::{
+    equal_ignoring_hash, owned, revision, roll_back, status_line, undo_target,
+};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often `rollout status` reads the Deployment while waiting.
 const POLL: Duration = Duration::from_millis(250);
-
-/// The annotations `undo` keeps from the Deployment rather than taking
-/// from the ReplicaSet (kubectl's `annotationsToSkip`).
-const ANNOTATIONS_TO_SKIP: [&str; 6] = [
-    "kubectl.kubernetes.io/last-applied-configuration",
-    DEPLOYMENT_REVISION_ANNOTATION,
-    "deployment.kubernetes.io/revision-history",
-    "deployment.kubernetes.io/desired-replicas",
-    "deployment.kubernetes.io/max-replicas",
-    "deprecated.deployment.rollback.to",
-];
 
 async fn get(c: &Client, ns: &str, name: &str) -> Result<Deployment> {
     match c
@@ -154,34 +143,6 @@ pub async fn history(
     Ok(())
 }
 
-/// The ReplicaSet `undo` goes back to: revision `to` (0: the one before
-/// the newest), as kubectl's `deploymentRevision` picks it.
-pub fn undo_target<'a>(
-    d: &Deployment,
-    sets: &'a [ReplicaSet],
-    to: i64,
-) -> Result<&'a ReplicaSet, String> {
-    let mut numbered: Vec<(i64, &ReplicaSet)> = sets
-        .iter()
-        .filter_map(|rs| Some((revision(rs)?, rs)))
-        .collect();
-    if to > 0 {
-        return numbered
-            .into_iter()
-            .find(|(r, _)| *r == to)
-            .map(|(_, rs)| rs)
-            .ok_or_else(|| format!("unable to find specified revision {to} in history"));
-    }
-    numbered.sort_by_key(|(r, _)| *r);
-    numbered.pop();
-    numbered.pop().map(|(_, rs)| rs).ok_or_else(|| {
-        format!(
-            "no rollout history found for deployment {:?}",
-            d.metadata.name
-        )
-    })
-}
-
 /// `drover rollout undo deployment/NAME [--to-revision N]`.
 pub async fn undo(
     c: &Client,
@@ -205,24 +166,8 @@ pub async fn undo(
         )?;
         return Ok(());
     }
-    let mut template = target.spec.template.clone();
-    template.metadata.labels.remove(POD_TEMPLATE_HASH_LABEL);
-    let from_set = target.metadata.annotations.clone();
     update(c, ns, name, |d| {
-        let mut annotations: BTreeMap<String, String> = d
-            .metadata
-            .annotations
-            .iter()
-            .filter(|(k, _)| ANNOTATIONS_TO_SKIP.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (k, v) in &from_set {
-            if !ANNOTATIONS_TO_SKIP.contains(&k.as_str()) {
-                annotations.insert(k.clone(), v.clone());
-            }
-        }
-        d.metadata.annotations = annotations.into_iter().collect();
-        d.spec.template = template.clone();
+        roll_back(d, target);
         Ok(true)
     })
     .await?;
@@ -271,47 +216,4 @@ pub async fn pause(
     let already = if changed { "" } else { "already " };
     writeln!(out, "deployment.apps/{name} {already}{word}")?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn rs(name: &str, rev: Option<&str>) -> ReplicaSet {
-        let mut annotations = serde_json::Map::new();
-        if let Some(r) = rev {
-            annotations.insert(DEPLOYMENT_REVISION_ANNOTATION.into(), json!(r));
-        }
-        let m = Manifest::from_value(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": name, "annotations": annotations},
-            "spec": {"template": {"spec": {"containers": []}}}}))
-        .unwrap();
-        let Manifest::ReplicaSet(rs) = m else {
-            panic!()
-        };
-        *rs
-    }
-
-    #[test]
-    fn undo_goes_to_the_revision_before_the_newest_or_the_one_named() {
-        let d = Deployment::default();
-        let sets = [
-            rs("a", Some("1")),
-            rs("c", Some("3")),
-            rs("b", Some("2")),
-            rs("x", None),
-        ];
-        let name = |r: Result<&ReplicaSet, String>| r.map(|rs| rs.metadata.name.clone());
-        assert_eq!(name(undo_target(&d, &sets, 0)), Ok("b".into()));
-        assert_eq!(name(undo_target(&d, &sets, 1)), Ok("a".into()));
-        assert_eq!(
-            name(undo_target(&d, &sets, 7)),
-            Err("unable to find specified revision 7 in history".into())
-        );
-        assert_eq!(
-            name(undo_target(&d, &sets[..1], 0)),
-            Err("no rollout history found for deployment \"\"".into())
-        );
-    }
 }

@@ -7,31 +7,15 @@
 
 mod dash;
 
-use dash::{call, http, issue, login, session_cookie, urlencode};
+use dash::{act, call, csrf_of, get, issue, login, reason, session_cookie, urlencode, Live};
 use drover_testkit::{
     node_certificate, quick_tuning, start_sim_agent, wait_until, HttpsAnswer, HttpsRequest,
     TestServer,
 };
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = dash::WAIT;
 
-async fn get(s: &TestServer, path: &str, cookie: Option<&str>) -> HttpsAnswer {
-    let h = cookie.map(|c| [("Cookie", c)]);
-    call(
-        s,
-        HttpsRequest {
-            method: "GET",
-            path,
-            headers: h.as_ref().map_or(&[], |h| &h[..]),
-            ..Default::default()
-        },
-    )
-    .await
-}
-
-/// The CSRF token a page carries for its session.
 /// Waits until this member's informer (which the pages read) shows
 /// `path` (a page about an object just written).
 async fn shown(s: &TestServer, path: &str, cookie: &str) {
@@ -39,57 +23,6 @@ async fn shown(s: &TestServer, path: &str, cookie: &str) {
         get(s, path, Some(cookie)).await.code == 200
     })
     .await;
-}
-
-async fn csrf_of(s: &TestServer, cookie: &str) -> String {
-    let page = get(s, "/ui", Some(cookie)).await;
-    assert_eq!(page.code, 200, "{}", page.body);
-    let at = page
-        .body
-        .find(r#"<meta name="csrf" content=""#)
-        .expect("the page carries a CSRF token");
-    let rest = &page.body[at + r#"<meta name="csrf" content=""#.len()..];
-    rest[..rest.find('"').unwrap()].to_string()
-}
-
-async fn act(
-    s: &TestServer,
-    cookie: Option<&str>,
-    csrf: Option<&str>,
-    form: &str,
-    origin: Option<&str>,
-) -> HttpsAnswer {
-    let mut headers: Vec<(&str, &str)> = Vec::new();
-    if let Some(c) = cookie {
-        headers.push(("Cookie", c));
-    }
-    if let Some(t) = csrf {
-        headers.push(("x-csrf-token", t));
-    }
-    if let Some(o) = origin {
-        headers.push(("Origin", o));
-    }
-    call(
-        s,
-        HttpsRequest {
-            method: "POST",
-            path: "/ui/action",
-            headers: &headers,
-            body: Some(("application/x-www-form-urlencoded", form.as_bytes())),
-            ..Default::default()
-        },
-    )
-    .await
-}
-
-fn reason(a: &HttpsAnswer) -> String {
-    if let Some(r) = a.header("x-drover-reason") {
-        return r.to_string();
-    }
-    serde_json::from_str::<serde_json::Value>(&a.body)
-        .ok()
-        .and_then(|v| v["reason"].as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 const NODE: &str = "apiVersion: v1\nkind: Node\nmetadata: {name: edge-1, labels: {zone: a}}\n";
@@ -385,53 +318,6 @@ async fn writes_need_the_csrf_token_and_an_admin() {
     assert_eq!(a.code, 404, "{}", a.body);
     assert!(a.body.contains("ghost"), "{}", a.body);
     s.shutdown().await;
-}
-
-/// A live stream of `path` with the session `cookie`, read as it comes.
-struct Live {
-    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-    seen: String,
-}
-
-impl Live {
-    async fn open(s: &TestServer, path: &str, cookie: &str) -> Live {
-        let tls = drover_pki::tls::https_client_config(&s.ca).unwrap();
-        let tcp = tokio::net::TcpStream::connect(http(s)).await.unwrap();
-        let name = rustls::pki_types::ServerName::try_from(drover_pki::SERVER_NAME).unwrap();
-        let mut tls = tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        let head = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n",
-            http(s)
-        );
-        tls.write_all(head.as_bytes()).await.unwrap();
-        Live {
-            tls,
-            seen: String::new(),
-        }
-    }
-
-    /// Reads until `pattern` comes (the time it came), or `None` when the
-    /// stream ends or `within` passes first.
-    async fn until(&mut self, pattern: &str, within: Duration) -> Option<Instant> {
-        let deadline = tokio::time::Instant::now() + within;
-        let mut buf = [0u8; 16384];
-        loop {
-            if self.seen.contains(pattern) {
-                return Some(Instant::now());
-            }
-            let n = tokio::time::timeout_at(deadline, self.tls.read(&mut buf))
-                .await
-                .ok()?
-                .ok()?;
-            if n == 0 {
-                return self.seen.contains(pattern).then(Instant::now);
-            }
-            self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    }
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@
 
 mod dash;
 
-use drover_agent::Sim;
-use drover_testkit::{sim_options, wait_until, TestServer};
+use dash::{deployment, rolled_out, start_sim, web};
+use drover_testkit::{wait_until, TestServer};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -171,26 +171,6 @@ async fn login(s: &TestServer, token: Option<&str>, id: Option<(&str, &str)>) ->
     dash::session_cookie(&dash::login(s, token, id).await)
 }
 
-async fn start_sim(s: &TestServer, prefix: &str, nodes: usize) -> Sim {
-    let sim = Sim::start(sim_options(
-        vec![s.addr.clone()],
-        &s.node_token,
-        prefix,
-        nodes,
-    ))
-    .expect("sim starts");
-    let names = sim.names().to_vec();
-    wait_until("the sim's nodes Ready", WAIT, || async {
-        let mut ok = true;
-        for n in &names {
-            ok &= s.node(n).await.is_some_and(|n| n.is_ready());
-        }
-        ok
-    })
-    .await;
-    sim
-}
-
 fn daemon_set(version: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: agent}}\nspec:\n  selector: {{matchLabels: {{app: agent}}}}\n  minReadySeconds: 1\n  updateStrategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 3}}}}\n  template:\n    metadata: {{labels: {{app: agent}}}}\n    spec:\n      containers: [{{name: agent, image: \"local/busybox:1\", env: [{{name: VERSION, value: \"{version}\"}}]}}]\n"
@@ -294,6 +274,62 @@ async fn browser_the_rollout_grid_goes_from_waiting_to_updated_over_20_sim_nodes
         states.contains("s-waiting") || states.contains("s-updating"),
         "the grid never showed a node waiting: {states}"
     );
+    sim.shutdown().await;
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn browser_a_deployment_turns_over_in_its_grid_and_a_viewer_cannot_press_its_buttons() {
+    if !browser_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let shots = shots_dir(tmp.path());
+    let s = TestServer::start(&tmp.path().join("s")).await;
+    let sim = start_sim(&s, "edge-", 5).await;
+    s.apply(&deployment("1", 6, false)).await;
+    rolled_out(&s, "local/busybox:1", 6).await;
+    let cookie = login(&s, Some(&s.server.identity.admin_token), None).await;
+    let mut env = base_env(&s, &shots);
+    env.push(("DASH_COOKIE", cookie));
+    env.push(("DASH_PATH", "/ui/deployments/default/web".into()));
+    env.push(("DASH_NODES", "6".into()));
+    env.push(("DASH_SHOT_PREFIX", "dashboard-deployment".into()));
+    let mut script = Script::start("rollout", &env);
+    script.expect("READY", WAIT * 2).await;
+    let started = Instant::now();
+    // `set image`: the template's image changes.
+    s.apply(&deployment("2", 6, false)).await;
+    script.go().await;
+    let lines = script.finish(Duration::from_secs(90)).await;
+    println!(
+        "the grid showed the Deployment's 6 pods turn over, done {:?} after the apply",
+        started.elapsed()
+    );
+    let states = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("RESULT states="))
+        .expect("the states the grid showed");
+    assert!(states.contains("s-updated"), "{states}");
+    assert!(
+        ["s-old", "s-updating", "s-pending", "s-terminating"]
+            .iter()
+            .any(|st| states.contains(st)),
+        "the grid never showed a pod not updated: {states}"
+    );
+    rolled_out(&s, "local/busybox:2", 6).await;
+
+    let (cert, key) = dash::issue(&s.server, "vera", "viewer").await;
+    let mut env = base_env(&s, &shots);
+    env.push(("DASH_COOKIE", login(&s, None, Some((&cert, &key))).await));
+    env.push(("DASH_PATH", "/ui/deployments/default/web".into()));
+    let lines = Script::start("viewer-deploy", &env).finish(WAIT * 2).await;
+    assert!(lines.contains(&"RESULT unauthenticated=401".to_string()));
+    assert!(lines.contains(&"RESULT viewer-refused=403".to_string()));
+    // Nothing changed.
+    let d = web(&s).await;
+    assert_eq!(d.spec.template.spec.containers[0].image, "local/busybox:2");
+    assert!(d.spec.template.metadata.annotations.is_empty());
     sim.shutdown().await;
     s.shutdown().await;
 }

@@ -5,10 +5,10 @@
 
 use super::layout::{annotations_multiline, events, events_for, labels_multiline, W};
 use super::pod_template::pod_template;
-use crate::deployments::{new_replica_set, old_replica_sets, owned};
 use drover_api::columns::format_label_selector;
 use drover_api::timefmt::describe_time;
 use drover_api::{ConditionStatus, Deployment, Event, Pod, PodPhase, ReplicaSet};
+use drover_controller::deployment::view::{new_replica_set, old_replica_sets, owned};
 use std::time::SystemTime;
 
 /// `Type \tStatus\tReason` rows of conditions, as both describers print them.

@@ -63,6 +63,7 @@ pub mod progress;
 pub mod revisions;
 pub mod rolling;
 pub mod sizes;
+pub mod view;
 
 use drover_api::selector::Selector;
 use drover_api::{

@@ -1,7 +1,7 @@
 //! The admin's actions from the dashboard (`POST /ui/action`, an admin
 //! session and its CSRF token; [`super`] checks both before this runs):
-//! cordon and uncordon a node, drain it, restart a DaemonSet's rollout or
-//! undo it, delete a pod. Each is a compare-and-swap write through the
+//! cordon and uncordon a node, drain it, restart a DaemonSet's or a
+//! Deployment's rollout (the form's `kind`) or undo it, delete a pod. Each is a compare-and-swap write through the
 //! object API, as the kubectl verb of the same name does it.
 
 use super::{refuse, Signed};
@@ -13,6 +13,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use drover_api::{Kind, Manifest};
 use drover_controller::daemon::rollout;
+use drover_controller::deployment::view;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -60,6 +61,8 @@ pub async fn act(
     let r = match action {
         "cordon" | "uncordon" => cordon(&objects, form, action == "cordon").await,
         "drain" => drain(&objects, form).await,
+        "restart" if is_deployment(form) => deploy_restart(&objects, form).await,
+        "undo" if is_deployment(form) => deploy_undo(&objects, form).await,
         "restart" => restart(&objects, form).await,
         "undo" => undo(&objects, form).await,
         "delete-pod" => delete_pod(&objects, form).await,
@@ -162,6 +165,103 @@ async fn drain(objects: &Objects, form: &HashMap<String, String>) -> Result<Done
         message: format!("node/{name} drained ({n} pods deleted; DaemonSet pods ignored)"),
         back: format!("/ui/nodes/{}", super::html::url(name)),
     })
+}
+
+/// Whether a restart or undo is a Deployment's (the form's `kind`), not
+/// a DaemonSet's.
+fn is_deployment(form: &HashMap<String, String>) -> bool {
+    form.get("kind").is_some_and(|k| k == "deployment")
+}
+
+fn deploy_back(ns: &str, name: &str) -> String {
+    format!(
+        "/ui/deployments/{}/{}",
+        super::html::url(ns),
+        super::html::url(name)
+    )
+}
+
+/// A Deployment's `rollout restart`, as `drover rollout restart
+/// deployment/NAME` writes it (refused while paused, as kubectl).
+async fn deploy_restart(
+    objects: &Objects,
+    form: &HashMap<String, String>,
+) -> Result<Done, ApiError> {
+    let (ns, name) = (field(form, "namespace")?, field(form, "name")?);
+    for _ in 0..ATTEMPTS {
+        let Manifest::Deployment(mut d) = objects.get(Kind::Deployment, ns, name).await? else {
+            return Err(ApiError::not_found(Kind::Deployment, name));
+        };
+        if d.spec.paused == Some(true) {
+            return Err(ApiError::BadRequest(format!(
+                "can't restart paused deployment {ns}/{name}: resume it first (drover rollout resume deployment/{name})"
+            )));
+        }
+        d.spec.template.metadata.annotations.insert(
+            rollout::RESTARTED_AT_ANNOTATION.into(),
+            codec::now_rfc3339(),
+        );
+        match objects.update(Manifest::Deployment(d)).await {
+            Err(ApiError::Conflict(_)) => continue,
+            r => {
+                r?;
+                return Ok(Done {
+                    message: format!("deployment.apps/{name} restarted"),
+                    back: deploy_back(ns, name),
+                });
+            }
+        }
+    }
+    Err(ApiError::conflict(Kind::Deployment, name))
+}
+
+/// A Deployment's `rollout undo` to the revision before the newest, as
+/// `drover rollout undo deployment/NAME` does it (the same
+/// [`view::undo_target`] and [`view::roll_back`]).
+async fn deploy_undo(objects: &Objects, form: &HashMap<String, String>) -> Result<Done, ApiError> {
+    let (ns, name) = (field(form, "namespace")?, field(form, "name")?);
+    for _ in 0..ATTEMPTS {
+        let Manifest::Deployment(mut d) = objects.get(Kind::Deployment, ns, name).await? else {
+            return Err(ApiError::not_found(Kind::Deployment, name));
+        };
+        if d.spec.paused == Some(true) {
+            return Err(ApiError::BadRequest(format!(
+                "you cannot rollback a paused deployment ({ns}/{name}); resume it first with 'drover rollout resume deployment/{name}' and try again"
+            )));
+        }
+        let (listed, _) = objects.list(Kind::ReplicaSet, Some(ns), None).await?;
+        let all: Vec<drover_api::ReplicaSet> = listed
+            .into_iter()
+            .filter_map(|m| match m {
+                Manifest::ReplicaSet(rs) => Some(*rs),
+                _ => None,
+            })
+            .collect();
+        let mine: Vec<drover_api::ReplicaSet> =
+            view::owned(&d, &all).into_iter().cloned().collect();
+        let target = view::undo_target(&d, &mine, 0).map_err(ApiError::BadRequest)?;
+        let rev = view::revision(target).unwrap_or(0);
+        if view::equal_ignoring_hash(&target.spec.template, &d.spec.template) {
+            return Ok(Done {
+                message: format!(
+                    "deployment.apps/{name} skipped rollback (current template already matches revision {rev})"
+                ),
+                back: deploy_back(ns, name),
+            });
+        }
+        view::roll_back(&mut d, target);
+        match objects.update(Manifest::Deployment(d)).await {
+            Err(ApiError::Conflict(_)) => continue,
+            r => {
+                r?;
+                return Ok(Done {
+                    message: format!("deployment.apps/{name} rolled back to revision {rev}"),
+                    back: deploy_back(ns, name),
+                });
+            }
+        }
+    }
+    Err(ApiError::conflict(Kind::Deployment, name))
 }
 
 fn ds_back(ns: &str, name: &str) -> String {

@@ -10,10 +10,11 @@
 //! on a member. A stream ends when its session does: expiry, a rotated
 //! admin token, a revoked certificate.
 
+use super::deployment;
 use super::grid;
 use super::pages::{matches, node_counts, node_status_class, paged, params};
 use super::session::{Binding, Session};
-use super::workloads::grid_of;
+use super::workloads::{grid_of, ineligible_table, waiting_table};
 use super::{refuse, Signed, Ui};
 use crate::api::codec::key;
 use crate::cache::Informer;
@@ -97,6 +98,10 @@ pub struct View {
     /// A table row's cells from the third on, by the row's id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub rows: BTreeMap<String, Vec<String>>,
+    /// A section's whole HTML (rendered and escaped here, as the page
+    /// renders it), by id: tables whose rows come and go.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub html: BTreeMap<String, String>,
 }
 
 impl View {
@@ -116,6 +121,7 @@ impl View {
             status: changed(&self.status, &old.status),
             cells: changed(&self.cells, &old.cells),
             rows: changed(&self.rows, &old.rows),
+            html: changed(&self.html, &old.html),
         }
     }
 
@@ -124,6 +130,7 @@ impl View {
             && self.status.is_empty()
             && self.cells.is_empty()
             && self.rows.is_empty()
+            && self.html.is_empty()
     }
 }
 
@@ -141,6 +148,10 @@ pub enum Feed {
         namespace: String,
         name: String,
     },
+    Deployment {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// The feed of a `/ui/live/…` path.
@@ -155,6 +166,10 @@ pub fn feed(rest: &str, query: &str) -> Option<Feed> {
             name: q.get("name").cloned(),
         }),
         ["daemonsets", ns, name] => Some(Feed::DaemonSet {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        }),
+        ["deployments", ns, name] => Some(Feed::Deployment {
             namespace: ns.to_string(),
             name: name.to_string(),
         }),
@@ -201,6 +216,23 @@ pub fn compute(ctx: &Ctx, informer: &Informer, feed: &Feed) -> View {
                     .collect(),
                 );
             }
+            let o = drover_api::columns::TableOptions {
+                wide: false,
+                all_namespaces: true,
+                now: std::time::SystemTime::now(),
+            };
+            for d in snap.deployments.values() {
+                // READY, UP-TO-DATE, AVAILABLE (not AGE, which would send
+                // every row every time).
+                let row = drover_api::columns::row(
+                    &drover_api::Manifest::Deployment(Box::new((**d).clone())),
+                    &o,
+                );
+                view.rows.insert(
+                    format!("dp:{}/{}", d.metadata.namespace, d.metadata.name),
+                    row.into_iter().skip(2).take(3).collect(),
+                );
+            }
         }
         Feed::Nodes { filter, page, name } => {
             counts_text(&mut view, &snap);
@@ -239,6 +271,9 @@ pub fn compute(ctx: &Ctx, informer: &Informer, feed: &Feed) -> View {
                 view.text
                     .insert(format!("cc-{}", state.class()), n.to_string());
             }
+            view.html.insert("ds-waiting".into(), waiting_table(&cells));
+            view.html
+                .insert("ds-ineligible".into(), ineligible_table(&cells));
             for c in cells {
                 view.cells.insert(
                     format!("g:{}", c.node),
@@ -258,6 +293,15 @@ pub fn compute(ctx: &Ctx, informer: &Informer, feed: &Feed) -> View {
             ] {
                 view.text.insert(format!("ds-{k}"), v.to_string());
             }
+        }
+        Feed::Deployment { namespace, name } => {
+            let Some((d, sets)) = deployment::find(&snap, namespace, name) else {
+                return view;
+            };
+            let (text, html) =
+                deployment::live_parts(&snap, &d, &sets, std::time::SystemTime::now());
+            view.text = text;
+            view.html = html;
         }
     }
     view
@@ -342,7 +386,7 @@ pub fn stream(
         return refuse(
             StatusCode::NOT_FOUND,
             "NotFound",
-            "no live feed at this path: the feeds are overview, nodes and daemonsets/NS/NAME",
+            "no live feed at this path: the feeds are overview, nodes, daemonsets/NS/NAME and deployments/NS/NAME",
         );
     };
     let Some(slot) = Streams::acquire(ui, &signed.session.binding) else {
@@ -411,6 +455,13 @@ mod tests {
             Some(Feed::DaemonSet {
                 namespace: "kube-system".into(),
                 name: "agent".into()
+            })
+        );
+        assert_eq!(
+            feed("deployments/default/web", ""),
+            Some(Feed::Deployment {
+                namespace: "default".into(),
+                name: "web".into()
             })
         );
         assert_eq!(feed("secrets", ""), None);

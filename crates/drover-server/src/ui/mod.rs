@@ -1,6 +1,6 @@
 //! The web dashboard under `/ui` on the HTTPS port (`docs/dashboard.md`):
 //! server-rendered pages from this member's informer ([`pages`],
-//! [`workloads`]), live updates over server-sent events fed by the
+//! [`workloads`], [`deployment`]), live updates over server-sent events fed by the
 //! informer ([`live`]), and the admin's actions ([`actions`]). The script
 //! and the stylesheet are embedded in the binary (`assets/`).
 //!
@@ -19,6 +19,8 @@
 //! | anything else | nobody: no session is 401 (a page: 303 to the sign-in form), a viewer's write 403 |
 
 pub mod actions;
+pub mod deploy_grid;
+pub mod deployment;
 pub mod grid;
 pub mod html;
 pub mod live;

@@ -5,7 +5,7 @@
 //! the store answers. The DaemonSet and pod pages are [`super::workloads`].
 
 use super::html::{esc, frame, link, table, url, Section};
-use super::{html_page, workloads, Signed};
+use super::{deployment, html_page, workloads, Signed};
 use crate::api::codec::key;
 use crate::api::Objects;
 use crate::cache::{Informer, Snapshot};
@@ -58,6 +58,7 @@ pub async fn page(
         ["workloads"] => workload_list(informer, signed),
         ["events"] => events(ctx, signed, &q).await,
         ["daemonsets", ns, name] => workloads::daemon_set(ctx, informer, signed, ns, name).await,
+        ["deployments", ns, name] => deployment::page(ctx, informer, signed, ns, name).await,
         ["pods", ns, name] => workloads::pod(ctx, informer, signed, ns, name).await,
         ["pods", ns, name, "log"] => workloads::pod_log(ctx, ns, name, query).await,
         _ => not_found(signed, &format!("no page at {path}")),
@@ -177,9 +178,41 @@ async fn overview(ctx: &Arc<Ctx>, informer: &Informer, signed: &Signed) -> Respo
     )
 }
 
-/// The DaemonSets in kubectl's columns (`get ds -A`), each a link to its
-/// page. Further workload kinds are further tables here.
+/// The DaemonSets and the Deployments in kubectl's columns (`get ds -A`,
+/// `get deploy -A`), each a link to its page.
 fn workload_table(view: &Snapshot) -> String {
+    format!("{}{}", daemon_set_table(view), deployment_table(view))
+}
+
+fn deployment_table(view: &Snapshot) -> String {
+    let o = opts(false, true);
+    let headers = columns::headers(Kind::Deployment, &o);
+    let rows: Vec<(Option<String>, Vec<String>)> = view
+        .deployments
+        .values()
+        .map(|d| {
+            let m = Manifest::Deployment(Box::new((**d).clone()));
+            let mut cells: Vec<String> = columns::row(&m, &o).iter().map(|c| esc(c)).collect();
+            if let Some(name) = cells.get_mut(1) {
+                *name = link(
+                    &format!(
+                        "/ui/deployments/{}/{}",
+                        url(&d.metadata.namespace),
+                        url(&d.metadata.name)
+                    ),
+                    &d.metadata.name,
+                );
+            }
+            (
+                Some(format!("dp:{}/{}", d.metadata.namespace, d.metadata.name)),
+                cells,
+            )
+        })
+        .collect();
+    format!("<h3>Deployments</h3>{}", table(&headers, &rows))
+}
+
+fn daemon_set_table(view: &Snapshot) -> String {
     let o = opts(false, true);
     let headers = columns::headers(Kind::DaemonSet, &o);
     let rows: Vec<(Option<String>, Vec<String>)> = view

@@ -1,8 +1,7 @@
 //! The dashboard's workload pages: a DaemonSet with its rollout as a grid
 //! of nodes ([`super::grid`], from the controller's `explain()`), its
 //! revisions and events; and a pod with its containers, events and the
-//! tail of its log. A Deployment's page, once the kind exists, is one
-//! more function here over the same grid and tables.
+//! tail of its log. A Deployment's page is [`super::deployment`].
 
 use super::grid::{self, Cell, CellState};
 use super::html::{action_button, esc, frame, link, table, url, Section};
@@ -61,7 +60,8 @@ pub fn grid_html(cells: &[Cell]) -> String {
     out
 }
 
-fn waiting_table(cells: &[Cell]) -> String {
+/// The nodes not updated and why (the first [`MAX_WAITING_ROWS`]).
+pub fn waiting_table(cells: &[Cell]) -> String {
     let rows: Vec<(Option<String>, Vec<String>)> = cells
         .iter()
         .filter(|c| !matches!(c.state, CellState::Updated | CellState::Ineligible))
@@ -84,7 +84,8 @@ fn waiting_table(cells: &[Cell]) -> String {
     table(&["NODE", "STATE", "WAITING FOR"], &rows)
 }
 
-fn ineligible_table(cells: &[Cell]) -> String {
+/// The nodes that should not run the DaemonSet, grouped by why.
+pub fn ineligible_table(cells: &[Cell]) -> String {
     let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for c in cells.iter().filter(|c| c.state == CellState::Ineligible) {
         by_reason.entry(&c.why).or_default().push(&c.node);
@@ -184,7 +185,7 @@ pub async fn daemon_set(
     }
     let _ = write!(
         body,
-        r#"<section><h2>Rollout</h2>{}</section><section><h2>Nodes not updated</h2>{}</section><section><h2>Nodes that should not run it</h2>{}</section>"#,
+        r#"<section><h2>Rollout</h2>{}</section><section><h2>Nodes not updated</h2><div id="ds-waiting">{}</div></section><section><h2>Nodes that should not run it</h2><div id="ds-ineligible">{}</div></section>"#,
         grid_html(&cells),
         waiting_table(&cells),
         ineligible_table(&cells)
@@ -246,6 +247,16 @@ fn container_state(s: &drover_api::ContainerState) -> String {
     }
 }
 
+/// The Deployment that controls ReplicaSet `ns/rs`, if one does.
+fn deployment_of(informer: &Informer, ns: &str, rs: &str) -> Option<String> {
+    let snap = informer.snapshot();
+    let rs = snap.replica_sets.get(&key(Kind::ReplicaSet, ns, rs))?;
+    rs.metadata
+        .controller_ref()
+        .filter(|o| o.kind == "Deployment")
+        .map(|o| o.name.clone())
+}
+
 /// `/ui/pods/NS/NAME` (and `…/log`, the container's log as text).
 pub async fn pod(
     ctx: &Arc<Ctx>,
@@ -269,6 +280,11 @@ pub async fn pod(
                 link(
                     &format!("/ui/daemonsets/{}/{}", url(ns), url(&o.name)),
                     &format!("DaemonSet/{}", o.name),
+                )
+            } else if let Some(d) = deployment_of(informer, ns, &o.name) {
+                link(
+                    &format!("/ui/deployments/{}/{}", url(ns), url(&d)),
+                    &format!("{}/{} (Deployment/{d})", o.kind, o.name),
                 )
             } else {
                 esc(&format!("{}/{}", o.kind, o.name))

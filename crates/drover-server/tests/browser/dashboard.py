@@ -9,6 +9,8 @@ Usage: dashboard.py SCENARIO, with the environment:
   DASH_TOKEN, DASH_METRICS_TOKEN   (signin)
   DASH_PATH     the page to open
   DASH_NODE     a node's name (viewer, red)
+  DASH_NODES    the grid's cells when all are updated (rollout)
+  DASH_SHOT_PREFIX  the rollout's screenshots (dashboard-daemonset)
   DASH_SHOTS    a folder for screenshots (optional)
 
 Protocol: "READY" on stdout when the page is open and watched; the test
@@ -149,6 +151,9 @@ def cells(d):
 
 
 def rollout(d):
+    """A DaemonSet's grid of nodes, or a Deployment's of pods (the same
+    `#grid .c` cells), from all updated through a rollout to all updated."""
+    prefix = os.environ.get("DASH_SHOT_PREFIX", "dashboard-daemonset")
     with_session(d)
     d.get(URL + os.environ["DASH_PATH"])
     n = int(os.environ.get("DASH_NODES", "20"))
@@ -165,9 +170,9 @@ def rollout(d):
         for c in now:
             states.update(s for s in c.split() if s.startswith("s-"))
         if not shot_taken and any("s-updated" not in c for c in now):
-            shot(d, "dashboard-daemonset-rolling.png")
+            shot(d, f"{prefix}-rolling.png")
             shot_taken = True
-        if states - {"s-updated"} and all("s-updated" in c for c in now):
+        if states - {"s-updated"} and len(now) >= n and all("s-updated" in c for c in now):
             break
         time.sleep(0.02)
     else:
@@ -175,7 +180,50 @@ def rollout(d):
     if not states - {"s-updated"}:
         fail("the grid never showed a node waiting or updating")
     say("RESULT states=" + ",".join(sorted(states)))
-    shot(d, "dashboard-daemonset.png")
+    shot(d, f"{prefix}.png")
+
+
+def post_action(d, form):
+    """POSTs `form` to /ui/action from the page, with its CSRF token if it
+    has one: the answer's status."""
+    return d.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const m = document.querySelector('meta[name="csrf"]');
+        const headers = {'content-type': 'application/x-www-form-urlencoded'};
+        if (m) headers['x-csrf-token'] = m.content;
+        fetch('/ui/action', {method: 'POST', headers: headers, body: arguments[0]})
+          .then(r => done(r.status)).catch(e => done(String(e)));
+    """, form)
+
+
+def viewer_deploy(d):
+    """A Deployment's page: without a session, the sign-in form and the
+    action refused (401); as a viewer, its buttons disabled and the
+    endpoint refusing them (403)."""
+    path = os.environ["DASH_PATH"]
+    ns, name = path.rstrip("/").split("/")[-2:]
+    form = f"kind=deployment&namespace={ns}&name={name}&action="
+    d.get(URL + path)
+    wait("the sign-in form", lambda: "/ui/login" in d.current_url)
+    status = post_action(d, form + "restart")
+    if status != 401:
+        fail(f"the endpoint answered a restart without a session with {status}")
+    say("RESULT unauthenticated=401")
+    with_session(d)
+    d.get(URL + path)
+    wait("the Deployment's grid", lambda: d.find_elements(By.CSS_SELECTOR, "#grid .c"))
+    for action in ("restart", "undo"):
+        button = d.find_element(By.ID, f"act-{action}")
+        if button.is_enabled():
+            fail(f"a viewer's {action} button is enabled")
+        button.click()  # a disabled button does nothing
+        if "done=" in d.current_url:
+            fail(f"a viewer's disabled {action} button acted")
+        status = post_action(d, form + action)
+        if status != 403:
+            fail(f"the endpoint answered a viewer's {action} with {status}")
+    say("RESULT viewer-refused=403")
+    shot(d, "dashboard-deployment-viewer.png")
 
 
 def red(d):
@@ -206,7 +254,8 @@ def paint(d):
     shot(d, os.environ.get("DASH_SHOT", "dashboard-paint.png"))
 
 
-SCENARIOS = {"signin": signin, "viewer": viewer, "rollout": rollout, "red": red, "paint": paint}
+SCENARIOS = {"signin": signin, "viewer": viewer, "rollout": rollout, "red": red, "paint": paint,
+             "viewer-deploy": viewer_deploy}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:

@@ -31,6 +31,11 @@
       var tds = row.querySelectorAll("td");
       msg.rows[k].forEach(function (v, i) { if (tds[i + 2]) tds[i + 2].textContent = v; });
     }
+    for (k in msg.html || {}) {
+      // Rendered and escaped by the server, as the page itself.
+      var h = document.getElementById(k);
+      if (h) h.innerHTML = msg.html[k];
+    }
     body.setAttribute("data-updated", String(Date.now()));
   }
 

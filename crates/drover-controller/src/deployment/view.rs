@@ -3,7 +3,8 @@
 //! template equal to the Deployment's but for the `pod-template-hash`
 //! label), the old ones, their revisions, and `rollout status`'s reading
 //! of a Deployment (`DeploymentStatusViewer`). Pure: objects in, answers
-//! out; `describe` and `rollout` use them.
+//! out; the CLI's `describe` and `rollout` and the dashboard's Deployment
+//! page use them (one reading, never derived again elsewhere).
 
 use drover_api::{
     Deployment, PodTemplateSpec, ReplicaSet, DEPLOYMENT_REVISION_ANNOTATION,
@@ -12,7 +13,18 @@ use drover_api::{
 
 /// The reason of the `Progressing` condition when a rollout made no
 /// progress within `progressDeadlineSeconds` (Kubernetes' `TimedOutReason`).
-pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = super::progress::TIMED_OUT;
+
+/// The annotations `undo` keeps from the Deployment rather than taking
+/// from the ReplicaSet (kubectl's `annotationsToSkip`).
+pub const ANNOTATIONS_TO_SKIP: [&str; 6] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    DEPLOYMENT_REVISION_ANNOTATION,
+    "deployment.kubernetes.io/revision-history",
+    "deployment.kubernetes.io/desired-replicas",
+    "deployment.kubernetes.io/max-replicas",
+    "deprecated.deployment.rollback.to",
+];
 
 /// The ReplicaSets `d` controls (by owner reference), oldest first (by
 /// creation time, then name, as Kubernetes' `ReplicaSetsByCreationTimestamp`).
@@ -119,6 +131,57 @@ pub fn status_line(d: &Deployment) -> Result<(String, bool), String> {
     Ok((line, false))
 }
 
+/// The ReplicaSet `undo` goes back to: revision `to` (0: the one before
+/// the newest), as kubectl's `deploymentRevision` picks it.
+pub fn undo_target<'a>(
+    d: &Deployment,
+    sets: &'a [ReplicaSet],
+    to: i64,
+) -> Result<&'a ReplicaSet, String> {
+    let mut numbered: Vec<(i64, &ReplicaSet)> = sets
+        .iter()
+        .filter_map(|rs| Some((revision(rs)?, rs)))
+        .collect();
+    if to > 0 {
+        return numbered
+            .into_iter()
+            .find(|(r, _)| *r == to)
+            .map(|(_, rs)| rs)
+            .ok_or_else(|| format!("unable to find specified revision {to} in history"));
+    }
+    numbered.sort_by_key(|(r, _)| *r);
+    numbered.pop();
+    numbered.pop().map(|(_, rs)| rs).ok_or_else(|| {
+        format!(
+            "no rollout history found for deployment {:?}",
+            d.metadata.name
+        )
+    })
+}
+
+/// `rollout undo`'s write: `target`'s template (without its
+/// `pod-template-hash`) into `d`, with `target`'s annotations but for
+/// [`ANNOTATIONS_TO_SKIP`], which `d` keeps (kubectl's
+/// `DeploymentRollbacker`).
+pub fn roll_back(d: &mut Deployment, target: &ReplicaSet) {
+    let mut template = target.spec.template.clone();
+    template.metadata.labels.remove(POD_TEMPLATE_HASH_LABEL);
+    let mut annotations: std::collections::BTreeMap<String, String> = d
+        .metadata
+        .annotations
+        .iter()
+        .filter(|(k, _)| ANNOTATIONS_TO_SKIP.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in &target.metadata.annotations {
+        if !ANNOTATIONS_TO_SKIP.contains(&k.as_str()) {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    d.metadata.annotations = annotations.into_iter().collect();
+    d.spec.template = template;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +286,43 @@ mod tests {
             )
             .unwrap_err(),
             "deployment \"x\" exceeded its progress deadline"
+        );
+    }
+
+    fn numbered_rs(name: &str, rev: Option<&str>) -> ReplicaSet {
+        let mut annotations = serde_json::Map::new();
+        if let Some(r) = rev {
+            annotations.insert(DEPLOYMENT_REVISION_ANNOTATION.into(), json!(r));
+        }
+        let m = Manifest::from_value(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"template": {"spec": {"containers": []}}}}))
+        .unwrap();
+        let Manifest::ReplicaSet(rs) = m else {
+            panic!()
+        };
+        *rs
+    }
+
+    #[test]
+    fn undo_goes_to_the_revision_before_the_newest_or_the_one_named() {
+        let d = Deployment::default();
+        let sets = [
+            numbered_rs("a", Some("1")),
+            numbered_rs("c", Some("3")),
+            numbered_rs("b", Some("2")),
+            numbered_rs("x", None),
+        ];
+        let name = |r: Result<&ReplicaSet, String>| r.map(|rs| rs.metadata.name.clone());
+        assert_eq!(name(undo_target(&d, &sets, 0)), Ok("b".into()));
+        assert_eq!(name(undo_target(&d, &sets, 1)), Ok("a".into()));
+        assert_eq!(
+            name(undo_target(&d, &sets, 7)),
+            Err("unable to find specified revision 7 in history".into())
+        );
+        assert_eq!(
+            name(undo_target(&d, &sets[..1], 0)),
+            Err("no rollout history found for deployment \"\"".into())
         );
     }
 }
