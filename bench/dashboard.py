@@ -348,6 +348,9 @@ def main():
     ap.add_argument("--dies", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    # `timeout` (as .ci/bench-smoke runs it) sends SIGTERM: leave through
+    # the `finally` below so the server and sims it started are killed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(x) for x in a.nodes.split(",")]
     results = {}
     for n in sizes:

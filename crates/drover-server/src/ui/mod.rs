@@ -237,7 +237,7 @@ async fn serve(ctx: Arc<Ctx>, informer: Informer, ui: Arc<Ui>, req: Request) -> 
     if let Some(rest) = path.strip_prefix("/ui/live/") {
         return live::stream(&ctx, &informer, &ui, &signed, rest, query);
     }
-    pages::page(&ctx, &informer, &signed, &path, query).await
+    page(&ctx, &informer, &signed, &path, query).await
 }
 
 fn method_not_allowed(method: &Method, path: &str) -> Response {
@@ -276,4 +276,32 @@ pub fn html_page(code: StatusCode, body: String) -> Response {
         body,
     )
         .into_response()
+}
+
+/// Serves a page.
+pub async fn page(
+    ctx: &Arc<Ctx>,
+    informer: &Informer,
+    signed: &Signed,
+    path: &str,
+    query: &str,
+) -> Response {
+    let q = pages::params(query);
+    let segs: Vec<&str> = path
+        .trim_start_matches("/ui")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    match segs.as_slice() {
+        [] => pages::overview(ctx, informer, signed).await,
+        ["nodes"] => pages::nodes(ctx, informer, signed, &q),
+        ["nodes", name] => pages::node(ctx, informer, signed, name).await,
+        ["workloads"] => pages::workload_list(informer, signed),
+        ["events"] => pages::events(ctx, signed, &q).await,
+        ["daemonsets", ns, name] => workloads::daemon_set(ctx, informer, signed, ns, name).await,
+        ["deployments", ns, name] => deployment::page(ctx, informer, signed, ns, name).await,
+        ["pods", ns, name] => workloads::pod(ctx, informer, signed, ns, name).await,
+        ["pods", ns, name, "log"] => workloads::pod_log(ctx, ns, name, query).await,
+        _ => pages::not_found(signed, &format!("no page at {path}")),
+    }
 }

@@ -2,10 +2,11 @@
 //! filter box and pages of [`PAGE_SIZE`], so that 10,000 nodes stay
 //! fast), one node, the workloads and the events. Everything comes from
 //! this member's informer, except the events and the raft status, which
-//! the store answers. The DaemonSet and pod pages are [`super::workloads`].
+//! the store answers. The DaemonSet and pod pages are in `workloads.rs`,
+//! the Deployment page in `deployment.rs`; [`super::page`] routes to each.
 
 use super::html::{esc, frame, link, table, url, Section};
-use super::{deployment, html_page, workloads, Signed};
+use super::{html_page, Signed};
 use crate::api::codec::key;
 use crate::api::Objects;
 use crate::cache::{Informer, Snapshot};
@@ -35,34 +36,6 @@ pub fn is_page(path: &str) -> bool {
 /// The query string's parameters.
 pub fn params(query: &str) -> HashMap<String, String> {
     serde_urlencoded::from_str(query).unwrap_or_default()
-}
-
-/// Serves a page.
-pub async fn page(
-    ctx: &Arc<Ctx>,
-    informer: &Informer,
-    signed: &Signed,
-    path: &str,
-    query: &str,
-) -> Response {
-    let q = params(query);
-    let segs: Vec<&str> = path
-        .trim_start_matches("/ui")
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
-    match segs.as_slice() {
-        [] => overview(ctx, informer, signed).await,
-        ["nodes"] => nodes(ctx, informer, signed, &q),
-        ["nodes", name] => node(ctx, informer, signed, name).await,
-        ["workloads"] => workload_list(informer, signed),
-        ["events"] => events(ctx, signed, &q).await,
-        ["daemonsets", ns, name] => workloads::daemon_set(ctx, informer, signed, ns, name).await,
-        ["deployments", ns, name] => deployment::page(ctx, informer, signed, ns, name).await,
-        ["pods", ns, name] => workloads::pod(ctx, informer, signed, ns, name).await,
-        ["pods", ns, name, "log"] => workloads::pod_log(ctx, ns, name, query).await,
-        _ => not_found(signed, &format!("no page at {path}")),
-    }
 }
 
 /// A page that says what was not found.
@@ -117,7 +90,7 @@ pub fn counts_html(c: &NodeCounts) -> String {
     )
 }
 
-async fn overview(ctx: &Arc<Ctx>, informer: &Informer, signed: &Signed) -> Response {
+pub(super) async fn overview(ctx: &Arc<Ctx>, informer: &Informer, signed: &Signed) -> Response {
     let view = informer.snapshot();
     let mut body = String::from("<h1>Overview</h1>");
     match ctx.store.status().await {
@@ -240,7 +213,7 @@ fn daemon_set_table(view: &Snapshot) -> String {
     format!("<h3>DaemonSets</h3>{}", table(&headers, &rows))
 }
 
-fn workload_list(informer: &Informer, signed: &Signed) -> Response {
+pub(super) fn workload_list(informer: &Informer, signed: &Signed) -> Response {
     let view = informer.snapshot();
     let body = format!("<h1>Workloads</h1>{}", workload_table(&view));
     html_page(
@@ -374,7 +347,7 @@ fn quantity(n: &Node, name: &str) -> String {
         .map_or("-".into(), |q| q.0.clone())
 }
 
-fn nodes(
+pub(super) fn nodes(
     ctx: &Arc<Ctx>,
     informer: &Informer,
     signed: &Signed,
@@ -501,7 +474,12 @@ pub fn pods_table(pods: &[&Pod]) -> String {
     table(&headers, &rows)
 }
 
-async fn node(ctx: &Arc<Ctx>, informer: &Informer, signed: &Signed, name: &str) -> Response {
+pub(super) async fn node(
+    ctx: &Arc<Ctx>,
+    informer: &Informer,
+    signed: &Signed,
+    name: &str,
+) -> Response {
     let view = informer.snapshot();
     let Some(n) = view.nodes.get(&key(Kind::Node, "", name)) else {
         return not_found(
@@ -695,7 +673,11 @@ pub fn events_table(evs: &[Event]) -> String {
     table(&headers, &rows)
 }
 
-async fn events(ctx: &Arc<Ctx>, signed: &Signed, q: &HashMap<String, String>) -> Response {
+pub(super) async fn events(
+    ctx: &Arc<Ctx>,
+    signed: &Signed,
+    q: &HashMap<String, String>,
+) -> Response {
     let objects = Objects::new(ctx.clone());
     let filter = q.get("q").map(String::as_str).unwrap_or("").trim();
     let want = filter.to_ascii_lowercase();
