@@ -25,6 +25,7 @@ import time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import WebDriverException
 
 URL = os.environ["DASH_URL"].rstrip("/")
 SHOTS = os.environ.get("DASH_SHOTS")
@@ -78,15 +79,30 @@ def wait(what, cond, within=20.0, every=0.02):
     fail(f"timed out waiting for {what}")
 
 
+def new_page_refusal(d):
+    """The refusal's reason on the page that replaced the marked one;
+    None while the old page is still there or the new one is loading."""
+    try:
+        return d.execute_script("""
+            if (document.documentElement.dataset.before) return null;
+            const e = document.getElementById('login-error');
+            return e ? e.dataset.reason : null;""")
+    except WebDriverException:
+        return None
+
+
 def signin(d):
     d.get(URL + "/ui")
     wait("the sign-in form", lambda: "/ui/login" in d.current_url)
     for token, reason in ((os.environ["DASH_METRICS_TOKEN"], "MetricsCredential"),
                           ("drover-admin-wrong", "WrongToken")):
         d.find_element(By.ID, "token").send_keys(token)
+        # The form posts and the answer is a new document: mark this one,
+        # so the refusal read is the new page's, never the one before it
+        # (whose error element goes stale under the reader).
+        d.execute_script("document.documentElement.dataset.before = '1'")
         d.find_element(By.CSS_SELECTOR, "#token-form button").click()
-        err = wait("the refusal", lambda: d.find_elements(By.ID, "login-error"))
-        got = err[0].get_attribute("data-reason")
+        got = wait("the refusal", lambda: new_page_refusal(d))
         if got != reason:
             fail(f"refused with {got}, not {reason}")
         if d.get_cookie("drover_session"):
