@@ -281,7 +281,7 @@ async fn restart(objects: &Objects, form: &HashMap<String, String>) -> Result<Do
             return Err(ApiError::not_found(Kind::DaemonSet, name));
         };
         ds.spec.template.metadata.annotations.insert(
-            "kubectl.kubernetes.io/restartedAt".into(),
+            rollout::RESTARTED_AT_ANNOTATION.into(),
             codec::now_rfc3339(),
         );
         match objects.update(Manifest::DaemonSet(ds)).await {

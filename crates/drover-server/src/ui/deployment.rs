@@ -7,7 +7,7 @@
 //! reload would show it.
 
 use super::deploy_grid::{self, PodCell, PodState};
-use super::html::{action_button, esc, frame, link, table, url, Section};
+use super::html::{action_button, esc, frame, legend, link, table, url, Section};
 use super::pages::{events_about, events_table, not_found};
 use super::{html_page, Signed};
 use crate::api::codec::key;
@@ -90,16 +90,12 @@ fn images(rs: &ReplicaSet) -> String {
 }
 
 fn grid_html(cells: &[PodCell], ns: &str) -> String {
-    let mut out = String::from(r#"<div class="legend">"#);
-    for (state, n) in deploy_grid::counts(cells) {
-        let _ = write!(
-            out,
-            r#"<span><i class="c s-{c}"></i> {label} <b id="pc-{c}">{n}</b></span>"#,
-            c = state.class(),
-            label = state.label(),
-        );
-    }
-    out.push_str(r#"</div><div class="grid" id="grid">"#);
+    let counts = deploy_grid::counts(cells);
+    let mut out = legend(
+        counts.iter().map(|(s, n)| (s.class(), s.label(), *n)),
+        "pc-",
+    );
+    out.push_str(r#"<div class="grid" id="grid">"#);
     for c in cells {
         let _ = write!(
             out,

@@ -136,6 +136,24 @@ pub fn table(headers: &[&str], rows: &[(Option<String>, Vec<String>)]) -> String
     out
 }
 
+/// A grid's legend: for each state (its CSS class, its label, how many
+/// cells have it) a swatch, the label and the count, the count with the id
+/// `{id_prefix}{class}` that the live script updates.
+pub fn legend<'a>(
+    states: impl IntoIterator<Item = (&'a str, &'a str, usize)>,
+    id_prefix: &str,
+) -> String {
+    let mut out = String::from(r#"<div class="legend">"#);
+    for (class, label, n) in states {
+        let _ = write!(
+            out,
+            r#"<span><i class="c s-{class}"></i> {label} <b id="{id_prefix}{class}">{n}</b></span>"#,
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
 /// An admin's button: a form posting `action` on `fields`, which the
 /// script asks to confirm with `confirm`. For a viewer it is shown
 /// disabled (and the endpoint refuses it anyway).

@@ -4,7 +4,7 @@
 //! tail of its log. A Deployment's page is [`super::deployment`].
 
 use super::grid::{self, Cell, CellState};
-use super::html::{action_button, esc, frame, link, table, url, Section};
+use super::html::{action_button, esc, frame, legend, link, table, url, Section};
 use super::pages::{events_about, events_table, not_found, params};
 use super::{html_page, Signed};
 use crate::api::codec::key;
@@ -36,16 +36,12 @@ pub fn grid_of(informer: &Informer, ds: &DaemonSet) -> (Vec<Cell>, Option<String
 
 /// The grid's HTML: a legend with counts, one square per node.
 pub fn grid_html(cells: &[Cell]) -> String {
-    let mut out = String::from(r#"<div class="legend">"#);
-    for (state, n) in grid::counts(cells) {
-        let _ = write!(
-            out,
-            r#"<span><i class="c s-{c}"></i> {label} <b id="cc-{c}">{n}</b></span>"#,
-            c = state.class(),
-            label = state.label(),
-        );
-    }
-    out.push_str(r#"</div><div class="grid" id="grid">"#);
+    let counts = grid::counts(cells);
+    let mut out = legend(
+        counts.iter().map(|(s, n)| (s.class(), s.label(), *n)),
+        "cc-",
+    );
+    out.push_str(r#"<div class="grid" id="grid">"#);
     for c in cells {
         let _ = write!(
             out,
