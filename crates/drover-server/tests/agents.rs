@@ -276,6 +276,18 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
         other["status"]["phase"].is_null(),
         "a report for another uid, or from another node, is dropped"
     );
+    // A written status is pushed back to the agent with its pod: that is
+    // how the agent learns its report was written (without it, it sends
+    // the report again every 2 s for ever).
+    loop {
+        let pods = next_pods(&mut down).await;
+        if pods
+            .iter()
+            .any(|p| p["metadata"]["name"] == "web" && p["status"]["podIP"] == "10.0.0.8")
+        {
+            break;
+        }
+    }
 
     // Leave deletes the Node.
     tx.send(msg(agent_message::Msg::Leave(pb::Leave {})))

@@ -9,6 +9,8 @@
 //!   controllers, their garbage collection and taint-based eviction;
 //! - [`session`]: one agent's session (pushing its pods, writing what it
 //!   reports);
+//! - [`statuses`]: the pod statuses a session reports, written by a task
+//!   of their own (the session's reader never waits on the store);
 //! - [`mirror`]: mirror pods kept in step with a node's static pods;
 //! - [`heartbeats`]: a follower relaying the heartbeats it hears to the
 //!   leader;
@@ -25,6 +27,7 @@ pub mod revisions;
 pub mod scheduler;
 pub mod session;
 pub mod snapshots;
+pub mod statuses;
 pub mod tokens;
 pub mod workloads;
 

@@ -1,8 +1,8 @@
 //! One agent's session, after its hello: register (or re-use) its Node,
 //! push the node's complete desired pod list now and on every change (from
 //! the cache, serialised only here), and act on what the agent says:
-//! heartbeats, pod statuses (compare-and-swap writes), pod events
-//! ([`super::events`]), static pods (mirror pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
+//! heartbeats, pod statuses (compare-and-swap writes, [`super::statuses`]),
+//! pod events ([`super::events`]), static pods (mirror pods), log/exec output (handed to [`crate::sessions`]), leave (the Node
 //! is deleted). The gRPC side is [`crate::svc::agent`].
 
 use crate::api::node_certs::{bound_serial, revoked, speaks_for, Cert, CERT_ANNOTATION};
@@ -322,6 +322,19 @@ pub fn run(
                 }
             });
         }
+        // Pod statuses, likewise, are written by a task of their own
+        // (`super::statuses`): the reader never waits for a commit, so
+        // heartbeats are answered while the store is busy.
+        let statuses = super::statuses::StatusQueue::new();
+        {
+            let (objects, cache, node, statuses) = (
+                objects.clone(),
+                cache.clone(),
+                node.clone(),
+                statuses.clone(),
+            );
+            tokio::spawn(async move { statuses.run(&objects, &cache, &node).await });
+        }
         loop {
             let msg = tokio::select! {
                 m = inbound.message() => m,
@@ -359,7 +372,7 @@ pub fn run(
                     Some(agent_message::Msg::Statuses(s)) => {
                         ctx.heartbeats.beat(&node);
                         ack(&tx);
-                        write_statuses(&objects, &cache, &node, s).await;
+                        statuses.offer(s).await;
                     }
                     Some(agent_message::Msg::Leave(_)) => {
                         match objects.delete(Kind::Node, "", &node).await {
@@ -388,6 +401,7 @@ pub fn run(
             }
         }
         pusher.abort();
+        statuses.close();
         tracing::info!(node = %node, "agent disconnected");
     });
 }
@@ -401,42 +415,6 @@ fn ack(tx: &SessionTx) {
     let _ = tx.try_send(Ok(pb::ServerMessage {
         msg: Some(server_message::Msg::HeartbeatAck(pb::HeartbeatAck {})),
     }));
-}
-
-/// Writes reported pod statuses (compare-and-swap; a report for another
-/// incarnation of the pod, or a deleted pod, is dropped). A node writes
-/// only the status of pods bound to it, named by uid (NodeRestriction).
-async fn write_statuses(objects: &Objects, cache: &Informer, node: &str, s: pb::PodStatuses) {
-    let snap = cache.snapshot();
-    let writes = s.pods.into_iter().map(|p| {
-        let key = crate::api::key(Kind::Pod, &p.namespace, &p.name);
-        let mine = !p.uid.is_empty()
-            && snap
-                .pods
-                .get(&key)
-                .is_some_and(|pod| pod.spec.node_name == node && pod.metadata.uid == p.uid);
-        async move {
-        if !mine {
-            tracing::warn!(node = %node, pod = %p.name, namespace = %p.namespace, "refused a status for a pod that is not bound to this node");
-            return;
-        }
-        let status: Value = match serde_json::from_slice(&p.status) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(node = %node, pod = %p.name, "bad pod status: {e}");
-                return;
-            }
-        };
-        match objects
-            .update_status(Kind::Pod, &p.namespace, &p.name, &p.uid, status)
-            .await
-        {
-            Ok(_) | Err(ApiError::NotFound(_)) => {}
-            Err(e) => tracing::debug!(node = %node, pod = %p.name, "status not written: {e}"),
-        }
-        }
-    });
-    futures_util::future::join_all(writes).await;
 }
 
 #[cfg(test)]
