@@ -238,26 +238,26 @@ impl Leading {
         let plan = self.nodes.plan(nodes.iter().copied(), last, now);
         soonest(plan.next_check);
         let nodes_written = !plan.updates.is_empty();
-        // Many nodes can change at once (a sim process dies): write them
-        // concurrently, raft batches the writes.
-        let updates = plan.updates.into_iter().map(|u| {
-            let objects = self.objects.clone();
-            async move {
-                let name = u.node.metadata.name.clone();
-                match objects.update(Manifest::Node(Box::new(u.node))).await {
-                    Ok(m) => rev(&m),
-                    Err(e) => {
-                        tracing::debug!(node = %name, "node update: {}", e);
-                        0
-                    }
-                }
+        // Many nodes can change at once (a sim process dies): one batch of
+        // compare-and-swap writes at the versions the view holds, in as few
+        // transactions as they allow (a node changed meanwhile is written
+        // alone, and the next pass plans it again).
+        let names: Vec<String> = plan
+            .updates
+            .iter()
+            .map(|u| u.node.metadata.name.clone())
+            .collect();
+        let writes = plan
+            .updates
+            .into_iter()
+            .map(|u| Write::Update(Manifest::Node(Box::new(u.node))))
+            .collect();
+        for (name, r) in names.iter().zip(self.objects.execute(writes).await) {
+            match r {
+                Ok(w) => written = written.max(w.revision()),
+                Err(e) => tracing::debug!(node = %name, "node update: {}", e),
             }
-        });
-        let revs: Vec<u64> = futures_util::stream::iter(updates)
-            .buffer_unordered(CONCURRENT_WRITES)
-            .collect()
-            .await;
-        written = written.max(revs.into_iter().max().unwrap_or(0));
+        }
         for r in plan.remove {
             let rv = match r.resource_version.parse::<u64>() {
                 Ok(rv) if rv > 0 => rv,
