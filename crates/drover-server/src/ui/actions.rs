@@ -21,10 +21,47 @@ use std::sync::Arc;
 const ATTEMPTS: usize = 5;
 
 /// What an action did, for the page that asked.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Done {
     message: String,
     back: String,
+}
+
+/// What an action decided about the object it read.
+enum Edit {
+    /// Write this (compare-and-swap at the version read), then answer.
+    Write(Manifest, Done),
+    /// Nothing to write: answer this.
+    Answer(Done),
+}
+
+/// Reads `kind` `ns`/`name`, lets `edit` decide, and writes what it made
+/// with compare-and-swap: read and decided again on a conflict, at most
+/// [`ATTEMPTS`] times (then the conflict is the answer).
+async fn read_modify_write<F, Fut>(
+    objects: &Objects,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    mut edit: F,
+) -> Result<Done, ApiError>
+where
+    F: FnMut(Manifest) -> Fut,
+    Fut: std::future::Future<Output = Result<Edit, ApiError>>,
+{
+    for _ in 0..ATTEMPTS {
+        match edit(objects.get(kind, ns, name).await?).await? {
+            Edit::Answer(done) => return Ok(done),
+            Edit::Write(m, done) => match objects.update(m).await {
+                Err(ApiError::Conflict(_)) => continue,
+                r => {
+                    r?;
+                    return Ok(done);
+                }
+            },
+        }
+    }
+    Err(ApiError::conflict(kind, name))
 }
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> Result<&'a str, ApiError> {
@@ -106,26 +143,24 @@ async fn cordon(
     on: bool,
 ) -> Result<Done, ApiError> {
     let name = field(form, "node")?;
-    for _ in 0..ATTEMPTS {
-        let Manifest::Node(mut n) = objects.get(Kind::Node, "", name).await? else {
-            return Err(ApiError::not_found(Kind::Node, name));
-        };
-        if n.spec.unschedulable == on {
-            break;
-        }
-        n.spec.unschedulable = on;
-        match objects.update(Manifest::Node(n)).await {
-            Err(ApiError::Conflict(_)) => continue,
-            r => {
-                r?;
-                break;
-            }
-        }
-    }
-    Ok(Done {
+    let done = Done {
         message: format!("node/{name} {}", if on { "cordoned" } else { "uncordoned" }),
         back: format!("/ui/nodes/{}", super::html::url(name)),
+    };
+    read_modify_write(objects, Kind::Node, "", name, |m| {
+        let done = done.clone();
+        async move {
+            let Manifest::Node(mut n) = m else {
+                return Err(ApiError::not_found(Kind::Node, name));
+            };
+            if n.spec.unschedulable == on {
+                return Ok(Edit::Answer(done));
+            }
+            n.spec.unschedulable = on;
+            Ok(Edit::Write(Manifest::Node(n), done))
+        }
     })
+    .await
 }
 
 /// kubectl's `drain --ignore-daemonsets`: cordon, then delete the pods
@@ -188,8 +223,8 @@ async fn deploy_restart(
     form: &HashMap<String, String>,
 ) -> Result<Done, ApiError> {
     let (ns, name) = (field(form, "namespace")?, field(form, "name")?);
-    for _ in 0..ATTEMPTS {
-        let Manifest::Deployment(mut d) = objects.get(Kind::Deployment, ns, name).await? else {
+    read_modify_write(objects, Kind::Deployment, ns, name, |m| async move {
+        let Manifest::Deployment(mut d) = m else {
             return Err(ApiError::not_found(Kind::Deployment, name));
         };
         if d.spec.paused == Some(true) {
@@ -201,18 +236,13 @@ async fn deploy_restart(
             rollout::RESTARTED_AT_ANNOTATION.into(),
             codec::now_rfc3339(),
         );
-        match objects.update(Manifest::Deployment(d)).await {
-            Err(ApiError::Conflict(_)) => continue,
-            r => {
-                r?;
-                return Ok(Done {
-                    message: format!("deployment.apps/{name} restarted"),
-                    back: deploy_back(ns, name),
-                });
-            }
-        }
-    }
-    Err(ApiError::conflict(Kind::Deployment, name))
+        let done = Done {
+            message: format!("deployment.apps/{name} restarted"),
+            back: deploy_back(ns, name),
+        };
+        Ok(Edit::Write(Manifest::Deployment(d), done))
+    })
+    .await
 }
 
 /// A Deployment's `rollout undo` to the revision before the newest, as
@@ -220,8 +250,8 @@ async fn deploy_restart(
 /// [`view::undo_target`] and [`view::roll_back`]).
 async fn deploy_undo(objects: &Objects, form: &HashMap<String, String>) -> Result<Done, ApiError> {
     let (ns, name) = (field(form, "namespace")?, field(form, "name")?);
-    for _ in 0..ATTEMPTS {
-        let Manifest::Deployment(mut d) = objects.get(Kind::Deployment, ns, name).await? else {
+    read_modify_write(objects, Kind::Deployment, ns, name, |m| async move {
+        let Manifest::Deployment(mut d) = m else {
             return Err(ApiError::not_found(Kind::Deployment, name));
         };
         if d.spec.paused == Some(true) {
@@ -242,26 +272,21 @@ async fn deploy_undo(objects: &Objects, form: &HashMap<String, String>) -> Resul
         let target = view::undo_target(&d, &mine, 0).map_err(ApiError::BadRequest)?;
         let rev = view::revision(target).unwrap_or(0);
         if view::equal_ignoring_hash(&target.spec.template, &d.spec.template) {
-            return Ok(Done {
+            return Ok(Edit::Answer(Done {
                 message: format!(
                     "deployment.apps/{name} skipped rollback (current template already matches revision {rev})"
                 ),
                 back: deploy_back(ns, name),
-            });
+            }));
         }
         view::roll_back(&mut d, target);
-        match objects.update(Manifest::Deployment(d)).await {
-            Err(ApiError::Conflict(_)) => continue,
-            r => {
-                r?;
-                return Ok(Done {
-                    message: format!("deployment.apps/{name} rolled back to revision {rev}"),
-                    back: deploy_back(ns, name),
-                });
-            }
-        }
-    }
-    Err(ApiError::conflict(Kind::Deployment, name))
+        let done = Done {
+            message: format!("deployment.apps/{name} rolled back to revision {rev}"),
+            back: deploy_back(ns, name),
+        };
+        Ok(Edit::Write(Manifest::Deployment(d), done))
+    })
+    .await
 }
 
 fn ds_back(ns: &str, name: &str) -> String {
@@ -276,34 +301,29 @@ fn ds_back(ns: &str, name: &str) -> String {
 /// annotation set to now, as kubectl writes it.
 async fn restart(objects: &Objects, form: &HashMap<String, String>) -> Result<Done, ApiError> {
     let (ns, name) = (field(form, "namespace")?, field(form, "name")?);
-    for _ in 0..ATTEMPTS {
-        let Manifest::DaemonSet(mut ds) = objects.get(Kind::DaemonSet, ns, name).await? else {
+    read_modify_write(objects, Kind::DaemonSet, ns, name, |m| async move {
+        let Manifest::DaemonSet(mut ds) = m else {
             return Err(ApiError::not_found(Kind::DaemonSet, name));
         };
         ds.spec.template.metadata.annotations.insert(
             rollout::RESTARTED_AT_ANNOTATION.into(),
             codec::now_rfc3339(),
         );
-        match objects.update(Manifest::DaemonSet(ds)).await {
-            Err(ApiError::Conflict(_)) => continue,
-            r => {
-                r?;
-                return Ok(Done {
-                    message: format!("daemonset.apps/{name} restarted"),
-                    back: ds_back(ns, name),
-                });
-            }
-        }
-    }
-    Err(ApiError::conflict(Kind::DaemonSet, name))
+        let done = Done {
+            message: format!("daemonset.apps/{name} restarted"),
+            back: ds_back(ns, name),
+        };
+        Ok(Edit::Write(Manifest::DaemonSet(ds), done))
+    })
+    .await
 }
 
 /// `rollout undo`: the template of the newest revision other than the
 /// current one written back.
 async fn undo(objects: &Objects, form: &HashMap<String, String>) -> Result<Done, ApiError> {
     let (ns, name) = (field(form, "namespace")?, field(form, "name")?);
-    for _ in 0..ATTEMPTS {
-        let Manifest::DaemonSet(mut ds) = objects.get(Kind::DaemonSet, ns, name).await? else {
+    read_modify_write(objects, Kind::DaemonSet, ns, name, |m| async move {
+        let Manifest::DaemonSet(mut ds) = m else {
             return Err(ApiError::not_found(Kind::DaemonSet, name));
         };
         let hash = super::grid::current_hash(&ds);
@@ -336,18 +356,13 @@ async fn undo(objects: &Objects, form: &HashMap<String, String>) -> Result<Done,
         };
         let revision = target.revision;
         ds.spec.template = template;
-        match objects.update(Manifest::DaemonSet(ds)).await {
-            Err(ApiError::Conflict(_)) => continue,
-            r => {
-                r?;
-                return Ok(Done {
-                    message: format!("daemonset.apps/{name} rolled back to revision {revision}"),
-                    back: ds_back(ns, name),
-                });
-            }
-        }
-    }
-    Err(ApiError::conflict(Kind::DaemonSet, name))
+        let done = Done {
+            message: format!("daemonset.apps/{name} rolled back to revision {revision}"),
+            back: ds_back(ns, name),
+        };
+        Ok(Edit::Write(Manifest::DaemonSet(ds), done))
+    })
+    .await
 }
 
 async fn delete_pod(objects: &Objects, form: &HashMap<String, String>) -> Result<Done, ApiError> {
