@@ -32,7 +32,10 @@ it starts is killed on exit; every wait has a deadline.
 Usage: bench/dashboard.py [--bin target/release/drover] [--nodes 1000,10000]
                           [--dies 10] [--reps 3]
 """
-import argparse, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
+import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sim_scale import free_port, pct, rss_mib  # noqa: E402
 
 DS = """apiVersion: apps/v1
 kind: DaemonSet
@@ -68,20 +71,6 @@ return document.querySelectorAll(sel).length;
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
 def rss_settled(pid):
     """The median of 5 readings of RSS, 0.2 s apart."""
     vals = []
@@ -98,13 +87,6 @@ def loadavg():
 def fig(name, value, unit):
     v = f"{value:.1f}" if isinstance(value, float) else str(value)
     print(f"{name}: {v} {unit} (load {loadavg()})", flush=True)
-
-
-def pct(vals, p):
-    if not vals:
-        return float("nan")
-    s = sorted(vals)
-    return s[max(0, min(len(s) - 1, -(-p * len(s) // 100) - 1))]
 
 
 class Watcher(threading.Thread):
@@ -337,8 +319,8 @@ class Run:
                 lat.append(shown / 1e3 - at)
         self.fig("rollout_cells_updated", len(seen), "cells")
         self.fig("rollout_apply_to_all_cells_updated", max(seen.values()) / 1e3 - t0, "s")
-        self.fig("rollout_pod_ready_to_cell_p50", pct(lat, 50) * 1e3, "ms")
-        self.fig("rollout_pod_ready_to_cell_p99", pct(lat, 99) * 1e3, "ms")
+        self.fig("rollout_pod_ready_to_cell_p50", pct(sorted(lat), 50) * 1e3, "ms")
+        self.fig("rollout_pod_ready_to_cell_p99", pct(sorted(lat), 99) * 1e3, "ms")
         self.fig("rollout_pod_ready_to_cell_max", max(lat) * 1e3 if lat else float("nan"), "ms")
 
     def red(self, d, dies):
@@ -363,7 +345,7 @@ class Run:
         gone.stop()
         lat = [seen[f"n:{name}"] / 1e3 - at for name, (at, _) in gone.first.items() if f"n:{name}" in seen]
         self.fig("sigkill_to_all_red", max(seen.values()) / 1e3 - t0, "s")
-        self.fig("not_ready_to_red_p50", pct(lat, 50) * 1e3, "ms")
+        self.fig("not_ready_to_red_p50", pct(sorted(lat), 50) * 1e3, "ms")
         self.fig("not_ready_to_red_max", max(lat) * 1e3, "ms")
 
     def close(self):
