@@ -107,8 +107,18 @@ impl NodeTls {
     /// A new channel to the server at `addr`, which replaces the one kept
     /// for it: a new attempt to open a session makes a new connection
     /// instead of waiting on one that may have gone into a cut link.
-    pub(crate) fn fresh_channel(&self, addr: &str) -> Result<Channel, Status> {
-        let c = drover_pki::net::lazy(endpoint(addr, self.connect_timeout)?, self.tls.clone());
+    /// `answered` turns true once the server completed a TLS handshake on
+    /// it.
+    pub(crate) fn fresh_channel(
+        &self,
+        addr: &str,
+        answered: &Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<Channel, Status> {
+        let c = drover_pki::net::lazy_watched(
+            endpoint(addr, self.connect_timeout)?,
+            self.tls.clone(),
+            answered.clone(),
+        );
         let mut ch = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         ch.insert(addr.to_string(), c.clone());
         Ok(c)

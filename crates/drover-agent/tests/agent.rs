@@ -737,3 +737,91 @@ async fn a_leave_finds_the_node_by_its_data_dir_and_fails_when_no_server_takes_i
     // Its certificate is kept: a later leave (or run) still works.
     assert!(dir.join("node.crt").exists());
 }
+
+/// A server that answers the node's TLS handshake but then is slow to open
+/// its session (registering the node, behind on its work) gets no second
+/// connection from the node while it works. Attempts beside a first one
+/// are for a link or a server that does not answer at all (the test
+/// above); on a busy server each would only add a handshake to its load
+/// (a 10,000-node sim on a busy server opened up to 10 connections a node
+/// and the server never caught up). Production timings.
+#[tokio::test]
+async fn a_node_waits_on_a_server_that_answered_its_handshake_instead_of_dialing_it_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let data_dir = tmp.path().join("agent");
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), "busy");
+    o.data_dir = Some(data_dir.clone());
+    let agent = start_agent(o, None);
+    wait_until("busy Ready", Duration::from_secs(15), || async {
+        s.node("busy").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    // Stopped without leaving: the node keeps its certificate and Node.
+    agent.kill().await;
+    // The member's own TLS identity, on a listener that completes every
+    // handshake and speaks HTTP/2 (it answers pings) but never answers a
+    // request: a server too busy to open the session.
+    let read = |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap();
+    let tls = drover_pki::tls::server_config(
+        &read("ca.crt"),
+        &read("member.crt"),
+        &read("member.key"),
+        drover_pki::tls::Alpn::Grpc,
+    )
+    .unwrap();
+    let token = s.node_token.clone();
+    s.shutdown().await;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let (dials, handshakes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (d, h) = (dials.clone(), handshakes.clone());
+    let mute = tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            d.fetch_add(1, Ordering::SeqCst);
+            let (acceptor, h) = (tokio_rustls::TlsAcceptor::from(tls.clone()), h.clone());
+            tokio::spawn(async move {
+                if let Ok(stream) = acceptor.accept(tcp).await {
+                    h.fetch_add(1, Ordering::SeqCst);
+                    let never = hyper::service::service_fn(|_req| {
+                        std::future::pending::<Result<hyper::Response<String>, std::io::Error>>()
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), never)
+                    .await;
+                }
+            });
+        }
+    });
+    // Only the mute listener: not the member list the welcome saved.
+    let _ = std::fs::remove_file(data_dir.join("servers.json"));
+    let mut o = AgentOptions::new(vec![addr], token, "busy");
+    o.data_dir = Some(data_dir);
+    o.tuning.seed = Some(7);
+    assert_eq!(o.tuning.connect_timeout, Duration::from_secs(10));
+    let stagger = o.tuning.attempt_stagger;
+    let agent = start_agent(o, None);
+    wait_until("the first handshake", Duration::from_secs(10), || async {
+        handshakes.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    // An agent that dials beside an answered attempt makes another
+    // connection every stagger: none comes within three.
+    let redialled = tokio::time::timeout(stagger * 3 + Duration::from_millis(300), async {
+        while dials.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        redialled.is_err(),
+        "the node dialled the server again while its answered attempt was under way"
+    );
+    assert_eq!(handshakes.load(Ordering::SeqCst), 1);
+    agent.kill().await;
+    mute.abort();
+}

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -54,10 +55,12 @@ type Connecting = Pin<Box<dyn std::future::Future<Output = std::io::Result<Clien
 
 fn connector(
     tls: Arc<ClientConfig>,
+    connected: Option<Arc<AtomicBool>>,
 ) -> impl tower::Service<Uri, Response = ClientIo, Error = std::io::Error, Future = Connecting> + Clone
 {
     tower::service_fn(move |uri: Uri| {
         let tls = tls.clone();
+        let connected = connected.clone();
         let fut: Connecting = Box::pin(async move {
             let host = uri
                 .host()
@@ -73,6 +76,9 @@ fn connector(
             let s = tokio_rustls::TlsConnector::from(tls)
                 .connect(name, tcp)
                 .await?;
+            if let Some(c) = &connected {
+                c.store(true, Ordering::Relaxed);
+            }
             Ok(TokioIo::new(s))
         });
         fut
@@ -81,7 +87,17 @@ fn connector(
 
 /// A channel that connects (and reconnects) on first use, over TLS.
 pub fn lazy(ep: Endpoint, tls: Arc<ClientConfig>) -> Channel {
-    ep.connect_with_connector_lazy(connector(tls))
+    ep.connect_with_connector_lazy(connector(tls, None))
+}
+
+/// [`lazy`], and `answered` turns true once the server completed a TLS
+/// handshake on it: the server itself is there and working, not only a
+/// host or a relay that took the TCP connection. An agent opening a
+/// session reads it to tell a cut link or a frozen server (no answer:
+/// another attempt on a new connection, or to another server, may get
+/// through) from a busy one (another attempt only adds to its load).
+pub fn lazy_watched(ep: Endpoint, tls: Arc<ClientConfig>, answered: Arc<AtomicBool>) -> Channel {
+    ep.connect_with_connector_lazy(connector(tls, Some(answered)))
 }
 
 /// A channel connected now, over TLS.
@@ -89,7 +105,7 @@ pub async fn connect(
     ep: Endpoint,
     tls: Arc<ClientConfig>,
 ) -> Result<Channel, tonic::transport::Error> {
-    ep.connect_with_connector(connector(tls)).await
+    ep.connect_with_connector(connector(tls, None)).await
 }
 
 /// A server's TLS configuration, replaceable while it serves (renewal).

@@ -308,3 +308,94 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     let mut server = server;
     server.shutdown().await;
 }
+
+/// A session that reconnects with the hello it registered with writes
+/// nothing: a server that 10,000 nodes come back to at once (a restart, a
+/// stall) is not also handed 10,000 writes of the same Nodes. A hello that
+/// describes the node differently (here its addresses) is written.
+#[tokio::test]
+async fn a_reconnect_that_changes_nothing_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(loopback_options(tmp.path().join("s")))
+        .await
+        .unwrap();
+    let admin = server.identity.admin_token.clone();
+    let join = server.identity.node_token.clone();
+    let ca = server.trust.ca.cert_pem().to_string();
+    let objects = ObjectsClient::new(grpc_channel(server.grpc_addr, &ca).await);
+    let (cert, key) = node_certificate(server.grpc_addr, &ca, &join, "edge-r").await;
+    let agent = AgentClient::new(cert_channel(server.grpc_addr, &ca, &cert, &key).await);
+    let node = |ip: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "edge-r"},
+            "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+        })
+    };
+    // Opens a session with `hello`, waits for its pod list, and closes it
+    // again; answers the Node's resourceVersion and address then.
+    let session = |hello: Value| {
+        let mut agent = agent.clone();
+        async move {
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            tx.send(msg(agent_message::Msg::Hello(pb::Hello {
+                node: serde_json::to_vec(&hello).unwrap(),
+                agent_version: "test".into(),
+                capabilities: drover_proto::caps::ours(),
+            })))
+            .await
+            .unwrap();
+            let mut down = agent
+                .session(tonic::Request::new(
+                    tokio_stream::wrappers::ReceiverStream::new(rx),
+                ))
+                .await
+                .unwrap()
+                .into_inner();
+            next_pods(&mut down).await;
+            drop(tx);
+        }
+    };
+    let read = || {
+        let mut objects = objects.clone();
+        let admin = admin.clone();
+        async move {
+            let r = pb::ObjectRef {
+                kind: "no".into(),
+                namespace: String::new(),
+                name: "edge-r".into(),
+            };
+            let n: Value = serde_json::from_slice(
+                &objects
+                    .get(authed(r, &admin))
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .object,
+            )
+            .unwrap();
+            (
+                n["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                n["status"]["addresses"][0]["address"].clone(),
+            )
+        }
+    };
+    session(node("10.0.0.7")).await;
+    let (first, ip) = read().await;
+    assert_eq!(ip, "10.0.0.7");
+    session(node("10.0.0.7")).await;
+    assert_eq!(
+        read().await.0,
+        first,
+        "a reconnect with the same hello wrote the Node"
+    );
+    session(node("10.0.0.9")).await;
+    let (after, ip) = read().await;
+    assert_eq!(ip, "10.0.0.9", "a hello with a new address was not written");
+    assert_ne!(after, first);
+    let mut server = server;
+    server.shutdown().await;
+}

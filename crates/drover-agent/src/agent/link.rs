@@ -30,6 +30,14 @@
 //! `attempt_stagger` of its link healing, however long it was cut, and an
 //! attempt on a slow link still has its whole `connect_timeout`. A node
 //! still joining (getting its certificate) makes one attempt at a time.
+//! No attempt starts beside one to the same server whose TLS handshake that
+//! server completed: the link works and the server is there, only busy
+//! (registering the node, or behind on its work); another connection
+//! would only add a handshake to its load, and a busy server that
+//! thousands of nodes answer that way never catches up. An attempt whose
+//! handshake has no answer (a cut link, a relay that took the TCP
+//! connection into a cut link, a frozen server) still gets others beside
+//! it, and attempts to other servers still start.
 
 use super::shared::{Identity, Shared};
 use crate::backoff::Reconnect;
@@ -40,7 +48,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -60,10 +68,18 @@ pub(super) struct Failed {
     status: Status,
 }
 
+/// An attempt in flight, the server it went to, and whether that server
+/// completed its TLS handshake.
+struct InFlight {
+    attempt: Attempt,
+    server: String,
+    answered: Arc<AtomicBool>,
+}
+
 /// The attempts in flight to open a session.
 struct Opening {
     /// Oldest first.
-    attempts: Vec<Attempt>,
+    attempts: Vec<InFlight>,
     /// When another attempt starts beside them; `None` while the node gets
     /// its certificate (one attempt at a time).
     next_at: Option<Instant>,
@@ -74,7 +90,7 @@ impl Opening {
     async fn next_done(&mut self) -> Result<Session, Failed> {
         std::future::poll_fn(|cx| {
             for i in 0..self.attempts.len() {
-                if let Poll::Ready(r) = self.attempts[i].as_mut().poll(cx) {
+                if let Poll::Ready(r) = self.attempts[i].attempt.as_mut().poll(cx) {
                     // Dropped only once done: cancelling this wait loses
                     // nothing.
                     drop(self.attempts.remove(i));
@@ -421,18 +437,36 @@ impl Link {
             return;
         }
         let full = o.attempts.len() >= MAX_ATTEMPTS;
-        if !full {
-            self.server = next_server(
+        let next = if full {
+            None
+        } else {
+            let candidate = next_server(
                 &self.servers,
                 self.server,
                 &self.members,
                 self.failures,
                 &mut self.rng,
             );
-            self.failures += 1;
-            tracing::debug!(node = %me.name, server = %self.server_addr(), "no answer yet: another attempt beside it");
-        }
-        let next = (!full).then(|| self.attempt(shared, me).0);
+            // Not to a server that already answered an attempt's
+            // handshake: it is there, only slow, and another connection
+            // would only add a handshake to its load. A sim of 10,000 nodes
+            // on a busy server opened up to 10 connections a node that way,
+            // and the server never caught up.
+            let addr = self.servers.get(candidate).map(String::as_str);
+            let answered = o
+                .attempts
+                .iter()
+                .any(|a| Some(a.server.as_str()) == addr && a.answered.load(Ordering::Relaxed));
+            if answered {
+                tracing::debug!(node = %me.name, server = addr.unwrap_or("?"), "no session yet, but the server answered the handshake: waiting on that attempt");
+                None
+            } else {
+                self.server = candidate;
+                self.failures += 1;
+                tracing::debug!(node = %me.name, server = %self.server_addr(), "no answer yet: another attempt beside it");
+                Some(self.attempt(shared, me).0)
+            }
+        };
         if let State::Opening(o) = &mut self.state {
             o.attempts.extend(next);
             o.next_at = Some(now + shared.tuning.attempt_stagger);
@@ -442,8 +476,10 @@ impl Link {
     /// An attempt to open a session on the chosen server (getting a
     /// certificate first when the node has none or must renew it), and
     /// whether it gets a certificate.
-    fn attempt(&mut self, shared: &Shared, me: &Identity) -> (Attempt, bool) {
+    fn attempt(&mut self, shared: &Shared, me: &Identity) -> (InFlight, bool) {
         let addr = self.server_addr().to_string();
+        let answered = Arc::new(AtomicBool::new(false));
+        let watched = answered.clone();
         let current = self.creds.clone();
         let token = shared.token.clone();
         if self.creds.is_none() && shared.join_key.is_none() && self.own_key.is_none() {
@@ -520,13 +556,13 @@ impl Link {
                         t
                     }
                 };
-                let mut s = match wire::open(creds.fresh_channel(&on)?, hello.clone(), timeout).await {
+                let mut s = match wire::open(creds.fresh_channel(&on, &watched)?, hello.clone(), timeout).await {
                     Ok(s) => s,
                     // The chosen server does not answer: the one that just
                     // answered does.
                     Err(_) if on != addr => {
                         on = addr.clone();
-                        wire::open(creds.fresh_channel(&on)?, hello, timeout).await?
+                        wire::open(creds.fresh_channel(&on, &watched)?, hello, timeout).await?
                     }
                     Err(e) => return Err(e),
                 };
@@ -537,8 +573,16 @@ impl Link {
             })
             .await
         };
+        let at = server.clone();
         let fut = async move { fut.await.map_err(|status| Failed { server, status }) };
-        (Box::pin(fut), certifies)
+        (
+            InFlight {
+                attempt: Box::pin(fut),
+                server: at,
+                answered,
+            },
+            certifies,
+        )
     }
 
     fn server_addr(&self) -> &str {

@@ -97,12 +97,18 @@ pub async fn register(objects: &Objects, node: Node, cert: &Cert) -> Result<Stri
             Ok(_) | Err(ApiError::NotFound(_)) => return Err(revoked(&name)),
             Err(e) => return Err(e),
         };
-        let mut n = node_from_hello(node.clone(), Some(existing), &now_rfc3339());
+        let mut n = node_from_hello(node.clone(), Some(existing.clone()), &now_rfc3339());
         if bound_serial(&n) != Some(cert.serial.as_str()) {
             tracing::info!(node = %name, serial = %cert.serial, "the node's session binds its certificate (another certificate of the key that owns the name was bound)");
             n.metadata
                 .annotations
                 .insert(CERT_ANNOTATION.into(), cert.serial.clone());
+        }
+        if n == existing {
+            // A reconnect that changes nothing writes nothing: a server
+            // that 10,000 nodes come back to at once (a restart, a stall)
+            // must not also take 10,000 writes of the same Nodes.
+            return Ok(name);
         }
         match objects.update(Manifest::Node(Box::new(n))).await {
             Ok(_) => return Ok(name),
