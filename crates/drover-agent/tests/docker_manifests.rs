@@ -465,20 +465,27 @@ async fn the_manifests_run_once_their_images_exist_locally() {
         .delete(Kind::DaemonSet, "monitoring", "node-monitoring-daemonset")
         .await
         .expect("delete node-monitoring-daemonset");
-    wait_until(
-        "node-exporter placed once the port is free",
-        3 * WAIT,
-        || async {
-            crate::pods(&s)
-                .await
-                .get("monitoring/ds:node-exporter")
-                .and_then(waiting)
-                .is_some_and(|(r, m)| {
-                    r == "RunContainerError" && m.contains("--path.procfs=/host/proc")
-                })
-        },
-    )
+    let seen = std::sync::Mutex::new(String::new());
+    let placed = tokio::time::timeout(3 * WAIT, async {
+        loop {
+            let pods = crate::pods(&s).await;
+            let p = pods.get("monitoring/ds:node-exporter");
+            if p.and_then(waiting).is_some_and(|(r, m)| {
+                r == "RunContainerError" && m.contains("--path.procfs=/host/proc")
+            }) {
+                return;
+            }
+            *seen.lock().unwrap() = format!("{:?}", p.map(|p| &p.status));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
     .await;
+    assert!(
+        placed.is_ok(),
+        "node-exporter not placed (RunContainerError naming --path.procfs) within {:?} of the port's release; its pod last: {}",
+        3 * WAIT,
+        seen.lock().unwrap()
+    );
 
     // 03 rolls 01's DaemonSet over to busybox that sleeps: Running, Ready.
     let old = pods["default/ds:example-daemonset"].metadata.uid.clone();
