@@ -107,8 +107,14 @@ pub async fn register(objects: &Objects, node: Node, cert: &Cert) -> Result<Stri
         if n == existing {
             // A reconnect that changes nothing writes nothing: a server
             // that 10,000 nodes come back to at once (a restart, a stall)
-            // must not also take 10,000 writes of the same Nodes.
-            return Ok(name);
+            // must not also take 10,000 writes of the same Nodes. Only on
+            // a linearizable read, as the write's compare-and-swap would
+            // have been: this member's copy may not have applied a
+            // deletion or a new binding yet.
+            if attempt > 0 {
+                return Ok(name);
+            }
+            continue;
         }
         match objects.update(Manifest::Node(Box::new(n))).await {
             Ok(_) => return Ok(name),
