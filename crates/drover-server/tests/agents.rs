@@ -7,7 +7,9 @@ use drover_proto::v1::agent_client::AgentClient;
 use drover_proto::v1::objects_client::ObjectsClient;
 use drover_proto::v1::{self as pb, agent_message, server_message};
 use drover_server::Server;
-use drover_testkit::{authed, cert_channel, grpc_channel, loopback_options, node_certificate};
+use drover_testkit::{
+    authed, cert_channel, grpc_channel, loopback_options, node_certificate, open_session,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tonic::Code;
@@ -67,25 +69,18 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     // The node token gets a certificate for edge-1; with it, a session as
     // another node is refused.
     let (cert, key) = node_certificate(server.grpc_addr, &ca, &join, "edge-1").await;
-    let mut agent = AgentClient::new(cert_channel(server.grpc_addr, &ca, &cert, &key).await);
-    let (tx1, rx1) = tokio::sync::mpsc::channel(4);
+    let agent = cert_channel(server.grpc_addr, &ca, &cert, &key).await;
     let other_node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "edge-2"}});
-    tx1.send(msg(agent_message::Msg::Hello(pb::Hello {
-        node: serde_json::to_vec(&other_node).unwrap(),
+    let hello = |node: &Value, capabilities| pb::Hello {
+        node: serde_json::to_vec(node).unwrap(),
         agent_version: "test".into(),
-        ..Default::default()
-    })))
-    .await
-    .unwrap();
-    let e = agent
-        .session(tonic::Request::new(
-            tokio_stream::wrappers::ReceiverStream::new(rx1),
-        ))
-        .await
-        .expect_err("a session as another node");
+        capabilities,
+    };
+    let Err(e) = open_session(agent.clone(), hello(&other_node, Vec::new())).await else {
+        panic!("a session as another node was opened");
+    };
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
 
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
     let node = json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "edge-1", "labels": {"zone": "a"}},
@@ -94,20 +89,7 @@ async fn an_agent_registers_gets_its_pods_reports_status_and_leaves() {
     });
     // An agent of the release before the capabilities were negotiated
     // (7f1d4bf): its hello lists none, and it is welcomed all the same.
-    tx.send(msg(agent_message::Msg::Hello(pb::Hello {
-        node: serde_json::to_vec(&node).unwrap(),
-        agent_version: "test".into(),
-        capabilities: Vec::new(),
-    })))
-    .await
-    .unwrap();
-    let mut down = agent
-        .session(tonic::Request::new(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, mut down) = open_session(agent, hello(&node, Vec::new())).await.unwrap();
     let first = down.message().await.unwrap().unwrap();
     match first.msg {
         Some(server_message::Msg::Welcome(w)) => {
@@ -324,7 +306,7 @@ async fn a_reconnect_that_changes_nothing_writes_nothing() {
     let ca = server.trust.ca.cert_pem().to_string();
     let objects = ObjectsClient::new(grpc_channel(server.grpc_addr, &ca).await);
     let (cert, key) = node_certificate(server.grpc_addr, &ca, &join, "edge-r").await;
-    let agent = AgentClient::new(cert_channel(server.grpc_addr, &ca, &cert, &key).await);
+    let agent = cert_channel(server.grpc_addr, &ca, &cert, &key).await;
     let node = |ip: &str| {
         json!({
             "apiVersion": "v1", "kind": "Node",
@@ -335,23 +317,14 @@ async fn a_reconnect_that_changes_nothing_writes_nothing() {
     // Opens a session with `hello`, waits for its pod list, and closes it
     // again; answers the Node's resourceVersion and address then.
     let session = |hello: Value| {
-        let mut agent = agent.clone();
+        let agent = agent.clone();
         async move {
-            let (tx, rx) = tokio::sync::mpsc::channel(4);
-            tx.send(msg(agent_message::Msg::Hello(pb::Hello {
+            let hello = pb::Hello {
                 node: serde_json::to_vec(&hello).unwrap(),
                 agent_version: "test".into(),
                 capabilities: drover_proto::caps::ours(),
-            })))
-            .await
-            .unwrap();
-            let mut down = agent
-                .session(tonic::Request::new(
-                    tokio_stream::wrappers::ReceiverStream::new(rx),
-                ))
-                .await
-                .unwrap()
-                .into_inner();
+            };
+            let (tx, mut down) = open_session(agent, hello).await.unwrap();
             next_pods(&mut down).await;
             drop(tx);
         }

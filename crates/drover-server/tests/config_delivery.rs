@@ -6,9 +6,8 @@
 //! again when it changes; one no pod references any more goes.
 
 use drover_api::Kind;
-use drover_proto::v1::agent_client::AgentClient;
-use drover_proto::v1::{self as pb, agent_message, server_message};
-use drover_testkit::{cert_channel, node_certificate, TestServer};
+use drover_proto::v1::{self as pb, server_message};
+use drover_testkit::{cert_channel, node_certificate, open_session, TestServer};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -69,25 +68,15 @@ async fn a_node_is_sent_only_what_its_pods_reference() {
     s.apply("apiVersion: v1\nkind: Secret\nmetadata: {name: unused}\nstringData: {token: never-sent}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: other}\nstringData: {token: other-node}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: one}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {mode: fast}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: edge-2}\n").await;
 
     let (cert, key) = node_certificate(&s.addr, &s.ca, &s.node_token, "edge-1").await;
-    let mut agent = AgentClient::new(cert_channel(&s.addr, &s.ca, &cert, &key).await);
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "edge-1"}});
-    tx.send(pb::AgentMessage {
-        msg: Some(agent_message::Msg::Hello(pb::Hello {
-            node: serde_json::to_vec(&node).unwrap(),
-            agent_version: "test".into(),
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut down = agent
-        .session(tonic::Request::new(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        ))
+    let hello = pb::Hello {
+        node: serde_json::to_vec(&node).unwrap(),
+        agent_version: "test".into(),
+        ..Default::default()
+    };
+    let (tx, mut down) = open_session(cert_channel(&s.addr, &s.ca, &cert, &key).await, hello)
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     let mut seen = Seen::default();
     // No pod yet: an empty set.
     config_until(&mut down, &mut seen, "nothing", |n| n.is_empty()).await;

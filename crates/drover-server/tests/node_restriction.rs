@@ -6,37 +6,30 @@
 
 use drover_proto::v1::{self as pb};
 use drover_server::limits::MAX_STATIC_PODS_PER_REPORT;
-use drover_testkit::{cert_channel, node_certificate, wait_until, TestServer};
+use drover_testkit::{
+    cert_channel, node_certificate, open_session, wait_until, AgentSession, TestServer,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::sync::mpsc::Sender;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-type Session = (Sender<pb::AgentMessage>, Streaming<pb::ServerMessage>);
+type Session = AgentSession;
 
-fn hello(name: &str) -> pb::AgentMessage {
+fn hello(name: &str) -> pb::Hello {
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
-    pb::AgentMessage {
-        msg: Some(pb::agent_message::Msg::Hello(pb::Hello {
-            node: serde_json::to_vec(&node).unwrap(),
-            agent_version: "test".into(),
-            ..Default::default()
-        })),
+    pb::Hello {
+        node: serde_json::to_vec(&node).unwrap(),
+        agent_version: "test".into(),
+        ..Default::default()
     }
 }
 
 /// An agent session on `ch` as `name`, once the welcome came.
 async fn session(ch: Channel, name: &str) -> Session {
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    tx.send(hello(name)).await.unwrap();
-    let mut down = pb::agent_client::AgentClient::new(ch)
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .expect("session")
-        .into_inner();
+    let (tx, mut down) = open_session(ch, hello(name)).await.expect("session");
     match down.message().await.expect("welcome") {
         Some(pb::ServerMessage {
             msg: Some(pb::server_message::Msg::Welcome(_)),

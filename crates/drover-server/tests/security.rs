@@ -8,7 +8,8 @@ use drover_pki::{Credential, Role};
 use drover_proto::v1::{self as pb};
 use drover_server::api::node_certs::CERT_ANNOTATION;
 use drover_testkit::{
-    authed, cert_channel, grpc_channel, node_certificate, sim_options, wait_until, TestServer,
+    authed, cert_channel, grpc_channel, node_certificate, open_session, sim_options, wait_until,
+    AgentSession, TestServer,
 };
 use protobuf::Message as _;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,35 +18,19 @@ use tonic::Code;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-fn hello(name: &str) -> pb::AgentMessage {
+fn hello(name: &str) -> pb::Hello {
     let node = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
-    pb::AgentMessage {
-        msg: Some(pb::agent_message::Msg::Hello(pb::Hello {
-            node: serde_json::to_vec(&node).unwrap(),
-            agent_version: "test".into(),
-            ..Default::default()
-        })),
+    pb::Hello {
+        node: serde_json::to_vec(&node).unwrap(),
+        agent_version: "test".into(),
+        ..Default::default()
     }
 }
 
 /// Opens an agent session on `ch` as `name`: the inbound stream once the
 /// welcome came, with the sender that keeps it open.
-async fn session(
-    ch: Channel,
-    name: &str,
-) -> Result<
-    (
-        tokio::sync::mpsc::Sender<pb::AgentMessage>,
-        tonic::Streaming<pb::ServerMessage>,
-    ),
-    tonic::Status,
-> {
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    tx.send(hello(name)).await.unwrap();
-    let mut down = pb::agent_client::AgentClient::new(ch)
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await?
-        .into_inner();
+async fn session(ch: Channel, name: &str) -> Result<AgentSession, tonic::Status> {
+    let (tx, mut down) = open_session(ch, hello(name)).await?;
     match down.message().await? {
         Some(pb::ServerMessage {
             msg: Some(pb::server_message::Msg::Welcome(_)),

@@ -49,7 +49,8 @@ pub use process::{
 };
 pub use server::{
     authed, cert_channel, client, client_certificate, client_of, fast_options, grpc_channel,
-    issue_client, loopback_options, node_certificate, restart_options, start_servers, start_voters,
-    viewer_client, wait_nodes_ready, wait_voting_members, TestServer, Voters,
+    issue_client, loopback_options, node_certificate, open_session, restart_options, start_servers,
+    start_voters, viewer_client, wait_nodes_ready, wait_voting_members, AgentSession, TestServer,
+    Voters,
 };
 pub use wait::{wait_for, wait_until, wait_until_blocking, wait_until_every};

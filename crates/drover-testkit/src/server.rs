@@ -120,6 +120,37 @@ pub async fn cert_channel(
     drover_pki::net::connect(ep, tls).await.expect("connect")
 }
 
+/// An agent session as a test holds it: the sender of the agent's
+/// messages (the stream stays open while it lives) and the server's
+/// messages (the welcome first).
+pub type AgentSession = (
+    tokio::sync::mpsc::Sender<drover_proto::v1::AgentMessage>,
+    tonic::Streaming<drover_proto::v1::ServerMessage>,
+);
+
+/// Opens an `Agent.Session` on `ch` (a channel with a node certificate)
+/// with `hello` as its first message, as an agent does; the server's
+/// refusal when it refuses the session.
+pub async fn open_session(
+    ch: Channel,
+    hello: drover_proto::v1::Hello,
+) -> Result<AgentSession, tonic::Status> {
+    use drover_proto::v1::{agent_client::AgentClient, agent_message, AgentMessage};
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tx.send(AgentMessage {
+        msg: Some(agent_message::Msg::Hello(hello)),
+    })
+    .await
+    .expect("the session's queue is open");
+    let down = AgentClient::new(ch)
+        .session(Request::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
+        .await?
+        .into_inner();
+    Ok((tx, down))
+}
+
 /// A certificate for node `name`, got from `addr` with the node token, as
 /// an agent gets it: (certificate, key).
 pub async fn node_certificate(
