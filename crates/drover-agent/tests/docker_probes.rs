@@ -303,7 +303,10 @@ async fn a_failing_liveness_probe_restarts_its_container() {
         return;
     };
     let s = &env.s;
-    // `sick` is never alive (no /tmp/alive in a new container); `well` is.
+    // `sick` is never alive (no /tmp/alive in a new container); `well` is,
+    // with room for a slow `docker exec` on a loaded machine (a probe that
+    // times out fails, as the kubelet's does: a run beside 3 busy loops on
+    // 2 cores restarted `well` once with timeoutSeconds 1, threshold 1).
     env.apply_pod(
         "lively",
         &format!(
@@ -320,7 +323,8 @@ async fn a_failing_liveness_probe_restarts_its_container() {
     livenessProbe:
       exec: {{command: ['true']}}
       periodSeconds: 1
-      failureThreshold: 1
+      timeoutSeconds: 10
+      failureThreshold: 3
 "
         ),
     )
