@@ -825,3 +825,128 @@ async fn a_node_waits_on_a_server_that_answered_its_handshake_instead_of_dialing
     agent.kill().await;
     mute.abort();
 }
+
+/// A gRPC response body that sends one message and then nothing, ever,
+/// without ending: a session whose server end is stuck.
+struct OneThenNothing(Option<Vec<u8>>);
+
+impl hyper::body::Body for OneThenNothing {
+    type Data = std::io::Cursor<Vec<u8>>;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        match self.0.take() {
+            Some(b) => {
+                std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(std::io::Cursor::new(b)))))
+            }
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
+/// A session that stops carrying anything while its HTTP/2 connection
+/// still answers pings (the stream stuck at the server's end, or a server
+/// whose transport runs while the rest of it is frozen) is given up 3 s
+/// after the server's last message, and the node opens another: the
+/// connection's keep-alive alone would never notice, and the node would
+/// never hear of a pod again. Production timings.
+#[tokio::test]
+async fn a_session_that_carries_nothing_is_given_up_though_its_connection_answers_pings() {
+    use prost::Message;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&tmp.path().join("server")).await;
+    let data_dir = tmp.path().join("agent");
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), "quiet");
+    o.data_dir = Some(data_dir.clone());
+    let agent = start_agent(o, None);
+    wait_until("quiet Ready", Duration::from_secs(15), || async {
+        s.node("quiet").await.is_some_and(|n| n.is_ready())
+    })
+    .await;
+    agent.kill().await;
+    // The member's own TLS identity, on a listener that answers every
+    // session with a welcome and then nothing (HTTP/2 pings are answered).
+    let read = |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap();
+    let tls = drover_pki::tls::server_config(
+        &read("ca.crt"),
+        &read("member.crt"),
+        &read("member.key"),
+        drover_pki::tls::Alpn::Grpc,
+    )
+    .unwrap();
+    let token = s.node_token.clone();
+    s.shutdown().await;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let welcome = drover_proto::v1::ServerMessage {
+        msg: Some(drover_proto::v1::server_message::Msg::Welcome(
+            drover_proto::v1::Welcome {
+                node: "quiet".into(),
+                heartbeat_interval_ms: 1000,
+                member: 1,
+                servers: vec![addr.clone()],
+                ..Default::default()
+            },
+        )),
+    }
+    .encode_to_vec();
+    // One gRPC frame: uncompressed, its length, the message.
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(welcome.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(&welcome);
+    let sessions = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+    let seen = sessions.clone();
+    let stuck = tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
+            let (seen, frame) = (seen.clone(), frame.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = hyper::service::service_fn(move |req| {
+                    let (seen, frame) = (seen.clone(), frame.clone());
+                    async move {
+                        if req.uri().path() == "/drover.v1.Agent/Session" {
+                            seen.lock().unwrap().push(Instant::now());
+                        }
+                        // The request (the agent's heartbeats) is never read.
+                        let _keep = req;
+                        hyper::Response::builder()
+                            .header("content-type", "application/grpc")
+                            .body(OneThenNothing(Some(frame)))
+                            .map_err(std::io::Error::other)
+                    }
+                });
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+            });
+        }
+    });
+    let _ = std::fs::remove_file(data_dir.join("servers.json"));
+    let mut o = AgentOptions::new(vec![addr], token, "quiet");
+    o.data_dir = Some(data_dir);
+    o.tuning.seed = Some(7);
+    let agent = start_agent(o, None);
+    wait_until("a second session", Duration::from_secs(20), || async {
+        sessions.lock().unwrap().len() >= 2
+    })
+    .await;
+    let at = sessions.lock().unwrap().clone();
+    let gap = at[1] - at[0];
+    eprintln!("first session -> the next: {gap:?}");
+    // 3 s of silence, then a reconnect pause (200 ms to 1 s, jittered);
+    // the connection's keep-alive (1.5 s + 10 s) would take 11.5 s.
+    assert!(
+        gap >= Duration::from_millis(2900) && gap < Duration::from_secs(6),
+        "{gap:?}"
+    );
+    agent.kill().await;
+    stuck.abort();
+}

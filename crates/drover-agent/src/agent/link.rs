@@ -116,7 +116,33 @@ struct Up {
     next_heartbeat: Instant,
     /// The server sent the pod list of this session.
     got_pods: bool,
+    /// The last message of the server, moved later by this agent's own
+    /// stalls (see [`Link::woke`]).
+    last_heard: Instant,
+    /// The session is given up after this long without a message of the
+    /// server; `None` with a server that does not answer heartbeats.
+    silence: Option<Duration>,
 }
+
+/// A session whose server sent nothing for this long (at least three
+/// heartbeat intervals) is given up.
+///
+/// The server answers every heartbeat and every report (one a second at
+/// least) with a message on the session, so a live session never goes
+/// this quiet: silence means a frozen server, a link cut without a reset,
+/// or a stream that carries nothing any more while the HTTP/2 connection
+/// under it still answers pings. The connection's own keep-alive
+/// ([`crate::link`]) is only the backstop: hyper judges a ping's answer
+/// before it reads what arrived, so a process that stalls (10,000 sim
+/// nodes taking their pods at once on one core) found every connection
+/// with a ping out timed out, with the answers unread in its sockets.
+const SILENCE: Duration = Duration::from_secs(3);
+
+/// A wake-up this much later than the loop asked for means the agent
+/// itself did not run (its process stalled, or its machine is
+/// overloaded): the silence rule does not count that time against the
+/// server (see [`Link::woke`]).
+const LATE_WAKE: Duration = Duration::from_millis(250);
 
 /// What the link brings to the sync loop.
 pub(super) enum LinkEvent {
@@ -157,6 +183,17 @@ pub(super) struct Link {
     /// retried with the same key, which owns the name, instead of a new
     /// one the server must refuse for ever.
     own_key: Option<drover_pki::Credential>,
+}
+
+/// When a server's silence counts from: its last message at `last`, moved
+/// later by how late the loop woke at `now` for a deadline of `armed`
+/// when that is more than [`LATE_WAKE`] (never past `now`).
+fn heard_as_of(last: Instant, armed: Instant, now: Instant) -> Instant {
+    let late = now.saturating_duration_since(armed);
+    if late <= LATE_WAKE {
+        return last;
+    }
+    (last + late).min(now)
 }
 
 /// Where a node keeps the cluster's members as last heard (JSON list of
@@ -351,7 +388,27 @@ impl Link {
         match &self.state {
             State::Down => Some(self.retry_at),
             State::Opening(o) => o.next_at,
-            State::Up(up) => Some(up.next_heartbeat),
+            State::Up(up) => Some(match up.silence {
+                Some(s) => up.next_heartbeat.min(up.last_heard + s),
+                None => up.next_heartbeat,
+            }),
+        }
+    }
+
+    /// The server said something on the session.
+    pub(super) fn heard(&mut self, now: Instant) {
+        if let State::Up(up) = &mut self.state {
+            up.last_heard = now;
+        }
+    }
+
+    /// The loop woke at `now` for a deadline of `armed`: a wake-up late by
+    /// more than [`LATE_WAKE`] means this agent did not run meanwhile, and
+    /// whatever the server sent may still wait unread in the socket, so the
+    /// server's silence is counted from that much later.
+    pub(super) fn woke(&mut self, armed: Instant, now: Instant) {
+        if let State::Up(up) = &mut self.state {
+            up.last_heard = heard_as_of(up.last_heard, armed, now);
         }
     }
 
@@ -398,6 +455,16 @@ impl Link {
             self.down(shared, &me.name, "renewing the node certificate");
             self.retry_at = now;
             self.open(shared, me);
+        }
+        if let State::Up(up) = &self.state {
+            if let Some(s) = up.silence.filter(|s| now >= up.last_heard + *s) {
+                let why = format!(
+                    "the server sent nothing for {} s (heartbeats unanswered): giving the session up",
+                    s.as_secs_f64()
+                );
+                self.down(shared, &me.name, &why);
+                return;
+            }
         }
         if let State::Up(up) = &mut self.state {
             if now >= up.next_heartbeat {
@@ -647,11 +714,17 @@ impl Link {
                 self.reconnect.reset();
                 self.failures = 0;
                 shared.stats.connected.fetch_add(1, Ordering::Relaxed);
+                let silence = session
+                    .peer
+                    .supports(drover_proto::caps::HEARTBEAT_ACK)
+                    .then(|| SILENCE.max(every * 3));
                 self.state = State::Up(Box::new(Up {
                     session: *session,
                     heartbeat_every: every,
                     next_heartbeat: now + phase,
                     got_pods: false,
+                    last_heard: now,
+                    silence,
                 }));
                 true
             }
@@ -859,6 +932,29 @@ mod tests {
         }
         assert_eq!(seen, [1, 2, 3, 4].into_iter().collect());
         assert_eq!(next_server(&list(&["a"]), 0, &[], 0, &mut rng), 0);
+    }
+
+    #[test]
+    fn the_agents_own_stall_is_not_counted_as_the_servers_silence() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // On time, or a little late: the silence counts from the message.
+        assert_eq!(heard_as_of(t0, t0 + s(1), t0 + s(1)), t0);
+        assert_eq!(heard_as_of(t0, t0 + s(1), t0 + s(1) + LATE_WAKE), t0);
+        // The process stalled 6 s a second after the last message: 1 s of
+        // silence counted, not 7 (the answers wait unread in the socket).
+        let after = heard_as_of(t0, t0 + s(1), t0 + s(7));
+        assert_eq!(t0 + s(7) - after, s(1));
+        assert!(t0 + s(7) < after + SILENCE);
+        // Only the time the loop was on time counts (100 ms here).
+        assert_eq!(
+            heard_as_of(t0 + ms(900), t0 + s(1), t0 + s(5)),
+            t0 + ms(4900)
+        );
+        // A message that came after the deadline was set: never counted
+        // from a time still to come.
+        assert_eq!(heard_as_of(t0 + ms(900), t0, t0 + s(2)), t0 + s(2));
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub(crate) struct NodeAgent<R: Runtime> {
     remote: crate::remote::Remote<R>,
     /// Wakes the loop when the next thing is due.
     timer: Pin<Box<Sleep>>,
+    /// The deadline `timer` was last set to: how late the loop woke says
+    /// whether the agent itself stalled (`Link::woke`).
+    armed: Instant,
     /// The pods must be synced with the runtime now.
     dirty: bool,
     /// When they must be synced at the latest.
@@ -206,6 +209,7 @@ impl<R: Runtime> NodeAgent<R> {
             probes: Probes::new(),
             statics: Statics::default(),
             timer: Box::pin(tokio::time::sleep_until(now)),
+            armed: now,
             dirty: true,
             next_sync: now,
             events: events::Events::new(Correlator::new(shared.tuning.events)),
@@ -317,6 +321,7 @@ impl<R: Runtime> NodeAgent<R> {
 
     async fn next_event(&mut self, shutdown: Pin<&mut impl Future<Output = ()>>) -> Event {
         let deadline = self.deadline();
+        self.armed = deadline;
         self.timer.as_mut().reset(deadline);
         let ops = &mut self.ops;
         let link = &mut self.link;
@@ -340,6 +345,7 @@ impl<R: Runtime> NodeAgent<R> {
     /// Does whatever is due.
     async fn tick(&mut self) {
         let now = self.shared.clock.now();
+        self.link.woke(self.armed, now);
         self.link.tick(&self.shared, &self.me, now);
         if self.dirty || now >= self.next_sync {
             self.sync().await;
@@ -360,6 +366,9 @@ impl<R: Runtime> NodeAgent<R> {
     }
 
     async fn inbound(&mut self, r: Result<Option<pb::ServerMessage>, Status>) {
+        if let Ok(Some(_)) = &r {
+            self.link.heard(self.shared.clock.now());
+        }
         match r {
             Ok(Some(m)) => match m.msg {
                 Some(server_message::Msg::Pods(p)) => self.desired(p).await,
