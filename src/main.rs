@@ -6,13 +6,6 @@ mod serve;
 mod up;
 
 use anyhow::Result;
-
-/// mimalloc instead of glibc's malloc, whose allocation and consolidation
-/// took about a fifth of a busy server's CPU (docs/benchmarks.md, "The
-/// allocator"); built without eager arena commit (`.cargo/config.toml`),
-/// which doubled a small agent's memory.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use drover_cli::commands::{self, KvOutput};
 use drover_cli::kubectl::{self, Shell};
@@ -21,6 +14,13 @@ use serve::{run_server, shutdown_signal, ServerArgs};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// mimalloc instead of glibc's malloc, whose allocation and consolidation
+/// took about a fifth of a busy server's CPU (docs/benchmarks.md, "The
+/// allocator"); built without eager arena commit (`.cargo/config.toml`),
+/// which doubled a small agent's memory.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(

@@ -738,31 +738,27 @@ async fn a_leave_finds_the_node_by_its_data_dir_and_fails_when_no_server_takes_i
     assert!(dir.join("node.crt").exists());
 }
 
-/// A server that answers the node's TLS handshake but then is slow to open
-/// its session (registering the node, behind on its work) gets no second
-/// connection from the node while it works. Attempts beside a first one
-/// are for a link or a server that does not answer at all (the test
-/// above); on a busy server each would only add a handshake to its load
-/// (a 10,000-node sim on a busy server opened up to 10 connections a node
-/// and the server never caught up). Production timings.
-#[tokio::test]
-async fn a_node_waits_on_a_server_that_answered_its_handshake_instead_of_dialing_it_again() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let data_dir = tmp.path().join("agent");
-    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), "busy");
+/// A node `name` that joined a test member and was then stopped without
+/// leaving (it keeps its certificate and Node), and the member gone: the
+/// member's own TLS identity (for a stand-in server the node trusts), the
+/// node token and the node's data dir, with no member list saved (the node
+/// tries only the address it is given).
+async fn joined_then_member_gone(
+    tmp: &std::path::Path,
+    name: &str,
+) -> (tokio_rustls::TlsAcceptor, String, PathBuf) {
+    let s = TestServer::start(&tmp.join("server")).await;
+    let data_dir = tmp.join("agent");
+    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), name);
     o.data_dir = Some(data_dir.clone());
     let agent = start_agent(o, None);
-    wait_until("busy Ready", Duration::from_secs(15), || async {
-        s.node("busy").await.is_some_and(|n| n.is_ready())
-    })
+    wait_until(
+        &format!("{name} Ready"),
+        Duration::from_secs(15),
+        || async { s.node(name).await.is_some_and(|n| n.is_ready()) },
+    )
     .await;
-    // Stopped without leaving: the node keeps its certificate and Node.
     agent.kill().await;
-    // The member's own TLS identity, on a listener that completes every
-    // handshake and speaks HTTP/2 (it answers pings) but never answers a
-    // request: a server too busy to open the session.
     let read = |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap();
     let tls = drover_pki::tls::server_config(
         &read("ca.crt"),
@@ -773,32 +769,78 @@ async fn a_node_waits_on_a_server_that_answered_its_handshake_instead_of_dialing
     .unwrap();
     let token = s.node_token.clone();
     s.shutdown().await;
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap().to_string();
+    let _ = std::fs::remove_file(data_dir.join("servers.json"));
+    (tokio_rustls::TlsAcceptor::from(tls), token, data_dir)
+}
+
+/// Serves HTTP/2 with `svc` over TLS on `l` (pings answered, as hyper
+/// does); counts the connections accepted and the handshakes completed.
+fn serve_h2<S, B>(
+    l: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    svc: S,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicUsize>,
+)
+where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<B>,
+            Error = std::io::Error,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let (dials, handshakes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (d, h) = (dials.clone(), handshakes.clone());
-    let mute = tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         while let Ok((tcp, _)) = l.accept().await {
             d.fetch_add(1, Ordering::SeqCst);
-            let (acceptor, h) = (tokio_rustls::TlsAcceptor::from(tls.clone()), h.clone());
+            let (acceptor, h, svc) = (acceptor.clone(), h.clone(), svc.clone());
             tokio::spawn(async move {
-                if let Ok(stream) = acceptor.accept(tcp).await {
-                    h.fetch_add(1, Ordering::SeqCst);
-                    let never = hyper::service::service_fn(|_req| {
-                        std::future::pending::<Result<hyper::Response<String>, std::io::Error>>()
-                    });
-                    let _ = hyper::server::conn::http2::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), never)
-                    .await;
-                }
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                h.fetch_add(1, Ordering::SeqCst);
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
             });
         }
     });
-    // Only the mute listener: not the member list the welcome saved.
-    let _ = std::fs::remove_file(data_dir.join("servers.json"));
+    (task, dials, handshakes)
+}
+
+/// A server that answers the node's TLS handshake but then is slow to open
+/// its session (registering the node, behind on its work) gets no second
+/// connection from the node while it works. Attempts beside a first one
+/// are for a link or a server that does not answer at all (the test
+/// above); on a busy server each would only add a handshake to its load
+/// (a 10,000-node sim on a busy server opened up to 10 connections a node
+/// and the server never caught up). Production timings.
+#[tokio::test]
+async fn a_node_waits_on_a_server_that_answered_its_handshake_instead_of_dialing_it_again() {
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    // The member's own TLS identity, on a listener that completes every
+    // handshake and speaks HTTP/2 (it answers pings) but never answers a
+    // request: a server too busy to open the session.
+    let (acceptor, token, data_dir) = joined_then_member_gone(tmp.path(), "busy").await;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let never = hyper::service::service_fn(|_req| {
+        std::future::pending::<Result<hyper::Response<String>, std::io::Error>>()
+    });
+    let (mute, dials, handshakes) = serve_h2(l, acceptor, never);
     let mut o = AgentOptions::new(vec![addr], token, "busy");
     o.data_dir = Some(data_dir);
     o.tuning.seed = Some(7);
@@ -857,28 +899,9 @@ impl hyper::body::Body for OneThenNothing {
 async fn a_session_that_carries_nothing_is_given_up_though_its_connection_answers_pings() {
     use prost::Message;
     let tmp = tempfile::tempdir().unwrap();
-    let s = TestServer::start(&tmp.path().join("server")).await;
-    let data_dir = tmp.path().join("agent");
-    let mut o = AgentOptions::new(vec![s.addr.clone()], s.node_token.clone(), "quiet");
-    o.data_dir = Some(data_dir.clone());
-    let agent = start_agent(o, None);
-    wait_until("quiet Ready", Duration::from_secs(15), || async {
-        s.node("quiet").await.is_some_and(|n| n.is_ready())
-    })
-    .await;
-    agent.kill().await;
     // The member's own TLS identity, on a listener that answers every
     // session with a welcome and then nothing (HTTP/2 pings are answered).
-    let read = |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap();
-    let tls = drover_pki::tls::server_config(
-        &read("ca.crt"),
-        &read("member.crt"),
-        &read("member.key"),
-        drover_pki::tls::Alpn::Grpc,
-    )
-    .unwrap();
-    let token = s.node_token.clone();
-    s.shutdown().await;
+    let (acceptor, token, data_dir) = joined_then_member_gone(tmp.path(), "quiet").await;
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let welcome = drover_proto::v1::ServerMessage {
@@ -899,37 +922,21 @@ async fn a_session_that_carries_nothing_is_given_up_though_its_connection_answer
     frame.extend_from_slice(&welcome);
     let sessions = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
     let seen = sessions.clone();
-    let stuck = tokio::spawn(async move {
-        while let Ok((tcp, _)) = l.accept().await {
-            let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
-            let (seen, frame) = (seen.clone(), frame.clone());
-            tokio::spawn(async move {
-                let Ok(stream) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc = hyper::service::service_fn(move |req| {
-                    let (seen, frame) = (seen.clone(), frame.clone());
-                    async move {
-                        if req.uri().path() == "/drover.v1.Agent/Session" {
-                            seen.lock().unwrap().push(Instant::now());
-                        }
-                        // The request (the agent's heartbeats) is never read.
-                        let _keep = req;
-                        hyper::Response::builder()
-                            .header("content-type", "application/grpc")
-                            .body(OneThenNothing(Some(frame)))
-                            .map_err(std::io::Error::other)
-                    }
-                });
-                let _ =
-                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                        .timer(hyper_util::rt::TokioTimer::new())
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
-            });
+    let svc = hyper::service::service_fn(move |req| {
+        let (seen, frame) = (seen.clone(), frame.clone());
+        async move {
+            if req.uri().path() == "/drover.v1.Agent/Session" {
+                seen.lock().unwrap().push(Instant::now());
+            }
+            // The request (the agent's heartbeats) is never read.
+            let _keep = req;
+            hyper::Response::builder()
+                .header("content-type", "application/grpc")
+                .body(OneThenNothing(Some(frame)))
+                .map_err(std::io::Error::other)
         }
     });
-    let _ = std::fs::remove_file(data_dir.join("servers.json"));
+    let (stuck, _, _) = serve_h2(l, acceptor, svc);
     let mut o = AgentOptions::new(vec![addr], token, "quiet");
     o.data_dir = Some(data_dir);
     o.tuning.seed = Some(7);
