@@ -18,7 +18,9 @@ use std::time::Duration;
 /// mimalloc instead of glibc's malloc, whose allocation and consolidation
 /// took about a fifth of a busy server's CPU (docs/benchmarks.md, "The
 /// allocator"); built without eager arena commit (`.cargo/config.toml`),
-/// which doubled a small agent's memory.
+/// which doubled a small agent's memory. `--no-default-features` builds
+/// on the system allocator, for heap profilers that interpose malloc.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
