@@ -85,7 +85,12 @@ pub fn write_private(path: &std::path::Path, data: &[u8]) -> Result<(), Error> {
         let path = p.display().to_string();
         move |source| Error::Io { what, path, source }
     };
-    let tmp = path.with_extension("tmp");
+    // Beside the file, named after all of it: `node.key` and `node.crt`
+    // never share one temporary file (`with_extension` would give both
+    // `node.tmp`), nor do two processes (the pid).
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
     {
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create(true).truncate(true);
@@ -111,5 +116,43 @@ pub fn read_optional(path: &std::path::Path) -> Result<Option<String>, Error> {
             path: path.display().to_string(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `node.key` and `node.crt` written at the same time each end whole:
+    /// their temporary files are their own (both were once `node.tmp`, and
+    /// one write could rename the other's content, or fail to find its
+    /// own).
+    #[test]
+    fn two_files_of_one_stem_written_at_once_each_end_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, crt) = (dir.path().join("node.key"), dir.path().join("node.crt"));
+        for round in 0..50 {
+            let k = format!("key {round}").repeat(200);
+            let c = format!("crt {round}").repeat(200);
+            std::thread::scope(|s| {
+                let a = s.spawn(|| write_private(&key, k.as_bytes()));
+                let b = s.spawn(|| write_private(&crt, c.as_bytes()));
+                a.join().unwrap().unwrap();
+                b.join().unwrap().unwrap();
+            });
+            assert_eq!(std::fs::read_to_string(&key).unwrap(), k);
+            assert_eq!(std::fs::read_to_string(&crt).unwrap(), c);
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "no temporary file is left: {left:?}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&crt).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 }
