@@ -155,8 +155,10 @@ fn still_bound(cache: &Informer, name: &str, serial: &str) -> bool {
         .is_some_and(|n| bound_serial(n) == Some(serial))
 }
 
-/// How often a session looks whether the cluster's servers changed.
-const SERVERS_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a session waits to send the member list again after a full
+/// queue held it back. Only then: a session with nothing held back keeps
+/// no timer (10,000 idle sessions, no wake-ups).
+const SERVERS_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The first message of a session.
 pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
@@ -187,11 +189,13 @@ pub fn agent_peer(hello: &pb::Hello) -> drover_proto::caps::Peer {
 }
 
 /// Sends the member list to the agent when it differs from `sent` (what
-/// it was last sent).
-fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) {
+/// it was last sent). Answers whether it is still to be sent: a full
+/// queue held it back (`sent` is then cleared, so that the next try sends
+/// it whatever it is by then).
+fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) -> bool {
     let now = ctx.voters();
     if now == *sent || now.is_empty() {
-        return;
+        return false;
     }
     *sent = now;
     let m = pb::ServerMessage {
@@ -200,9 +204,10 @@ fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) {
         })),
     };
     if tx.try_send(Ok(m)).is_err() {
-        // A full queue: the next tick says it again.
         sent.clear();
+        return true;
     }
+    false
 }
 
 /// Batches of pod events a session holds while they are written.
@@ -311,12 +316,12 @@ pub fn run(
         let mut node_objects = cache.subscribe_node_object(&node);
         // The member list goes again as soon as it changes (a member that
         // joins or is promoted): a node that joined a cluster still
-        // forming must not know only the one address it was given. The
-        // tick resends what a full queue held back.
+        // forming must not know only the one address it was given. What a
+        // full queue held back goes again after SERVERS_RETRY (the only
+        // timer a session ever has).
         let mut membership = ctx.store.subscribe_members();
         membership.borrow_and_update();
-        let mut members = tokio::time::interval(SERVERS_CHECK);
-        members.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retry: Option<tokio::time::Instant> = None;
         // The agent follows the member list: it got it in the welcome and
         // gets it again whenever it changes.
         let mut servers = ctx.voters();
@@ -330,7 +335,17 @@ pub fn run(
             tokio::spawn(async move {
                 let mut budget = super::events::Budget::default();
                 while let Some(e) = events_rx.recv().await {
-                    super::events::write(&objects, &cache, &node, e, &mut budget).await;
+                    // Boxed: the task idles in `recv` far longer than it
+                    // writes, and 10,000 idle tasks should not each hold
+                    // room for a write in flight.
+                    Box::pin(super::events::write(
+                        &objects,
+                        &cache,
+                        &node,
+                        e,
+                        &mut budget,
+                    ))
+                    .await;
                 }
             });
         }
@@ -367,11 +382,13 @@ pub fn run(
                     if r.is_err() {
                         break;
                     }
-                    send_servers(&ctx, &tx, &mut servers);
+                    retry = send_servers(&ctx, &tx, &mut servers)
+                        .then(|| tokio::time::Instant::now() + SERVERS_RETRY);
                     continue;
                 }
-                _ = members.tick() => {
-                    send_servers(&ctx, &tx, &mut servers);
+                _ = sleep_until(retry), if retry.is_some() => {
+                    retry = send_servers(&ctx, &tx, &mut servers)
+                        .then(|| tokio::time::Instant::now() + SERVERS_RETRY);
                     continue;
                 }
             };
@@ -386,8 +403,11 @@ pub fn run(
                         ack(&tx);
                         statuses.offer(s).await;
                     }
+                    // The rare writes below are boxed: the reader's future
+                    // is as large as the largest thing it awaits inline,
+                    // for the whole life of the session.
                     Some(agent_message::Msg::Leave(_)) => {
-                        match objects.delete(Kind::Node, "", &node).await {
+                        match Box::pin(objects.delete(Kind::Node, "", &node)).await {
                             Ok(_) => tracing::info!(node = %node, "node left the cluster"),
                             Err(e) => tracing::warn!(node = %node, "leave: {e}"),
                         }
@@ -404,7 +424,7 @@ pub fn run(
                     Some(agent_message::Msg::StaticPods(s)) => {
                         ctx.heartbeats.beat(&node);
                         ack(&tx);
-                        super::mirror::reconcile(&objects, &cache, &node, s).await;
+                        Box::pin(super::mirror::reconcile(&objects, &cache, &node, s)).await;
                     }
                     Some(agent_message::Msg::Hello(_)) | None => {}
                     Some(other) => remote.deliver(other),
@@ -416,6 +436,15 @@ pub fn run(
         statuses.close();
         tracing::info!(node = %node, "agent disconnected");
     });
+}
+
+/// Sleeps until `at` (never, for `None`: the caller's `select!` guard
+/// keeps it from being polled then).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Answers a heartbeat (or a status report, which the agent sends instead
