@@ -203,7 +203,7 @@ fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) -> bool {
             servers: sent.clone(),
         })),
     };
-    if tx.try_send(Ok(m)).is_err() {
+    if tx.try_send(Ok(Box::new(m))).is_err() {
         sent.clear();
         return true;
     }
@@ -284,7 +284,7 @@ pub fn run(
                 let msg = pb::ServerMessage {
                     msg: Some(server_message::Msg::Config(config)),
                 };
-                if push_tx.send(Ok(msg)).await.is_err() {
+                if push_tx.send(Ok(Box::new(msg))).await.is_err() {
                     return;
                 }
                 sent_config = Some(config_hash);
@@ -296,7 +296,7 @@ pub fn run(
                 let msg = pb::ServerMessage {
                     msg: Some(server_message::Msg::Pods(pods)),
                 };
-                if push_tx.send(Ok(msg)).await.is_err() {
+                if push_tx.send(Ok(Box::new(msg))).await.is_err() {
                     return;
                 }
             }
@@ -453,9 +453,9 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 /// timer per session (the node lifecycle controller judges every node's
 /// last heartbeat in one pass). A full queue already carries traffic.
 fn ack(tx: &SessionTx) {
-    let _ = tx.try_send(Ok(pb::ServerMessage {
+    let _ = tx.try_send(Ok(Box::new(pb::ServerMessage {
         msg: Some(server_message::Msg::HeartbeatAck(pb::HeartbeatAck {})),
-    }));
+    })));
 }
 
 #[cfg(test)]

@@ -31,7 +31,10 @@ pub struct AgentSvc {
 
 #[tonic::async_trait]
 impl agent_server::Agent for AgentSvc {
-    type SessionStream = ReceiverStream<Result<pb::ServerMessage, Status>>;
+    type SessionStream = tokio_stream::adapters::Map<
+        ReceiverStream<Result<Box<pb::ServerMessage>, Status>>,
+        fn(Result<Box<pb::ServerMessage>, Status>) -> Result<pb::ServerMessage, Status>,
+    >;
 
     async fn session(
         &self,
@@ -98,7 +101,7 @@ impl agent_server::Agent for AgentSvc {
         }
 
         let (tx, rx) = tokio::sync::mpsc::channel(SESSION_QUEUE);
-        tx.send(Ok(session::welcome(&self.ctx, &node)))
+        tx.send(Ok(Box::new(session::welcome(&self.ctx, &node))))
             .await
             .map_err(|_| Status::cancelled("the agent went away"))?;
         session::run(
@@ -110,6 +113,9 @@ impl agent_server::Agent for AgentSvc {
             tx,
             inbound,
         );
-        Ok(Response::new(ReceiverStream::new(rx)))
+        use tokio_stream::StreamExt;
+        let unbox: fn(Result<Box<pb::ServerMessage>, Status>) -> Result<pb::ServerMessage, Status> =
+            |m| m.map(|b| *b);
+        Ok(Response::new(ReceiverStream::new(rx).map(unbox)))
     }
 }
