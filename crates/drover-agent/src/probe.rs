@@ -374,7 +374,7 @@ pub(crate) async fn run_worker<R: Runtime>(
     clock: Arc<dyn Clock>,
     probed: Probed,
     mut probes: ContainerProbes,
-    tx: mpsc::Sender<ProbeReport>,
+    tx: mpsc::Sender<Box<ProbeReport>>,
 ) {
     let Probed {
         container,
@@ -422,7 +422,7 @@ pub(crate) async fn run_worker<R: Runtime>(
             message,
             failed,
         };
-        if tx.send(report).await.is_err() {
+        if tx.send(Box::new(report)).await.is_err() {
             return;
         }
     }

@@ -50,14 +50,14 @@ const EXEC_TIMEOUT: Duration = Duration::from_secs(300);
 /// statuses, leave) first; output only when no control message waits. It
 /// ends when the control queue closes (the agent dropped the session).
 pub(crate) struct Outbound {
-    control: mpsc::Receiver<pb::AgentMessage>,
+    control: mpsc::Receiver<Box<pb::AgentMessage>>,
     output: mpsc::Receiver<pb::AgentMessage>,
 }
 
 impl Outbound {
     /// Merges the two queues, control first.
     pub(crate) fn new(
-        control: mpsc::Receiver<pb::AgentMessage>,
+        control: mpsc::Receiver<Box<pb::AgentMessage>>,
         output: mpsc::Receiver<pb::AgentMessage>,
     ) -> Self {
         Outbound { control, output }
@@ -70,7 +70,7 @@ impl Stream for Outbound {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         match this.control.poll_recv(cx) {
-            Poll::Ready(m) => return Poll::Ready(m),
+            Poll::Ready(m) => return Poll::Ready(m.map(|m| *m)),
             Poll::Pending => {}
         }
         match this.output.poll_recv(cx) {
@@ -505,14 +505,14 @@ mod tests {
         let mut s = Outbound::new(crx, orx);
         otx.send(msg(10)).await.unwrap();
         otx.send(msg(11)).await.unwrap();
-        ctx.send(msg(1)).await.unwrap();
+        ctx.send(Box::new(msg(1))).await.unwrap();
         assert_eq!(id(s.next().await), 1, "control first");
         assert_eq!(id(s.next().await), 10);
-        ctx.send(msg(2)).await.unwrap();
+        ctx.send(Box::new(msg(2))).await.unwrap();
         assert_eq!(id(s.next().await), 2, "control jumps the queue");
         assert_eq!(id(s.next().await), 11);
         drop(otx);
-        ctx.send(msg(3)).await.unwrap();
+        ctx.send(Box::new(msg(3))).await.unwrap();
         assert_eq!(id(s.next().await), 3, "no output sender left is fine");
         drop(ctx);
         assert!(s.next().await.is_none(), "ends with the control queue");

@@ -24,7 +24,7 @@ const MAX_MESSAGES_PER_FLUSH: usize = 10;
 pub(super) struct Events {
     correlator: Correlator,
     sink: EventSink,
-    rx: mpsc::UnboundedReceiver<Note>,
+    rx: mpsc::UnboundedReceiver<Box<Note>>,
     last_flush: Option<Instant>,
 }
 
@@ -61,7 +61,7 @@ impl Events {
     }
 
     /// The notes of the runtime operations, in order.
-    pub(super) fn notes(&mut self) -> &mut mpsc::UnboundedReceiver<Note> {
+    pub(super) fn notes(&mut self) -> &mut mpsc::UnboundedReceiver<Box<Note>> {
         &mut self.rx
     }
 
@@ -74,7 +74,7 @@ impl Events {
             n += 1;
         }
         while let Ok(note) = self.rx.try_recv() {
-            self.correlator.observe(note, wall);
+            self.correlator.observe(*note, wall);
             n += 1;
         }
         shared.stats.events_noted.fetch_add(n, Ordering::Relaxed);

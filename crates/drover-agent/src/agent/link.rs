@@ -476,7 +476,7 @@ impl Link {
                 let hb = pb::AgentMessage {
                     msg: Some(agent_message::Msg::Heartbeat(pb::Heartbeat {})),
                 };
-                if let Err(TrySendError::Closed(_)) = up.session.tx.try_send(hb) {
+                if let Err(TrySendError::Closed(_)) = up.session.tx.try_send(Box::new(hb)) {
                     self.down(shared, &me.name, "the session's queue closed");
                 }
             }
@@ -777,7 +777,7 @@ impl Link {
         let State::Up(up) = &mut self.state else {
             return false;
         };
-        match up.session.tx.try_send(msg) {
+        match up.session.tx.try_send(Box::new(msg)) {
             Ok(()) => {
                 // The server counts a report as a heartbeat.
                 up.next_heartbeat = now + up.heartbeat_every;
@@ -879,7 +879,7 @@ async fn say_leave(mut session: Session, timeout: Duration) -> bool {
         msg: Some(agent_message::Msg::Leave(pb::Leave {})),
     };
     let work = async {
-        if session.tx.send(leave).await.is_err() {
+        if session.tx.send(Box::new(leave)).await.is_err() {
             return false;
         }
         loop {

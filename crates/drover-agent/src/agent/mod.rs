@@ -268,10 +268,13 @@ impl<R: Runtime> NodeAgent<R> {
                 Event::Static(pods) => self.static_changed(pods),
             }
         }
+        // Boxed: the loop's future lives as long as the node, and inline
+        // these two made it 8.5 KiB instead of 3.6 (a debug build's
+        // size_of_val): 50 MiB of a 10,000-node sim.
         if self.shared.leave_on_stop {
-            self.leave().await
+            Box::pin(self.leave()).await
         } else {
-            self.stop().await
+            Box::pin(self.stop()).await
         }
     }
 
@@ -333,7 +336,7 @@ impl<R: Runtime> NodeAgent<R> {
             biased;
             _ = shutdown => Event::Shutdown,
             // Before the operations: a start's events come before its end.
-            Some(n) = notes.recv() => Event::Note(n),
+            Some(n) = notes.recv() => Event::Note(*n),
             Some(r) = ops.join_next(), if !ops.is_empty() => Event::Op(r),
             Some(r) = probes.recv() => Event::Probe(r),
             Some(p) = statics.recv() => Event::Static(p),
