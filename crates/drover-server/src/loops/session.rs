@@ -189,13 +189,13 @@ pub fn agent_peer(hello: &pb::Hello) -> drover_proto::caps::Peer {
 }
 
 /// Sends the member list to the agent when it differs from `sent` (what
-/// it was last sent). Answers whether it is still to be sent: a full
-/// queue held it back (`sent` is then cleared, so that the next try sends
-/// it whatever it is by then).
-fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) -> bool {
+/// it was last sent). Answers when to try again if a full queue held it
+/// back (`sent` is then cleared, so that the next try sends it whatever
+/// it is by then).
+fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) -> Option<tokio::time::Instant> {
     let now = ctx.voters();
     if now == *sent || now.is_empty() {
-        return false;
+        return None;
     }
     *sent = now;
     let m = pb::ServerMessage {
@@ -205,9 +205,9 @@ fn send_servers(ctx: &Ctx, tx: &SessionTx, sent: &mut Vec<String>) -> bool {
     };
     if tx.try_send(Ok(Box::new(m))).is_err() {
         sent.clear();
-        return true;
+        return Some(tokio::time::Instant::now() + SERVERS_RETRY);
     }
-    false
+    None
 }
 
 /// Batches of pod events a session holds while they are written.
@@ -382,13 +382,11 @@ pub fn run(
                     if r.is_err() {
                         break;
                     }
-                    retry = send_servers(&ctx, &tx, &mut servers)
-                        .then(|| tokio::time::Instant::now() + SERVERS_RETRY);
+                    retry = send_servers(&ctx, &tx, &mut servers);
                     continue;
                 }
                 _ = sleep_until(retry), if retry.is_some() => {
-                    retry = send_servers(&ctx, &tx, &mut servers)
-                        .then(|| tokio::time::Instant::now() + SERVERS_RETRY);
+                    retry = send_servers(&ctx, &tx, &mut servers);
                     continue;
                 }
             };
