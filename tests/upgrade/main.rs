@@ -251,6 +251,14 @@ async fn rolling_upgrade_and_downgrade_with_skew() {
         nodes - 1
     );
 
+    // A new member sent its raft messages to the old ones one call each:
+    // they answer that they have no `Raft.Stream`.
+    let fallbacks = c.member_log_lines("has no raft stream (an older version)");
+    assert!(
+        fallbacks >= 1,
+        "no new member logged falling back to one call per raft batch for an old member"
+    );
+
     // No member's upgrade restarted a container: every steady pod is the
     // same pod with the same container, started at the same time.
     let steady_after_servers = wait_for("steady Running and Ready", CONVERGE, || async {

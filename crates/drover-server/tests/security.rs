@@ -260,6 +260,15 @@ async fn a_node_certificate_may_call_nothing_but_its_own_session() {
         .await,
     );
     refused(
+        "a forged raft heartbeat on a stream",
+        raft.stream(tokio_stream::iter(vec![pb::RaftBatch {
+            from: s.server.ctx.id,
+            from_addr: String::new(),
+            msgs: vec![m.write_to_bytes().unwrap()],
+        }]))
+        .await,
+    );
+    refused(
         "relayed heartbeats",
         raft.heartbeats(pb::HeartbeatBatch {
             nodes: vec!["other".into()],
@@ -309,6 +318,16 @@ async fn raft_messages_are_taken_only_from_the_member_that_signs_them() {
         .await
         .expect_err("sent as another member");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    // The same on a stream: its first batch ends it.
+    let e = raft
+        .stream(tokio_stream::iter(vec![pb::RaftBatch {
+            from: s.server.ctx.id,
+            from_addr: String::new(),
+            msgs: vec![m.write_to_bytes().unwrap()],
+        }]))
+        .await
+        .expect_err("streamed as another member");
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
 
     // Anonymous, even with a join token: refused before it is read.
     let anon = grpc_channel(&s.addr, &s.ca).await;
@@ -323,6 +342,18 @@ async fn raft_messages_are_taken_only_from_the_member_that_signs_them() {
         ))
         .await;
     refused("raft with the server token", r);
+    let anon = grpc_channel(&s.addr, &s.ca).await;
+    let r = pb::raft_client::RaftClient::new(anon)
+        .stream(authed(
+            tokio_stream::iter(vec![pb::RaftBatch {
+                from: 0x5eed,
+                from_addr: String::new(),
+                msgs: vec![m.write_to_bytes().unwrap()],
+            }]),
+            &s.server.identity.server_token,
+        ))
+        .await;
+    refused("a raft stream with the server token", r);
     assert_eq!(s.server.store.leader().term, term);
     assert!(s.server.store.leader().is_leader);
     s.shutdown().await;
@@ -350,6 +381,7 @@ async fn raft_messages_from_a_member_certificate_of_no_member_are_refused() {
         )
         .unwrap();
     let ch = cert_channel(&s.addr, &s.ca, &issued.cert_pem, &key).await;
+    let ch2 = ch.clone();
     let mut m = raft::eraftpb::Message::default();
     m.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
     m.from = stranger;
@@ -363,6 +395,15 @@ async fn raft_messages_from_a_member_certificate_of_no_member_are_refused() {
         })
         .await
         .expect_err("raft from a certificate of no member");
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    let e = pb::raft_client::RaftClient::new(ch2)
+        .stream(tokio_stream::iter(vec![pb::RaftBatch {
+            from: stranger,
+            from_addr: "127.0.0.1:1".into(),
+            msgs: vec![m.write_to_bytes().unwrap()],
+        }]))
+        .await
+        .expect_err("a raft stream from a certificate of no member");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     // Nothing changed: same term, still the leader, no peer learnt.
     assert_eq!(s.server.store.leader().term, term);

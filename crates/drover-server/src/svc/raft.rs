@@ -10,16 +10,54 @@ use drover_proto::reason::Reason;
 use drover_proto::v1::{self as pb, raft_server};
 use protobuf::Message as _;
 use std::sync::Arc;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 pub struct RaftSvc(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl raft_server::Raft for RaftSvc {
     async fn send(&self, req: Request<pb::RaftBatch>) -> Result<Response<pb::RaftAck>, Status> {
-        let caller = authorize(&self.0, &req, Access::Member, "the raft transport")?;
-        let b = req.into_inner();
-        if caller != Caller::Member(b.from) {
+        let caller = authorize(&self.0, &req, Access::Member, WHAT)?;
+        self.step(&caller, req.into_inner())?;
+        Ok(Response::new(pb::RaftAck {}))
+    }
+
+    async fn stream(
+        &self,
+        req: Request<Streaming<pb::RaftBatch>>,
+    ) -> Result<Response<pb::RaftAck>, Status> {
+        let (meta, ext, mut batches) = req.into_parts();
+        let who = Request::from_parts(meta, ext, ());
+        authorize(&self.0, &who, Access::Member, WHAT)?;
+        while let Some(b) = batches.message().await? {
+            // A certificate revoked, or its member removed, while the
+            // stream is open stops it at the next batch.
+            let caller = authorize(&self.0, &who, Access::Member, WHAT)?;
+            self.step(&caller, b)?;
+        }
+        Ok(Response::new(pb::RaftAck {}))
+    }
+
+    async fn heartbeats(
+        &self,
+        req: Request<pb::HeartbeatBatch>,
+    ) -> Result<Response<pb::HeartbeatAck>, Status> {
+        authorize(&self.0, &req, Access::Member, "relayed heartbeats")?;
+        self.0.heartbeats.beat_all(&req.into_inner().nodes);
+        Ok(Response::new(pb::HeartbeatAck {}))
+    }
+}
+
+/// What the transport is called in refusals.
+const WHAT: &str = "the raft transport";
+
+impl RaftSvc {
+    /// Hands one batch from `caller` to raft: only from a member of the
+    /// cluster (or, before this member learnt the membership, anyone it
+    /// takes the leader's messages from), and only messages sent as that
+    /// member.
+    fn step(&self, caller: &Caller, b: pb::RaftBatch) -> Result<(), Status> {
+        if *caller != Caller::Member(b.from) {
             return Err(Reason::Forbidden.status(format!(
                 "{caller} may not send raft messages as member {:016x}",
                 b.from
@@ -59,15 +97,6 @@ impl raft_server::Raft for RaftSvc {
             }
             store.step(msg).map_err(|e| status(e.into()))?;
         }
-        Ok(Response::new(pb::RaftAck {}))
-    }
-
-    async fn heartbeats(
-        &self,
-        req: Request<pb::HeartbeatBatch>,
-    ) -> Result<Response<pb::HeartbeatAck>, Status> {
-        authorize(&self.0, &req, Access::Member, "relayed heartbeats")?;
-        self.0.heartbeats.beat_all(&req.into_inner().nodes);
-        Ok(Response::new(pb::HeartbeatAck {}))
+        Ok(())
     }
 }

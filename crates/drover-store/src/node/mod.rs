@@ -679,18 +679,20 @@ impl Node {
         let mut app = Applier::new(&tree);
         let mut outcomes = Vec::new();
         let mut member_outcomes = Vec::new();
-        self.apply_entries(
-            &mut app,
-            ready.take_committed_entries(),
-            &mut outcomes,
-            &mut member_outcomes,
-        )?;
+        let committed = ready.take_committed_entries();
+        // sled rolls its write buffer twice for every batch, even an empty
+        // one, and hands each roll to its IO threads: a Ready with only
+        // messages (a heartbeat, an ack) writes no batch.
+        let dirty = !committed.is_empty() || !ready.entries().is_empty() || ready.hs().is_some();
+        self.apply_entries(&mut app, committed, &mut outcomes, &mut member_outcomes)?;
         self.storage.append(&mut app.batch, ready.entries())?;
         if let Some(hs) = ready.hs() {
             self.storage.set_hard_state(&mut app.batch, hs)?;
         }
         let events = std::mem::take(&mut app.events);
-        self.commit_batch(app.batch, None)?;
+        if dirty {
+            self.commit_batch(app.batch, None)?;
+        }
         if must_flush {
             self.shared.sync()?;
         }
@@ -706,20 +708,20 @@ impl Node {
 
         let mut light = self.raw.advance(ready);
         let mut app = Applier::new(&tree);
-        if let Some(c) = light.commit_index() {
+        let commit = light.commit_index();
+        if let Some(c) = commit {
             self.storage.set_commit(&mut app.batch, c)?;
         }
         self.send(light.take_messages());
         let mut outcomes = Vec::new();
         let mut member_outcomes = Vec::new();
-        self.apply_entries(
-            &mut app,
-            light.take_committed_entries(),
-            &mut outcomes,
-            &mut member_outcomes,
-        )?;
+        let committed = light.take_committed_entries();
+        let dirty = commit.is_some() || !committed.is_empty();
+        self.apply_entries(&mut app, committed, &mut outcomes, &mut member_outcomes)?;
         let events = std::mem::take(&mut app.events);
-        self.commit_batch(app.batch, None)?;
+        if dirty {
+            self.commit_batch(app.batch, None)?;
+        }
         self.finish(events, outcomes, member_outcomes);
         self.raw.advance_apply();
         self.publish_leader();
