@@ -179,10 +179,9 @@ impl PeerTask {
                 }
             }
             let sent = if streams && snapshots == 0 {
-                let mut out = match outbound.take() {
-                    Some(o) if !o.tx.is_closed() => o,
-                    _ => Outbound::open(&client),
-                };
+                // A stream that ended answers why at the next batch (which
+                // may be that the peer has none): a new one opens after.
+                let mut out = outbound.take().unwrap_or_else(|| Outbound::open(&client));
                 match out.send(batch).await {
                     Ok(()) => {
                         outbound = Some(out);
@@ -209,6 +208,9 @@ impl PeerTask {
                     }
                 }
                 Err(status) => {
+                    // The peer may come back as another version (a rolling
+                    // upgrade): try a stream again.
+                    streams = true;
                     if Reason::of(&status) == Some(Reason::MemberRemoved) {
                         tracing::warn!("member {:x} says this member was removed", self.to);
                         self.reporter.removed();
