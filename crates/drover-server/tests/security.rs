@@ -250,23 +250,15 @@ async fn a_node_certificate_may_call_nothing_but_its_own_session() {
     m.from = s.server.ctx.id;
     m.to = s.server.ctx.id;
     m.term = term_before + 100;
-    refused(
-        "a forged raft heartbeat",
-        raft.send(pb::RaftBatch {
-            from: s.server.ctx.id,
-            from_addr: String::new(),
-            msgs: vec![m.write_to_bytes().unwrap()],
-        })
-        .await,
-    );
+    let forged = pb::RaftBatch {
+        from: s.server.ctx.id,
+        from_addr: String::new(),
+        msgs: vec![m.write_to_bytes().unwrap()],
+    };
+    refused("a forged raft heartbeat", raft.send(forged.clone()).await);
     refused(
         "a forged raft heartbeat on a stream",
-        raft.stream(tokio_stream::iter(vec![pb::RaftBatch {
-            from: s.server.ctx.id,
-            from_addr: String::new(),
-            msgs: vec![m.write_to_bytes().unwrap()],
-        }]))
-        .await,
+        raft.stream(tokio_stream::iter([forged])).await,
     );
     refused(
         "relayed heartbeats",
@@ -309,50 +301,34 @@ async fn raft_messages_are_taken_only_from_the_member_that_signs_them() {
     m.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
     m.from = s.server.ctx.id;
     m.term = term + 100;
+    let as_other = pb::RaftBatch {
+        from: s.server.ctx.id,
+        from_addr: String::new(),
+        msgs: vec![m.write_to_bytes().unwrap()],
+    };
     let e = raft
-        .send(pb::RaftBatch {
-            from: s.server.ctx.id,
-            from_addr: String::new(),
-            msgs: vec![m.write_to_bytes().unwrap()],
-        })
+        .send(as_other.clone())
         .await
         .expect_err("sent as another member");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     // The same on a stream: its first batch ends it.
     let e = raft
-        .stream(tokio_stream::iter(vec![pb::RaftBatch {
-            from: s.server.ctx.id,
-            from_addr: String::new(),
-            msgs: vec![m.write_to_bytes().unwrap()],
-        }]))
+        .stream(tokio_stream::iter([as_other]))
         .await
         .expect_err("streamed as another member");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
 
     // Anonymous, even with a join token: refused before it is read.
-    let anon = grpc_channel(&s.addr, &s.ca).await;
-    let r = pb::raft_client::RaftClient::new(anon)
-        .send(authed(
-            pb::RaftBatch {
-                from: 0x5eed,
-                from_addr: String::new(),
-                msgs: vec![m.write_to_bytes().unwrap()],
-            },
-            &s.server.identity.server_token,
-        ))
-        .await;
+    let own = pb::RaftBatch {
+        from: 0x5eed,
+        from_addr: String::new(),
+        msgs: vec![m.write_to_bytes().unwrap()],
+    };
+    let token = &s.server.identity.server_token;
+    let mut anon = pb::raft_client::RaftClient::new(grpc_channel(&s.addr, &s.ca).await);
+    let r = anon.send(authed(own.clone(), token)).await;
     refused("raft with the server token", r);
-    let anon = grpc_channel(&s.addr, &s.ca).await;
-    let r = pb::raft_client::RaftClient::new(anon)
-        .stream(authed(
-            tokio_stream::iter(vec![pb::RaftBatch {
-                from: 0x5eed,
-                from_addr: String::new(),
-                msgs: vec![m.write_to_bytes().unwrap()],
-            }]),
-            &s.server.identity.server_token,
-        ))
-        .await;
+    let r = anon.stream(authed(tokio_stream::iter([own]), token)).await;
     refused("a raft stream with the server token", r);
     assert_eq!(s.server.store.leader().term, term);
     assert!(s.server.store.leader().is_leader);
@@ -381,27 +357,24 @@ async fn raft_messages_from_a_member_certificate_of_no_member_are_refused() {
         )
         .unwrap();
     let ch = cert_channel(&s.addr, &s.ca, &issued.cert_pem, &key).await;
-    let ch2 = ch.clone();
+    let mut raft = pb::raft_client::RaftClient::new(ch);
     let mut m = raft::eraftpb::Message::default();
     m.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
     m.from = stranger;
     m.to = s.server.ctx.id;
     m.term = term + 100;
-    let e = pb::raft_client::RaftClient::new(ch)
-        .send(pb::RaftBatch {
-            from: stranger,
-            from_addr: "127.0.0.1:1".into(),
-            msgs: vec![m.write_to_bytes().unwrap()],
-        })
+    let own = pb::RaftBatch {
+        from: stranger,
+        from_addr: "127.0.0.1:1".into(),
+        msgs: vec![m.write_to_bytes().unwrap()],
+    };
+    let e = raft
+        .send(own.clone())
         .await
         .expect_err("raft from a certificate of no member");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
-    let e = pb::raft_client::RaftClient::new(ch2)
-        .stream(tokio_stream::iter(vec![pb::RaftBatch {
-            from: stranger,
-            from_addr: "127.0.0.1:1".into(),
-            msgs: vec![m.write_to_bytes().unwrap()],
-        }]))
+    let e = raft
+        .stream(tokio_stream::iter([own]))
         .await
         .expect_err("a raft stream from a certificate of no member");
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
