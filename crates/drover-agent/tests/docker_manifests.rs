@@ -33,7 +33,7 @@
 use drover_agent::{AgentOptions, DockerOptions, DockerRuntime, TokioClock, Tuning};
 use drover_api::{ContainerStatus, Kind, Pod, PodPhase};
 use drover_testkit::docker::{docker_ps, engine_ready, tuning, Cleanup, IMAGE};
-use drover_testkit::{is_running_and_ready, wait_until, TestAgent, TestServer};
+use drover_testkit::{is_running_and_ready, wait_explained, wait_until, TestAgent, TestServer};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -402,13 +402,25 @@ async fn the_manifests_run_once_their_images_exist_locally() {
         "default/static-pod-on-node-xyz".to_string(),
         format!("default/static-example-{node}"),
     ];
-    let took = wait_until("every pod started as the kubelet would", WAIT, || async {
+    let start = std::time::Instant::now();
+    wait_explained("every pod started as the kubelet would", WAIT, || async {
         let pods = pods(&s).await;
-        restarting
+        let late: Vec<String> = restarting
             .iter()
-            .all(|k| pods.get(k).is_some_and(exits_at_once))
+            .filter(|k| !pods.get(*k).is_some_and(exits_at_once))
+            .map(|k| match pods.get(k) {
+                None => format!("{k}: no pod"),
+                Some(p) => format!("{k}: {:?} {:?}", p.status.phase, first(p)),
+            })
+            .collect();
+        if late.is_empty() {
+            Ok(())
+        } else {
+            Err(late.join("; "))
+        }
     })
     .await;
+    let took = start.elapsed();
     eprintln!("applied -> every pod started (or refused) as the kubelet would: {took:?}");
 
     let pods = pods(&s).await;

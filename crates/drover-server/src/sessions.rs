@@ -96,6 +96,13 @@ impl Sessions {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// How many sessions attached to this member since it started (each
+    /// reconnect of a node counts): a node that keeps its session counts
+    /// once.
+    pub fn opened(&self) -> u64 {
+        self.lock().next_session
+    }
+
     /// Registers the session of `node` whose outbound queue is `tx`. It
     /// replaces an older session of the same node (the agent reconnected),
     /// which is ended: told why (`Conflict`, when its queue has room) and

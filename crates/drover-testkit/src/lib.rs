@@ -53,4 +53,4 @@ pub use server::{
     start_voters, viewer_client, wait_nodes_ready, wait_voting_members, AgentSession, TestServer,
     Voters,
 };
-pub use wait::{wait_for, wait_until, wait_until_blocking, wait_until_every};
+pub use wait::{wait_explained, wait_for, wait_until, wait_until_blocking, wait_until_every};

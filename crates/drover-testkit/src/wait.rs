@@ -57,6 +57,27 @@ where
     }
 }
 
+/// Polls `f` every [`POLL`] until it yields `Ok`, and returns its value;
+/// after `timeout`, panics with `what` and the last `Err`: what was seen
+/// instead, so that a failure says which part did not hold.
+pub async fn wait_explained<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(seen) => assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what}; last seen: {seen}"
+            ),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// [`wait_until_every`] for tests without a runtime (they drive child
 /// processes): sleeps the thread between polls.
 pub fn wait_until_blocking(

@@ -116,16 +116,21 @@ struct Up {
     next_heartbeat: Instant,
     /// The server sent the pod list of this session.
     got_pods: bool,
-    /// The last message of the server, moved later by this agent's own
-    /// stalls (see [`Link::woke`]).
-    last_heard: Instant,
+    /// When this agent first spoke (a heartbeat or a report) since the
+    /// server last did, moved later by this agent's own stalls (see
+    /// [`Link::woke`]); `None` while nothing waits for an answer. The
+    /// server answers each one, so its silence counts from here, never
+    /// from its last message: an agent that said nothing for a while (its
+    /// loop waited on a slow engine) heard nothing because it asked
+    /// nothing.
+    asked: Option<Instant>,
     /// The session is given up after this long without a message of the
     /// server; `None` with a server that does not answer heartbeats.
     silence: Option<Duration>,
 }
 
 /// A session whose server sent nothing for this long (at least three
-/// heartbeat intervals) is given up.
+/// heartbeat intervals) after the agent spoke is given up.
 ///
 /// The server answers every heartbeat and every report (one a second at
 /// least) with a message on the session, so a live session never goes
@@ -136,7 +141,7 @@ struct Up {
 /// before it reads what arrived, so a process that stalls (10,000 sim
 /// nodes taking their pods at once on one core) found every connection
 /// with a ping out timed out, with the answers unread in its sockets.
-const SILENCE: Duration = Duration::from_secs(3);
+pub(super) const SILENCE: Duration = Duration::from_secs(3);
 
 /// A wake-up this much later than the loop asked for means the agent
 /// itself did not run (its process stalled, or its machine is
@@ -185,9 +190,10 @@ pub(super) struct Link {
     own_key: Option<drover_pki::Credential>,
 }
 
-/// When a server's silence counts from: its last message at `last`, moved
-/// later by how late the loop woke at `now` for a deadline of `armed`
-/// when that is more than [`LATE_WAKE`] (never past `now`).
+/// When a server's silence counts from: the agent's first unanswered
+/// message at `last`, moved later by how late the loop woke at `now` for a
+/// deadline of `armed` when that is more than [`LATE_WAKE`] (never past
+/// `now`).
 fn heard_as_of(last: Instant, armed: Instant, now: Instant) -> Instant {
     let late = now.saturating_duration_since(armed);
     if late <= LATE_WAKE {
@@ -388,17 +394,17 @@ impl Link {
         match &self.state {
             State::Down => Some(self.retry_at),
             State::Opening(o) => o.next_at,
-            State::Up(up) => Some(match up.silence {
-                Some(s) => up.next_heartbeat.min(up.last_heard + s),
-                None => up.next_heartbeat,
+            State::Up(up) => Some(match (up.silence, up.asked) {
+                (Some(s), Some(asked)) => up.next_heartbeat.min(asked + s),
+                _ => up.next_heartbeat,
             }),
         }
     }
 
     /// The server said something on the session.
-    pub(super) fn heard(&mut self, now: Instant) {
+    pub(super) fn heard(&mut self) {
         if let State::Up(up) = &mut self.state {
-            up.last_heard = now;
+            up.asked = None;
         }
     }
 
@@ -408,7 +414,7 @@ impl Link {
     /// server's silence is counted from that much later.
     pub(super) fn woke(&mut self, armed: Instant, now: Instant) {
         if let State::Up(up) = &mut self.state {
-            up.last_heard = heard_as_of(up.last_heard, armed, now);
+            up.asked = up.asked.map(|asked| heard_as_of(asked, armed, now));
         }
     }
 
@@ -457,7 +463,8 @@ impl Link {
             self.open(shared, me);
         }
         if let State::Up(up) = &self.state {
-            if let Some(s) = up.silence.filter(|s| now >= up.last_heard + *s) {
+            let asked = up.asked.zip(up.silence);
+            if let Some((_, s)) = asked.filter(|(asked, s)| now >= *asked + *s) {
                 let why = format!(
                     "the server sent nothing for {} s (heartbeats unanswered): giving the session up",
                     s.as_secs_f64()
@@ -476,8 +483,15 @@ impl Link {
                 let hb = pb::AgentMessage {
                     msg: Some(agent_message::Msg::Heartbeat(pb::Heartbeat {})),
                 };
-                if let Err(TrySendError::Closed(_)) = up.session.tx.try_send(Box::new(hb)) {
-                    self.down(shared, &me.name, "the session's queue closed");
+                match up.session.tx.try_send(Box::new(hb)) {
+                    Ok(()) => {
+                        up.asked.get_or_insert(now);
+                    }
+                    // A full queue: what fills it is waiting for answers.
+                    Err(TrySendError::Full(_)) => {}
+                    Err(TrySendError::Closed(_)) => {
+                        self.down(shared, &me.name, "the session's queue closed")
+                    }
                 }
             }
         }
@@ -723,7 +737,7 @@ impl Link {
                     heartbeat_every: every,
                     next_heartbeat: now + phase,
                     got_pods: false,
-                    last_heard: now,
+                    asked: None,
                     silence,
                 }));
                 true
@@ -779,8 +793,9 @@ impl Link {
         };
         match up.session.tx.try_send(Box::new(msg)) {
             Ok(()) => {
-                // The server counts a report as a heartbeat.
+                // The server counts a report as a heartbeat, and answers it.
                 up.next_heartbeat = now + up.heartbeat_every;
+                up.asked.get_or_insert(now);
                 true
             }
             Err(TrySendError::Full(_)) => false,

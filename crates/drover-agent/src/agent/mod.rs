@@ -108,6 +108,7 @@ use crate::runtime::Runtime;
 use crate::status::StatusContext;
 use drover_api::Pod;
 use drover_proto::v1::{self as pb, server_message};
+use futures_util::FutureExt;
 use link::{Link, LinkEvent};
 use ops::{OpDone, Ops};
 use outbox::Outbox;
@@ -123,6 +124,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
+
+/// At most this many messages are read in one pass of
+/// [`NodeAgent::read_arrived`], so that a server pushing without pause
+/// cannot starve the rest of the loop.
+const ARRIVED_MAX: usize = 64;
 
 enum Event {
     Shutdown,
@@ -233,39 +239,11 @@ impl<R: Runtime> NodeAgent<R> {
         self.statics
             .start_watch(&self.me.name, self.shared.tuning.static_poll);
         loop {
+            self.read_arrived().await;
             self.tick().await;
             match self.next_event(shutdown.as_mut()).await {
                 Event::Shutdown => break,
-                Event::Timer => {}
-                Event::Op(r) => {
-                    self.dirty = true;
-                    let wall = self.shared.clock.wall();
-                    self.ops.done(r, &mut self.pods, &self.me.name, wall);
-                }
-                Event::Link(LinkEvent::Inbound(r)) => self.inbound(r).await,
-                Event::Link(LinkEvent::Opened(r)) => {
-                    if self.link.opened(r, &self.shared, &self.me) {
-                        // The server may lack any status: offer them all
-                        // again (those it has are dropped when its pod list
-                        // shows them).
-                        for b in self.pods.values_mut() {
-                            b.pending = true;
-                        }
-                    }
-                }
-                Event::Probe(r) => {
-                    let loud = self.shared.loud;
-                    let mut notes = Vec::new();
-                    if self
-                        .probes
-                        .report(r, &mut self.pods, &self.me.name, loud, &mut notes)
-                    {
-                        self.dirty = true;
-                    }
-                    self.events.observe_all(notes, &self.shared);
-                }
-                Event::Note(n) => self.events.observe_all([n], &self.shared),
-                Event::Static(pods) => self.static_changed(pods),
+                ev => self.handle(ev).await,
             }
         }
         // Boxed: the loop's future lives as long as the node, and inline
@@ -275,6 +253,60 @@ impl<R: Runtime> NodeAgent<R> {
             Box::pin(self.leave()).await
         } else {
             Box::pin(self.stop()).await
+        }
+    }
+
+    /// Handles what the server already sent (and attempts to open a
+    /// session that already ended), up to [`ARRIVED_MAX`] of them, without
+    /// waiting: the silence rule ([`link::SILENCE`]) judges the server only
+    /// after this. The loop is deaf while it works (a list of an engine
+    /// slowed by a busy machine takes seconds) and while finished
+    /// operations keep it busy (the event wait serves them before the
+    /// link); the server's answers wait unread meanwhile, and giving the
+    /// session up for that silence would be the agent's fault, not the
+    /// server's: a node on a busy machine lost its session, and its
+    /// reconnects, never polled either, piled up.
+    async fn read_arrived(&mut self) {
+        for _ in 0..ARRIVED_MAX {
+            let Some(ev) = self.link.event().now_or_never() else {
+                return;
+            };
+            self.handle(Event::Link(ev)).await;
+        }
+    }
+
+    async fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Shutdown | Event::Timer => {}
+            Event::Op(r) => {
+                self.dirty = true;
+                let wall = self.shared.clock.wall();
+                self.ops.done(r, &mut self.pods, &self.me.name, wall);
+            }
+            Event::Link(LinkEvent::Inbound(r)) => self.inbound(r).await,
+            Event::Link(LinkEvent::Opened(r)) => {
+                if self.link.opened(r, &self.shared, &self.me) {
+                    // The server may lack any status: offer them all
+                    // again (those it has are dropped when its pod list
+                    // shows them).
+                    for b in self.pods.values_mut() {
+                        b.pending = true;
+                    }
+                }
+            }
+            Event::Probe(r) => {
+                let loud = self.shared.loud;
+                let mut notes = Vec::new();
+                if self
+                    .probes
+                    .report(r, &mut self.pods, &self.me.name, loud, &mut notes)
+                {
+                    self.dirty = true;
+                }
+                self.events.observe_all(notes, &self.shared);
+            }
+            Event::Note(n) => self.events.observe_all([n], &self.shared),
+            Event::Static(pods) => self.static_changed(pods),
         }
     }
 
@@ -370,7 +402,7 @@ impl<R: Runtime> NodeAgent<R> {
 
     async fn inbound(&mut self, r: Result<Option<pb::ServerMessage>, Status>) {
         if let Ok(Some(_)) = &r {
-            self.link.heard(self.shared.clock.now());
+            self.link.heard();
         }
         match r {
             Ok(Some(m)) => match m.msg {

@@ -9,6 +9,7 @@
 //! The server's own `Scheduled` event is [`scheduled`].
 
 use crate::api::batch::Write;
+use crate::api::mirror::mirror_uid;
 use crate::api::Objects;
 use crate::cache::Informer;
 use crate::error::ApiError;
@@ -91,7 +92,11 @@ pub fn event_of(
     let Some(pod) = pod else {
         return Err(Refused::Gone(format!("{}/{}", e.namespace, e.pod)));
     };
-    let bound = !e.uid.is_empty() && pod.spec.node_name == node && pod.metadata.uid == e.uid;
+    // A static pod's events name the uid the node gave it; its mirror in
+    // the store has a uid of its own and carries the node's in its
+    // `kubernetes.io/config.mirror` annotation.
+    let ours = pod.metadata.uid == e.uid || mirror_uid(pod) == Some(e.uid.as_str());
+    let bound = !e.uid.is_empty() && pod.spec.node_name == node && ours;
     if !bound {
         return Err(Refused::NotBound(format!(
             "pod {}/{} (uid {:?}) is not bound to node {node}",
@@ -142,7 +147,9 @@ pub fn event_of(
             kind: "Pod".into(),
             namespace: e.namespace.clone(),
             name: e.pod.clone(),
-            uid: e.uid.clone(),
+            // The object's own uid (a mirror's, for a static pod), so that
+            // `kubectl describe` finds the event by it.
+            uid: pod.metadata.uid.clone(),
             field_path: e.field_path.clone(),
             ..ObjectReference::default()
         },
@@ -415,6 +422,27 @@ mod tests {
         let mut no_uid = report();
         no_uid.uid.clear();
         assert!(not_bound(event_of("n1", &no_uid, Some(&pod("n1")), now())));
+    }
+
+    #[test]
+    fn a_static_pods_events_go_to_its_mirror() {
+        // The node names its static pod by the uid it gave it ("u1"); the
+        // mirror in the store has its own ("m1") and the node's in its
+        // annotation.
+        let mut mirror = pod("n1");
+        mirror.metadata.uid = "m1".into();
+        mirror.metadata.annotations.insert(
+            drover_api::pod_annotation::CONFIG_MIRROR.into(),
+            "u1".into(),
+        );
+        let e = event_of("n1", &report(), Some(&mirror), now()).expect("the mirror's event");
+        assert_eq!(e.involved_object.uid, "m1", "found by the object's uid");
+        // Not another node's mirror, nor another incarnation's.
+        let not_bound = |r: Result<Event, Refused>| matches!(r, Err(Refused::NotBound(_)));
+        assert!(not_bound(event_of("n2", &report(), Some(&mirror), now())));
+        let mut other = report();
+        other.uid = "u2".into();
+        assert!(not_bound(event_of("n1", &other, Some(&mirror), now())));
     }
 
     #[test]
