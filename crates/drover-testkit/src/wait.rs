@@ -44,23 +44,27 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(every).await;
-    }
+    poll(what, timeout, every, || {
+        let v = f();
+        async move { v.await.ok_or_else(String::new) }
+    })
+    .await
 }
 
 /// Polls `f` every [`POLL`] until it yields `Ok`, and returns its value;
 /// after `timeout`, panics with `what` and the last `Err`: what was seen
 /// instead, so that a failure says which part did not hold.
-pub async fn wait_explained<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+pub async fn wait_explained<T, F, Fut>(what: &str, timeout: Duration, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    poll(what, timeout, POLL, f).await
+}
+
+/// The loop of [`wait_for`] and [`wait_explained`]: `Err` carries what was
+/// seen instead (empty: nothing to say).
+async fn poll<T, F, Fut>(what: &str, timeout: Duration, every: Duration, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
@@ -71,10 +75,11 @@ where
             Ok(v) => return v,
             Err(seen) => assert!(
                 Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for {what}; last seen: {seen}"
+                "timed out after {timeout:?} waiting for {what}{}{seen}",
+                if seen.is_empty() { "" } else { "; last seen: " }
             ),
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -129,6 +129,14 @@ struct Up {
     silence: Option<Duration>,
 }
 
+impl Up {
+    /// When the session is given up if the server stays silent: the
+    /// silence rule after the agent's first unanswered message.
+    fn gives_up_at(&self) -> Option<Instant> {
+        Some(self.asked? + self.silence?)
+    }
+}
+
 /// A session whose server sent nothing for this long (at least three
 /// heartbeat intervals) after the agent spoke is given up.
 ///
@@ -394,9 +402,9 @@ impl Link {
         match &self.state {
             State::Down => Some(self.retry_at),
             State::Opening(o) => o.next_at,
-            State::Up(up) => Some(match (up.silence, up.asked) {
-                (Some(s), Some(asked)) => up.next_heartbeat.min(asked + s),
-                _ => up.next_heartbeat,
+            State::Up(up) => Some(match up.gives_up_at() {
+                Some(at) => up.next_heartbeat.min(at),
+                None => up.next_heartbeat,
             }),
         }
     }
@@ -463,8 +471,8 @@ impl Link {
             self.open(shared, me);
         }
         if let State::Up(up) = &self.state {
-            let asked = up.asked.zip(up.silence);
-            if let Some((_, s)) = asked.filter(|(asked, s)| now >= *asked + *s) {
+            let due = up.gives_up_at().is_some_and(|at| now >= at);
+            if let Some(s) = up.silence.filter(|_| due) {
                 let why = format!(
                     "the server sent nothing for {} s (heartbeats unanswered): giving the session up",
                     s.as_secs_f64()
