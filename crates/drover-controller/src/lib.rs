@@ -70,3 +70,9 @@ pub mod schedule;
 pub mod time;
 
 pub use time::Timestamp;
+
+/// A map for what a pass builds from the view and drops at its end (pods
+/// by node, by owner): foldhash, seeded per process, instead of SipHash.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// The set that goes with [`FastMap`].
+pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;

@@ -229,8 +229,13 @@ impl NodeLifecycle {
             None
         };
         let new_status = transition.clone().or(status.clone());
-        let recorded_since =
-            ready.and_then(|c| Timestamp::parse_field(c.last_transition_time.as_deref()));
+        // The recorded transition time matters only to a node that is (or
+        // stays) Unknown: not parsed for the others on every pass.
+        let recorded_since = if is_unknown(&new_status) {
+            ready.and_then(|c| Timestamp::parse_field(c.last_transition_time.as_deref()))
+        } else {
+            None
+        };
         let restamp = transition.is_none() && is_unknown(&new_status) && recorded_since.is_none();
         let unreachable_since = match (&transition, recorded_since) {
             (None, Some(since)) => since,

@@ -10,7 +10,7 @@
 //! put in [`NodeDiff::stop`] with [`DeletionReason::Failed`], and the
 //! planner leaves it there while the node is in backoff.
 
-use std::collections::{HashMap, HashSet};
+use crate::{FastMap, FastSet};
 
 use drover_api::selector::Selector;
 use drover_api::{DaemonSet, Node, Pod, PodPhase};
@@ -30,14 +30,14 @@ pub(crate) struct Claimed<'a> {
     /// The DaemonSet's pods, those it controls and the orphans it adopts,
     /// by the node they are bound or pinned to ([`pods::target_node`];
     /// empty for none), in input order.
-    pub by_node: HashMap<&'a str, Vec<&'a Pod>>,
+    pub by_node: FastMap<&'a str, Vec<&'a Pod>>,
     /// Orphans to adopt (also in `by_node`).
     pub adopt: Vec<&'a Pod>,
     /// Pods it controls and no longer selects: to release (not in
     /// `by_node`).
     pub release: Vec<&'a Pod>,
     /// The name of every pod of the namespace: new pods avoid them.
-    pub taken_names: HashSet<&'a str>,
+    pub taken_names: FastSet<&'a str>,
 }
 
 impl<'a> Claimed<'a> {
@@ -59,7 +59,13 @@ impl<'a> Claimed<'a> {
 pub(crate) fn claim_pods<'a>(ds: &DaemonSet, selector: &Selector, all: &[&'a Pod]) -> Claimed<'a> {
     let namespace = namespace_of(&ds.metadata);
     let matches = |pod: &Pod| selector.matches(&pod.metadata.labels);
-    let mut claimed = Claimed::default();
+    // Sized once: a DaemonSet's pods are about one per node, and every pod
+    // of the namespace is a name taken (no rehashing as they are added).
+    let mut claimed = Claimed {
+        by_node: FastMap::with_capacity_and_hasher(all.len(), Default::default()),
+        taken_names: FastSet::with_capacity_and_hasher(all.len(), Default::default()),
+        ..Claimed::default()
+    };
     for &pod in all {
         if namespace_of(&pod.metadata) != namespace {
             continue;
@@ -84,7 +90,7 @@ pub(crate) fn bound_nodes<'a>(
     ds: &DaemonSet,
     selector: &Selector,
     all: &[&'a Pod],
-) -> HashSet<&'a str> {
+) -> FastSet<&'a str> {
     let namespace = namespace_of(&ds.metadata);
     let matches = |pod: &Pod| selector.matches(&pod.metadata.labels);
     all.iter()
@@ -293,12 +299,12 @@ pub(crate) fn diff_nodes<'a>(
     ds: &DaemonSet,
     eligibility: &Eligibility,
     nodes: &[&'a Node],
-    by_node: &mut HashMap<&'a str, Vec<&'a Pod>>,
+    by_node: &mut FastMap<&'a str, Vec<&'a Pod>>,
     usage: Option<&NodeUsage>,
     surge_hash: Option<&str>,
     now: Timestamp,
 ) -> Vec<NodeDiff<'a>> {
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: FastSet<&str> = FastSet::default();
     let mut diffs = Vec::new();
     for &node in nodes {
         let name = node.metadata.name.as_str();
@@ -333,7 +339,7 @@ pub(crate) fn diff_nodes<'a>(
 /// that does not exist ([`DeletionReason::NodeGone`]) or to none
 /// ([`DeletionReason::Unbound`]). All are stopped but those being
 /// deleted; by node name, then [`oldest_first`].
-pub(crate) fn stray_pods<'a>(by_node: HashMap<&'a str, Vec<&'a Pod>>) -> Vec<Stop<'a>> {
+pub(crate) fn stray_pods<'a>(by_node: FastMap<&'a str, Vec<&'a Pod>>) -> Vec<Stop<'a>> {
     let mut leftover: Vec<&Pod> = by_node.into_values().flatten().collect();
     leftover.sort_by(|a, b| {
         pods::target_node(a)

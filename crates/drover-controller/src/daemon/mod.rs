@@ -99,7 +99,7 @@ pub mod pods;
 pub mod rollout;
 mod status;
 
-use std::collections::HashSet;
+use crate::FastSet;
 use std::fmt;
 
 use drover_api::selector::Selector;
@@ -459,8 +459,8 @@ fn selector_of(ds: &DaemonSet) -> Result<Selector, (&'static str, String)> {
 /// [`NAME_ATTEMPTS`] tries, the last one; the store then refuses it).
 fn fresh_name<R: RngCore + ?Sized>(
     prefix: &str,
-    taken: &HashSet<&str>,
-    new_names: &mut HashSet<String>,
+    taken: &FastSet<&str>,
+    new_names: &mut FastSet<String>,
     rng: &mut R,
 ) -> String {
     let mut name = format!("{prefix}{}", pods::name_suffix(rng));
@@ -480,18 +480,18 @@ struct NewPods<'a> {
     ds: &'a DaemonSet,
     spec: &'a PodSpec,
     prefix: String,
-    taken: HashSet<&'a str>,
-    new_names: HashSet<String>,
+    taken: FastSet<&'a str>,
+    new_names: FastSet<String>,
 }
 
 impl<'a> NewPods<'a> {
-    fn new(ds: &'a DaemonSet, eligibility: &'a Eligibility, taken: HashSet<&'a str>) -> Self {
+    fn new(ds: &'a DaemonSet, eligibility: &'a Eligibility, taken: FastSet<&'a str>) -> Self {
         NewPods {
             ds,
             spec: eligibility.pod_spec(),
             prefix: pods::generate_name_prefix(ds),
             taken,
-            new_names: HashSet::new(),
+            new_names: FastSet::default(),
         }
     }
 
@@ -592,7 +592,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         roll_out(&mut plan, ds, &diffs, hash, &mut new_pods, now, rng);
     }
 
-    let seen: HashSet<&str> = diffs.iter().map(|d| d.node).collect();
+    let seen: FastSet<&str> = diffs.iter().map(|d| d.node).collect();
     plan.backoff
         .gc(ds.metadata.generation, now, |node| seen.contains(node));
     plan.status = status::status(ds, &counts);
@@ -749,7 +749,7 @@ fn roll_out<R: RngCore + ?Sized>(
 /// node or two being replaced, not every node. `None`: the plan asks about
 /// no node at all (the DaemonSet is being deleted, or its selector is
 /// missing or invalid).
-pub fn settled_nodes<'a>(ds: &DaemonSet, pods: &[&'a Pod]) -> Option<HashSet<&'a str>> {
+pub fn settled_nodes<'a>(ds: &DaemonSet, pods: &[&'a Pod]) -> Option<FastSet<&'a str>> {
     if ds.metadata.deletion_timestamp.is_some() {
         return None;
     }

@@ -271,12 +271,12 @@ pub fn available_at(pod: &Pod, min_ready: Duration, now: Timestamp) -> Option<Ti
 /// `min_ready` (strictly) — with `min_ready` zero, ready is enough. A ready
 /// pod without a transition time is not available when `min_ready` is set.
 pub fn is_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool {
-    match ready_since(pod) {
-        None => false,
-        Some(_) if min_ready.is_zero() => true,
-        Some(Some(since)) => since + min_ready < now,
-        Some(None) => false,
+    // Without `minReadySeconds` the readiness time is not needed: not read
+    // (a planner asks this of every pod on every pass).
+    if min_ready.is_zero() {
+        return pod.is_ready();
     }
+    matches!(ready_since(pod), Some(Some(since)) if since + min_ready < now)
 }
 
 /// What a DaemonSet makes of one pod of its namespace.

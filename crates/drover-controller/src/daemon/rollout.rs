@@ -11,7 +11,7 @@
 //! `maxUnavailable` nor are replaced while it is away, so a dead node never
 //! holds a rollout; its pod is replaced once it is Ready again.
 
-use std::collections::HashSet;
+use crate::FastSet;
 // The unit tests (`rollout_tests.rs`) take it from here with `use super::*`.
 #[cfg(test)]
 use std::time::Duration;
@@ -207,7 +207,7 @@ pub fn plan_revisions<'a>(
         }
         None => {
             let mut collisions = ds.status.collision_count;
-            let taken: HashSet<&str> = owned.iter().map(|r| r.metadata.name.as_str()).collect();
+            let taken: FastSet<&str> = owned.iter().map(|r| r.metadata.name.as_str()).collect();
             let mut hash = template_hash(template, collisions);
             // A name taken by a revision of another template: a collision.
             for _ in 0..16 {
@@ -234,7 +234,7 @@ pub fn plan_revisions<'a>(
         .revision_history_limit
         .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
         .max(0) as usize;
-    let live: HashSet<&str> = pods
+    let live: FastSet<&str> = pods
         .into_iter()
         .filter(|p| !is_terminating(p))
         .filter_map(|p| p.metadata.labels.get(CONTROLLER_REVISION_HASH_LABEL))

@@ -7,6 +7,7 @@ use drover_api::{Node, PodPhase, RollingUpdateDaemonSet};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use std::collections::HashSet;
 
 fn with_rolling(mut ds: DaemonSet, unavailable: IntOrString, surge: IntOrString) -> DaemonSet {
     ds.spec.update_strategy.rolling_update = Some(RollingUpdateDaemonSet {

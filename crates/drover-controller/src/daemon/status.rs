@@ -56,13 +56,19 @@ pub(crate) fn count(
             continue;
         };
         counts.current += 1;
-        if let Some(since) = pods::ready_since(first) {
+        if first.is_ready() {
             counts.ready += 1;
-            if pods::is_available(first, min_ready, now) {
+            if min_ready.is_zero() {
                 counts.available += 1;
-            } else if let Some(since) = since {
-                let at = since + min_ready + AVAILABILITY_SLACK;
-                counts.next_available = Some(counts.next_available.map_or(at, |t| t.min(at)));
+            } else if let Some(Some(since)) = pods::ready_since(first) {
+                // The readiness time is read once, and only when
+                // `minReadySeconds` makes it matter.
+                if since + min_ready < now {
+                    counts.available += 1;
+                } else {
+                    let at = since + min_ready + AVAILABILITY_SLACK;
+                    counts.next_available = Some(counts.next_available.map_or(at, |t| t.min(at)));
+                }
             }
         }
         if revision_hash.is_none_or(|hash| is_updated(first, hash)) {

@@ -7,6 +7,7 @@ use drover_api::{
 };
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use std::collections::HashSet;
 
 fn labels(pairs: &[(&str, &str)]) -> drover_api::Labels {
     pairs

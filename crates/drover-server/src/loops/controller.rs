@@ -349,7 +349,7 @@ impl Leading {
         // ask about (those where a DaemonSet has no bound pod: in a rolling
         // update, the node being replaced) are counted, not every pod of
         // the cluster on every pass.
-        let mut unsettled: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut unsettled: drover_controller::FastSet<&str> = drover_controller::FastSet::default();
         for (ds, mine) in &planned {
             if let Some(settled) = daemon::settled_nodes(ds, mine) {
                 unsettled.extend(

@@ -67,12 +67,12 @@ where
 pub(crate) fn pods_by_controller<'a>(
     pods: &[&'a drover_api::Pod],
 ) -> (
-    std::collections::HashMap<&'a str, Vec<&'a drover_api::Pod>>,
+    drover_controller::FastMap<&'a str, Vec<&'a drover_api::Pod>>,
     Vec<&'a drover_api::Pod>,
 ) {
     let mut bare = Vec::new();
-    let mut by_owner: std::collections::HashMap<&str, Vec<&drover_api::Pod>> =
-        std::collections::HashMap::new();
+    let mut by_owner: drover_controller::FastMap<&str, Vec<&drover_api::Pod>> =
+        drover_controller::FastMap::default();
     for &p in pods {
         match p.metadata.controller_ref() {
             Some(o) => by_owner.entry(o.uid.as_str()).or_default().push(p),

@@ -107,6 +107,11 @@ impl Workloads {
         self.evict(view, &pods, now, &mut out).await;
         self.collect_replica_sets(view, &mut out).await;
 
+        // Every change of the view wakes this pass: with no Deployment and
+        // no ReplicaSet, the pods are not grouped (O(pods) on each pass).
+        if view.deployments.is_empty() && view.replica_sets.is_empty() {
+            return out;
+        }
         let mut sets_by_ns: HashMap<&str, Vec<&ReplicaSet>> = HashMap::new();
         for rs in view.replica_sets.values() {
             sets_by_ns
