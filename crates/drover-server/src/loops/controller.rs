@@ -374,7 +374,7 @@ impl Leading {
                 .map_or(0, |(p, _)| p);
             std::cmp::Reverse(p)
         });
-        let mut live = std::collections::HashSet::new();
+        let mut live = drover_controller::FastSet::default();
         for (ds, mine) in planned {
             live.insert(ds.metadata.uid.clone());
             let (w, t) = self
@@ -389,7 +389,7 @@ impl Leading {
 
         // Pods of DaemonSets and ReplicaSets that are gone, and bare pods
         // of nodes that left.
-        let replica_sets: std::collections::HashSet<&str> = view
+        let replica_sets: drover_controller::FastSet<&str> = view
             .replica_sets
             .values()
             .map(|rs| rs.metadata.uid.as_str())

@@ -120,7 +120,7 @@ impl Revisions {
     pub async fn retain(
         &mut self,
         objects: &Objects,
-        live: &std::collections::HashSet<String>,
+        live: &drover_controller::FastSet<String>,
     ) -> u64 {
         let gone: Vec<(String, Synced)> = self
             .synced
