@@ -611,7 +611,7 @@ pub fn pods_on_missing_nodes<'a, 'n>(
     nodes: impl IntoIterator<Item = &'n Node>,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Vec<&'a Pod> {
-    let names: std::collections::HashSet<&str> = nodes
+    let names: crate::FastSet<&str> = nodes
         .into_iter()
         .map(|n| n.metadata.name.as_str())
         .collect();

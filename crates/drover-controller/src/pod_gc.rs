@@ -36,7 +36,8 @@
 //! assert_eq!(later.delete.len(), 1);
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use crate::FastSet;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use drover_api::{event_type, DaemonSet, Event, Node, ObjectMeta, Pod, ReplicaSet, Resource};
@@ -115,11 +116,11 @@ impl PodGc {
             next_check: None,
             events: Vec::new(),
         };
-        let mut doomed: HashSet<*const Pod> =
+        let mut doomed: FastSet<*const Pod> =
             plan.delete.iter().map(|p| *p as *const Pod).collect();
 
         let missing = pods_on_missing_nodes(nodes, pods.iter().copied());
-        let seen: HashSet<&str> = missing.iter().map(|p| p.metadata.uid.as_str()).collect();
+        let seen: FastSet<&str> = missing.iter().map(|p| p.metadata.uid.as_str()).collect();
         self.missing_since
             .retain(|uid, _| seen.contains(uid.as_str()));
         for pod in missing {

@@ -21,7 +21,6 @@
 
 use drover_api::validation::{FieldError, Path};
 use drover_api::{pod_annotation, Container, Manifest, Node, OwnerReference, Pod};
-use std::collections::HashSet;
 
 /// Why a node's static pod may have no mirror pod: the field and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -167,17 +166,21 @@ pub fn orphaned<'a, 'n>(
     nodes: impl IntoIterator<Item = &'n Node>,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Vec<&'a Pod> {
-    let names: HashSet<&str> = nodes
+    // Most clusters have few mirror pods or none: the node names are
+    // gathered only when there is one to check (this runs on every pass).
+    let mut mirrors: Vec<&Pod> = pods
+        .into_iter()
+        .filter(|p| p.is_mirror() && p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if mirrors.is_empty() {
+        return mirrors;
+    }
+    let names: drover_controller::FastSet<&str> = nodes
         .into_iter()
         .map(|n| n.metadata.name.as_str())
         .collect();
-    pods.into_iter()
-        .filter(|p| {
-            p.is_mirror()
-                && p.metadata.deletion_timestamp.is_none()
-                && !names.contains(p.spec.node_name.as_str())
-        })
-        .collect()
+    mirrors.retain(|p| !names.contains(p.spec.node_name.as_str()));
+    mirrors
 }
 
 /// The mirror pod of static pod `sp` (with its status) on `node`.
