@@ -12,6 +12,9 @@ bench/sim_scale.py), then for each update strategy:
     status` reads, without its 250 ms polling), and until `drover rollout
     status ds/NAME` returns; then checks once that every pod runs app:2 with
     the new revision hash and is Running and Ready;
+  - the leader's controller passes over the rollout (from /metrics, with the
+    admin token): how many, per node, their mean time, and the share of the
+    rollout the controller's loop was busy;
   - the CPU time (utime+stime, /proc/PID/stat) of the server and of the sim
     process over the rollout, in seconds and in % of one core, and their RSS
     after it;
@@ -26,7 +29,7 @@ Usage: bench/rollout_scale.py [--bin target/release/drover] [--nodes 1000]
 (DROVER_LOG=debug in the environment reaches the server; --keep-workdir
 keeps its log.)
 """
-import argparse, json, os, shutil, signal, subprocess, sys, tempfile, threading, time
+import argparse, json, os, shutil, signal, ssl, subprocess, sys, tempfile, threading, time, urllib.request
 
 from sim_scale import Run, Watcher, rss_mib
 
@@ -125,6 +128,33 @@ class Rollouts(Run):
         head = rows[0].split()
         return int(rows[1].split()[head.index("COMMIT")])
 
+    def controller_passes(self):
+        """(count, seconds) of `drover_controller_pass_duration_seconds` on
+        the server's /metrics: HTTPS on the --http port, the admin token and
+        the cluster CA from client.yaml."""
+        token, ca, in_ca = None, [], False
+        for line in open(self.cfg):
+            if in_ca and line.startswith("  "):
+                ca.append(line[2:])
+                continue
+            in_ca = False
+            if line.startswith("token:"):
+                token = line.split(":", 1)[1].strip()
+            elif line.startswith("ca: |"):
+                in_ca = True
+        ctx = ssl.create_default_context(cadata="".join(ca))
+        ctx.check_hostname = False  # loopback; the chain is still checked against the cluster CA
+        req = urllib.request.Request(f"https://127.0.0.1:{self.http}/metrics",
+                                     headers={"authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+            text = r.read().decode()
+        got = {}
+        for line in text.splitlines():
+            for key in ("count", "sum"):
+                if line.startswith(f"drover_controller_pass_duration_seconds_{key} "):
+                    got[key] = float(line.split()[1])
+        return got.get("count", 0.0), got.get("sum", 0.0)
+
     def pod_count(self):
         return len(self.cli("get", "pods", "-A", "-o", "name").stdout.split())
 
@@ -159,6 +189,7 @@ class Rollouts(Run):
         rows.start()
         time.sleep(1.0)  # the watch is established and has printed its table
         commit0 = self.commit_index()
+        passes0 = self.controller_passes()
         srv_cpu0, sim_cpu0 = cpu_seconds(self.server.pid), cpu_seconds(self.sim.pid)
         t0 = time.monotonic()
         self.apply(name, rolling, 2)
@@ -169,6 +200,7 @@ class Rollouts(Run):
         st = self.get_ds(name).get("status", {})  # where a capped rollout stands
         t_read = time.monotonic()
         commit = self.commit_index() - commit0
+        passes1 = self.controller_passes()
         time.sleep(0.5)  # the last rows of the watch
         rows.stop()
         mine = [(t - t0, c) for (t, c) in rows.rows if c[0] == name and t0 <= t <= t_read and len(c) >= 6]
@@ -212,6 +244,14 @@ class Rollouts(Run):
         fig(prefix + "sim_cpu", sim_cpu, "s")
         fig(prefix + "sim_cpu_pct", 100.0 * sim_cpu / (t_status - t0), "% of a core")
         fig(prefix + "raft_entries_committed", commit, "entries")
+        # The leader's controller loop: how many passes the rollout took and
+        # how much of its time the loop was busy (a pass plans every node).
+        passes, busy = passes1[0] - passes0[0], passes1[1] - passes0[1]
+        fig(prefix + "controller_passes", int(passes), "passes")
+        fig(prefix + "controller_passes_per_node", passes / n, "passes")
+        if passes:
+            fig(prefix + "controller_pass_mean", 1e3 * busy / passes, "ms")
+        fig(prefix + "controller_busy_pct", 100.0 * busy / (t_status - t0), "% of the rollout")
         fig(prefix + "server_rss_after", rss_mib(self.server.pid), "MiB")
         fig(prefix + "sim_rss_after", rss_mib(self.sim.pid), "MiB")
         fig(prefix + "status_desired_updated_available",

@@ -145,6 +145,7 @@ class Run:
         (process, gRPC port, path of its node token), once its client config
         and node token exist."""
         grpc, http = free_port(), free_port()
+        self.http = http  # /metrics (bench/rollout_scale.py reads the controller's passes)
         server = self.start(["server", "--data-dir", os.path.join(self.work, "server"),
                              "--listen", f"127.0.0.1:{grpc}", "--http", f"127.0.0.1:{http}",
                              "--node-timeout", "5s",
