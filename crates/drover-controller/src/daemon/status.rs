@@ -58,17 +58,13 @@ pub(crate) fn count(
         counts.current += 1;
         if first.is_ready() {
             counts.ready += 1;
-            if min_ready.is_zero() {
+            // Without `minReadySeconds`, `is_available` does not read the
+            // readiness time; it is read only for a pod not available yet.
+            if pods::is_available(first, min_ready, now) {
                 counts.available += 1;
             } else if let Some(Some(since)) = pods::ready_since(first) {
-                // The readiness time is read once, and only when
-                // `minReadySeconds` makes it matter.
-                if since + min_ready < now {
-                    counts.available += 1;
-                } else {
-                    let at = since + min_ready + AVAILABILITY_SLACK;
-                    counts.next_available = Some(counts.next_available.map_or(at, |t| t.min(at)));
-                }
+                let at = since + min_ready + AVAILABILITY_SLACK;
+                counts.next_available = Some(counts.next_available.map_or(at, |t| t.min(at)));
             }
         }
         if revision_hash.is_none_or(|hash| is_updated(first, hash)) {
