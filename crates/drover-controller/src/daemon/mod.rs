@@ -480,17 +480,21 @@ struct NewPods<'a> {
     ds: &'a DaemonSet,
     spec: &'a PodSpec,
     prefix: String,
-    taken: FastSet<&'a str>,
+    /// Every pod (of any namespace): the names taken are those of the
+    /// DaemonSet's namespace, gathered at the first creation.
+    all: &'a [&'a Pod],
+    taken: Option<FastSet<&'a str>>,
     new_names: FastSet<String>,
 }
 
 impl<'a> NewPods<'a> {
-    fn new(ds: &'a DaemonSet, eligibility: &'a Eligibility, taken: FastSet<&'a str>) -> Self {
+    fn new(ds: &'a DaemonSet, eligibility: &'a Eligibility, all: &'a [&'a Pod]) -> Self {
         NewPods {
             ds,
             spec: eligibility.pod_spec(),
             prefix: pods::generate_name_prefix(ds),
-            taken,
+            all,
+            taken: None,
             new_names: FastSet::default(),
         }
     }
@@ -502,7 +506,11 @@ impl<'a> NewPods<'a> {
         now: Timestamp,
         rng: &mut R,
     ) -> PodCreation {
-        let name = fresh_name(&self.prefix, &self.taken, &mut self.new_names, rng);
+        let (all, namespace) = (self.all, namespace_of(&self.ds.metadata));
+        let taken = self
+            .taken
+            .get_or_insert_with(|| diff::taken_names(namespace, all));
+        let name = fresh_name(&self.prefix, taken, &mut self.new_names, rng);
         let pod = pods::new_daemon_pod(self.ds, self.spec, node_name, name, revision_hash);
         let event = events::created(self.ds, &pod.metadata.name, now, rng);
         PodCreation { pod, event }
@@ -572,7 +580,7 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         plan.requeue(at);
     }
 
-    let mut new_pods = NewPods::new(ds, &eligibility, claimed.taken_names);
+    let mut new_pods = NewPods::new(ds, &eligibility, &input.pods);
     for diff in &diffs {
         write_node(
             &mut plan,
@@ -592,9 +600,11 @@ pub fn plan<R: RngCore + ?Sized>(input: &PlanInput<'_>, rng: &mut R) -> DaemonSe
         roll_out(&mut plan, ds, &diffs, hash, &mut new_pods, now, rng);
     }
 
-    let seen: FastSet<&str> = diffs.iter().map(|d| d.node).collect();
-    plan.backoff
-        .gc(ds.metadata.generation, now, |node| seen.contains(node));
+    if !plan.backoff.is_empty() {
+        let seen: FastSet<&str> = diffs.iter().map(|d| d.node).collect();
+        plan.backoff
+            .gc(ds.metadata.generation, now, |node| seen.contains(node));
+    }
     plan.status = status::status(ds, &counts);
     plan.status_changed = plan.status != ds.status;
     plan

@@ -394,8 +394,10 @@ pub struct NodeSlot<'a> {
     /// Whether the node is Ready; a node that is not is left alone and
     /// does not count against `maxUnavailable`.
     pub ready: bool,
-    /// The DaemonSet's pods bound to it, being deleted included.
-    pub pods: Vec<&'a Pod>,
+    /// The DaemonSet's pods bound to it, being deleted included (borrowed
+    /// from the node's diff: a pass builds a slot for every node, and
+    /// copying each node's pods cost an allocation per node).
+    pub pods: &'a [&'a Pod],
 }
 
 /// What one step of a rolling update does.
@@ -473,7 +475,7 @@ pub fn rolling_update<'a>(
         let mut replace_now: Vec<&'a Pod> = Vec::new();
         let mut candidates: Vec<&'a Pod> = Vec::new();
         for slot in slots {
-            let Some((new, old)) = updated_and_old(&slot.pods, hash) else {
+            let Some((new, old)) = updated_and_old(slot.pods, hash) else {
                 if slot.ready {
                     unavailable += 1;
                 }
@@ -511,7 +513,7 @@ pub fn rolling_update<'a>(
     let mut candidate_new: Vec<&'a str> = Vec::new();
     let mut should_not_run: Vec<&'a Pod> = Vec::new();
     for slot in slots {
-        let Some((new, old)) = updated_and_old(&slot.pods, hash) else {
+        let Some((new, old)) = updated_and_old(slot.pods, hash) else {
             if slot.ready {
                 surging += 1;
             }

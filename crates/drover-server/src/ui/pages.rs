@@ -292,8 +292,8 @@ pub fn requested(pods: &[Arc<Pod>]) -> (i128, i128) {
 
 /// The age of the node's last heartbeat: as this member heard it (the
 /// leader hears every node's), else its Ready condition's.
-pub fn heartbeat_age(n: &Node, heard: &HashMap<String, Instant>, now: SystemTime) -> String {
-    if let Some(at) = heard.get(&n.metadata.name) {
+pub fn heartbeat_age(n: &Node, heard: &crate::heartbeats::LastHeard, now: SystemTime) -> String {
+    if let Some(at) = heard.get(n.metadata.name.as_str()) {
         return human_duration(at.elapsed());
     }
     let t = n
