@@ -13,8 +13,9 @@ bench/sim_scale.py), then for each update strategy:
     status ds/NAME` returns; then checks once that every pod runs app:2 with
     the new revision hash and is Running and Ready;
   - the leader's controller passes over the rollout (from /metrics, with the
-    admin token): how many, per node, their mean time, and the share of the
-    rollout the controller's loop was busy;
+    admin token): how many, per node, how many were skipped (woken only by
+    the controller's own status writes), their mean time, and the share of
+    the rollout the controller's loop was busy;
   - the CPU time (utime+stime, /proc/PID/stat) of the server and of the sim
     process over the rollout, in seconds and in % of one core, and their RSS
     after it;
@@ -129,9 +130,10 @@ class Rollouts(Run):
         return int(rows[1].split()[head.index("COMMIT")])
 
     def controller_passes(self):
-        """(count, seconds) of `drover_controller_pass_duration_seconds` on
-        the server's /metrics: HTTPS on the --http port, the admin token and
-        the cluster CA from client.yaml."""
+        """(count, seconds, skipped) of `drover_controller_pass_duration_seconds`
+        and `drover_controller_passes_skipped_total` on the server's /metrics
+        (0 for a server without it): HTTPS on the --http port, the admin
+        token and the cluster CA from client.yaml."""
         token, ca, in_ca = None, [], False
         for line in open(self.cfg):
             if in_ca and line.startswith("  "):
@@ -153,7 +155,9 @@ class Rollouts(Run):
             for key in ("count", "sum"):
                 if line.startswith(f"drover_controller_pass_duration_seconds_{key} "):
                     got[key] = float(line.split()[1])
-        return got.get("count", 0.0), got.get("sum", 0.0)
+            if line.startswith("drover_controller_passes_skipped_total "):
+                got["skipped"] = float(line.split()[1])
+        return got.get("count", 0.0), got.get("sum", 0.0), got.get("skipped", 0.0)
 
     def pod_count(self):
         return len(self.cli("get", "pods", "-A", "-o", "name").stdout.split())
@@ -249,6 +253,8 @@ class Rollouts(Run):
         passes, busy = passes1[0] - passes0[0], passes1[1] - passes0[1]
         fig(prefix + "controller_passes", int(passes), "passes")
         fig(prefix + "controller_passes_per_node", passes / n, "passes")
+        # Passes not run: woken only by the controller's own status writes.
+        fig(prefix + "controller_passes_skipped", int(passes1[2] - passes0[2]), "passes")
         if passes:
             fig(prefix + "controller_pass_mean", 1e3 * busy / passes, "ms")
         fig(prefix + "controller_busy_pct", 100.0 * busy / (t_status - t0), "% of the rollout")

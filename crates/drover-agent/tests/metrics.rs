@@ -120,6 +120,10 @@ async fn a_server_and_an_agent_are_scraped_and_parsed() {
         "{text}"
     );
     assert!(v("drover_controller_pass_duration_seconds_count", &[]).is_some_and(|w| w >= 1.0));
+    assert!(
+        v("drover_controller_passes_skipped_total", &[]).is_some(),
+        "{text}"
+    );
     assert_eq!(v("drover_agent_sessions", &[]), Some(1.0));
     assert_eq!(v("drover_nodes", &[("ready", "true")]), Some(1.0), "{text}");
     assert_eq!(v("drover_nodes", &[("ready", "false")]), Some(0.0));

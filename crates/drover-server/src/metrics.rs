@@ -96,6 +96,9 @@ pub struct Metrics {
     pub store_write_duration: Histogram,
     /// How long each pass of the leader's controllers took.
     pub controller_pass_duration: Histogram,
+    /// Passes the leader's controllers did not run: woken only by their
+    /// own DaemonSet status writes, they would have planned the same.
+    pub controller_passes_skipped: Counter,
     /// How long each pass of the leader's scheduler took (one that
     /// scheduled at least one pod).
     pub scheduler_pass_duration: Histogram,
@@ -142,6 +145,7 @@ impl Metrics {
             store_write_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             // 1 ms … ~32 s.
             controller_pass_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            controller_passes_skipped: Counter::default(),
             // 0.1 ms … ~3 s.
             scheduler_pass_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             scheduler_pods_bound: Counter::default(),
@@ -193,6 +197,11 @@ impl Metrics {
             "drover_controller_pass_duration_seconds",
             "Time of one pass of the leader's controllers (DaemonSets, node lifecycle, pod GC)",
             m.controller_pass_duration.clone(),
+        );
+        registry.register(
+            "drover_controller_passes_skipped",
+            "Passes of the leader's controllers not run: woken only by their own DaemonSet status writes",
+            m.controller_passes_skipped.clone(),
         );
         registry.register(
             "drover_scheduler_pass_duration_seconds",

@@ -18,6 +18,7 @@
 //!   writes did not push, each agent re-sent every pod's status every 2 s
 //!   for ever, 5,000 no-op writes a second at 10,000 nodes).
 
+mod changes;
 mod config;
 pub mod window;
 
@@ -78,6 +79,24 @@ enum Object {
     Secret(String, Arc<Secret>),
     /// Another kind, or an object that does not decode (logged).
     Other,
+}
+
+impl Object {
+    /// The store key of an object the view holds (`None` for another kind).
+    fn key(&self) -> Option<&str> {
+        match self {
+            Object::Deleted(k)
+            | Object::Node(k, _)
+            | Object::DaemonSet(k, _)
+            | Object::Deployment(k, _)
+            | Object::ReplicaSet(k, _)
+            | Object::Pod(k, _)
+            | Object::PriorityClass(k, _)
+            | Object::ConfigMap(k, _)
+            | Object::Secret(k, _) => Some(k),
+            Object::Other => None,
+        }
+    }
 }
 
 fn decode(kv: &KeyValue, deleted: bool) -> Decoded {
@@ -361,6 +380,9 @@ pub struct Informer {
     /// the controllers plan from. A write of anything else (the events
     /// they record, ControllerRevisions) does not wake them.
     view_changed: watch::Sender<u64>,
+    /// The revisions at which the view changed lately ([`changes`]),
+    /// recorded before `view_changed` tells them.
+    view_changes: Arc<Mutex<changes::ViewChanges>>,
     loaded: watch::Sender<bool>,
     /// The recent changes, for watches ([`window`]).
     window: Arc<WatchCache>,
@@ -406,6 +428,7 @@ impl Informer {
             nodes: Arc::default(),
             changed: watch::channel(0).0,
             view_changed: watch::channel(0).0,
+            view_changes: Arc::default(),
             loaded: watch::channel(false).0,
             window: Arc::new(WatchCache::new(window, counters)),
         }
@@ -440,6 +463,17 @@ impl Informer {
     /// controller that plans from the view waits on.
     pub fn subscribe_view(&self) -> watch::Receiver<u64> {
         self.view_changed.subscribe()
+    }
+
+    /// Whether every change of the view after revision `since`, up to `to`
+    /// (a value [`Informer::subscribe_view`] gave), was at one of the
+    /// changes in `ours` (revision and store key): false when anything else changed, or when the
+    /// changes since `since` are no longer known.
+    pub fn view_changed_only_at(&self, since: u64, to: u64, ours: &[(u64, String)]) -> bool {
+        self.view_changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .only_at(since, to, ours)
     }
 
     /// Waits until the view reflects `revision` (or `timeout` passes);
@@ -679,6 +713,13 @@ impl Informer {
         }
         self.window.push(events, revision);
         if view_changed {
+            let mut changes = self.view_changes.lock().unwrap_or_else(|e| e.into_inner());
+            for d in batch {
+                if let Some(key) = d.object.key() {
+                    changes.push(d.revision, key);
+                }
+            }
+            drop(changes);
             self.view_changed.send_replace(revision);
         }
         self.changed.send_replace(revision);
@@ -731,6 +772,10 @@ impl Informer {
                 tx.send_replace(rev);
             }
         }
+        self.view_changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reset(rev);
         self.view_changed.send_replace(rev);
         self.changed.send_replace(rev);
         self.loaded.send_replace(true);

@@ -121,6 +121,49 @@ struct Leading {
     /// Since when marking the pods of unreachable nodes waits for the
     /// nodes' own NotReady writes (see [`MAX_POD_MARK_DELAY`]).
     pods_deferred: Option<Instant>,
+    /// What the current pass wrote (see [`PassWrites`]).
+    wrote: PassWrites,
+}
+
+/// What a pass wrote to the objects the view holds: whether it wrote (or
+/// tried to write) anything but DaemonSet statuses, and the revisions of
+/// the statuses it wrote. A pass woken only by its own status writes would
+/// plan what the last one planned and write nothing (the statuses are
+/// computed from the pods, and the pods did not change), so the loop does
+/// not run it: in a rolling update that was about one pass in four.
+#[derive(Debug)]
+struct PassWrites {
+    /// Nothing but statuses was written or tried.
+    statuses_only: bool,
+    /// The statuses written: revision and store key.
+    statuses_at: Vec<(u64, String)>,
+}
+
+impl Default for PassWrites {
+    fn default() -> Self {
+        PassWrites {
+            statuses_only: true,
+            statuses_at: Vec::new(),
+        }
+    }
+}
+
+/// What [`Leading::skip_own_statuses`] found.
+enum Skip {
+    /// Something else changed (or the pass wrote more than statuses): the
+    /// next pass runs when the view says so, as always.
+    No,
+    /// Only the pass's own statuses changed the view: marked seen.
+    Yes,
+    /// Marked seen, but something else had just changed: run now.
+    RunNow,
+}
+
+impl PassWrites {
+    /// The pass writes (or tries to write) something else than a status.
+    fn other(&mut self) {
+        self.statuses_only = false;
+    }
 }
 
 /// While nodes keep turning NotReady (a sim of 10,000 nodes killed: their
@@ -160,6 +203,7 @@ impl Leading {
             // Not at once: a new leader first converges.
             next_event_gc: Instant::now() + EVENT_GC_EVERY.min(cfg.event_ttl / 2),
             pods_deferred: None,
+            wrote: PassWrites::default(),
         }
     }
 
@@ -181,6 +225,7 @@ impl Leading {
             changes.borrow_and_update();
             let view = self.informer.snapshot();
             let started = Instant::now();
+            self.wrote = PassWrites::default();
             let (mut written, wake) = self.pass(&view).await;
             self.ctx
                 .metrics
@@ -201,6 +246,13 @@ impl Leading {
             if started.elapsed() > Duration::from_millis(500) {
                 tracing::debug!("controller pass took {:?}", started.elapsed());
             }
+            match self.skip_own_statuses(&mut changes, view.revision) {
+                Skip::No => {}
+                Skip::Yes => {
+                    self.ctx.metrics.controller_passes_skipped.inc();
+                }
+                Skip::RunNow => continue,
+            }
             tokio::select! {
                 r = changes.changed() => if r.is_err() { return },
                 // A node that was silent is back: judge it now.
@@ -212,6 +264,33 @@ impl Leading {
 
     async fn committed(&self) -> u64 {
         committed(&self.ctx).await
+    }
+
+    /// Whether the next pass can wait for a change that is not the last
+    /// pass's own: that pass planned from revision `since` and wrote only
+    /// DaemonSet statuses, and nothing else changed the view since. The
+    /// view is then marked seen ([`Skip::Yes`]); when something else
+    /// changed it just as it was marked, the next pass must run at once
+    /// ([`Skip::RunNow`]).
+    fn skip_own_statuses(&self, changes: &mut watch::Receiver<u64>, since: u64) -> Skip {
+        let w = &self.wrote;
+        if !w.statuses_only || w.statuses_at.is_empty() {
+            return Skip::No;
+        }
+        let ours = |to: u64| {
+            self.informer
+                .view_changed_only_at(since, to, &w.statuses_at)
+        };
+        if !ours(*changes.borrow()) {
+            return Skip::No;
+        }
+        // Marks what is there now, which may be newer than what was checked.
+        let seen = *changes.borrow_and_update();
+        if ours(seen) {
+            Skip::Yes
+        } else {
+            Skip::RunNow
+        }
     }
 
     /// One pass of both controllers. Answers the highest revision written
@@ -238,6 +317,9 @@ impl Leading {
         let plan = self.nodes.plan(nodes.iter().copied(), last, now);
         soonest(plan.next_check);
         let nodes_written = !plan.updates.is_empty();
+        if nodes_written || !plan.remove.is_empty() {
+            self.wrote.other();
+        }
         // Many nodes can change at once (a sim process dies): one batch of
         // compare-and-swap writes at the versions the view holds, in as few
         // transactions as they allow (a node changed meanwhile is written
@@ -299,6 +381,7 @@ impl Leading {
                 .pods_not_ready(nodes.iter().copied(), pods.iter().copied(), last, now)
         };
         if !marked.is_empty() {
+            self.wrote.other();
             let mut events = Vec::with_capacity(marked.len());
             let writes = marked.into_iter().map(|m| {
                 events.push(m.event);
@@ -385,7 +468,11 @@ impl Leading {
         }
         self.backoff.retain(|uid, _| live.contains(uid));
         self.rollback_skipped.retain(|(uid, _)| live.contains(uid));
-        written = written.max(self.revisions.retain(&self.objects, &live).await);
+        let pruned = self.revisions.retain(&self.objects, &live).await;
+        if pruned > 0 {
+            self.wrote.other();
+        }
+        written = written.max(pruned);
 
         // Pods of DaemonSets and ReplicaSets that are gone, and bare pods
         // of nodes that left.
@@ -407,6 +494,9 @@ impl Leading {
             nodes.iter().copied(),
             pods.iter().copied(),
         ));
+        if !doomed.is_empty() {
+            self.wrote.other();
+        }
         let deletes = doomed
             .iter()
             .map(|p| Write::Delete(Kind::Pod, Box::new(p.metadata.clone())))
@@ -471,6 +561,9 @@ impl Leading {
         }
         self.backoff.insert(uid, plan.backoff.clone());
         let mut written = revs.written;
+        if written > 0 || plan.changes_pods() || plan.finalize || !plan.unschedulable.is_empty() {
+            self.wrote.other();
+        }
         let mut events = plan.events.clone();
 
         for pod in plan.adopt.iter().chain(plan.release.iter()) {
@@ -616,17 +709,29 @@ impl Leading {
             }
         }
         match results.next() {
-            Some(Ok(w)) => written = written.max(w.revision()),
+            Some(Ok(w)) => {
+                written = written.max(w.revision());
+                let key = crate::api::codec::key(
+                    Kind::DaemonSet,
+                    &ds.metadata.namespace,
+                    &ds.metadata.name,
+                );
+                self.wrote.statuses_at.push((w.revision(), key));
+            }
             // Written on the version this pass read: a change since then
             // (a user's apply) refuses it, and the pass that change wakes
             // writes the status again.
-            Some(Err(e)) => tracing::debug!(ds = %ds.metadata.name, "status: {}", e),
+            Some(Err(e)) => {
+                self.wrote.other();
+                tracing::debug!(ds = %ds.metadata.name, "status: {}", e)
+            }
             None => {}
         }
         let mut requeue_at = plan.requeue_at;
         if let (Some(due), Some(hash)) = (&plan.rollback, revs.hash.as_deref()) {
             let key = (ds.metadata.uid.clone(), hash.to_owned());
             if !self.rollback_skipped.contains(&key) {
+                self.wrote.other();
                 match revisions::roll_back(&self.objects, ds, hash, due, now, &mut self.rng).await {
                     RolledBack::Done(w, event) => {
                         written = written.max(w);
