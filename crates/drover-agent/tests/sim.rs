@@ -98,7 +98,7 @@ async fn killed_sim_nodes_stay_registered() {
             let beats = s.server.ctx.heartbeats.snapshot();
             (0..5).all(|i| {
                 beats
-                    .get(&format!("k-{i}"))
+                    .get(format!("k-{i}").as_str())
                     .is_some_and(|t| t.elapsed() > quiet)
             })
         },
