@@ -648,7 +648,7 @@ proptest! {
     }
 
     /// The usage of only the nodes where the DaemonSet has no bound pod
-    /// (`settled_nodes`), as the server builds it each pass, plans exactly
+    /// (`Claim::is_settled`), as the server builds it each pass, plans exactly
     /// as the usage of every pod of the cluster: CPU room and requests
     /// drawn so that fits and preemptions decide.
     #[test]
@@ -682,11 +682,18 @@ proptest! {
             )
         };
         let whole = plan(&NodeUsage::new(pods.iter().copied()));
-        let settled = daemon::settled_nodes(&ds, &pods);
+        let claim = daemon::claim(&ds, &pods);
         let part = NodeUsage::with_priorities_on(pods.iter().copied(), drover_api::Priorities::new([]), |n| {
-            settled.as_ref().is_some_and(|s| !s.contains(n))
+            claim.as_ref().is_some_and(|c| !c.is_settled(n))
         });
-        prop_assert_eq!(plan(&part), whole);
+        prop_assert_eq!(plan(&part), whole.clone());
+        // The claim made once, as the server makes it, plans the same.
+        let claimed = daemon::plan_claimed(
+            &PlanInput::new(&ds, &nodes, pods.iter().copied(), now).with_usage(&part),
+            claim,
+            &mut StdRng::seed_from_u64(seed),
+        );
+        prop_assert_eq!(claimed, whole);
     }
 
     /// plan → apply → plan … converges to exactly one pod on every eligible

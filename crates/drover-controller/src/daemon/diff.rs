@@ -95,21 +95,6 @@ pub(crate) fn taken_names<'a>(namespace: &str, all: &[&'a Pod]) -> FastSet<&'a s
     taken
 }
 
-/// The nodes where a pod [`claim_pods`] gives the DaemonSet is bound.
-pub(crate) fn bound_nodes<'a>(
-    ds: &DaemonSet,
-    selector: &Selector,
-    all: &[&'a Pod],
-) -> FastSet<&'a str> {
-    let namespace = namespace_of(&ds.metadata);
-    let matches = |pod: &Pod| selector.matches(&pod.metadata.labels);
-    all.iter()
-        .filter(|p| !pods::is_unbound(p) && namespace_of(&p.metadata) == namespace)
-        .filter(|p| matches!(pods::claim(ds, matches, p), Claim::Owned | Claim::Adopt))
-        .map(|p| p.spec.node_name.as_str())
-        .collect()
-}
-
 /// Whether the DaemonSet is the pod's controller (by UID), whatever the
 /// labels: the pods a DaemonSet being deleted, or one with an unusable
 /// selector, still has.

@@ -236,7 +236,7 @@ impl NodeUsage {
     /// The usage of the nodes `keep` keeps only (by the name a pod counts
     /// on: its `spec.nodeName`, or where it is nominated): the same answers
     /// as [`NodeUsage::with_priorities`] about those nodes, without the
-    /// cost of the others (see [`super::settled_nodes`]).
+    /// cost of the others (see [`super::Claim::is_settled`]).
     pub fn with_priorities_on<'a>(
         pods: impl IntoIterator<Item = &'a Pod>,
         priorities: Priorities,

@@ -412,7 +412,9 @@ impl Leading {
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business.
         let (by_owner, bare) = super::pods_by_controller(&pods);
-        let planned: Vec<(&Arc<DaemonSet>, Vec<&Pod>)> = view
+        // Each DaemonSet's claim over its pods, made once: it says which
+        // nodes are settled (below) and its plan starts from it.
+        let planned: Vec<(&Arc<DaemonSet>, Vec<&Pod>, Option<daemon::Claim>)> = view
             .daemon_sets
             .values()
             .map(|ds| {
@@ -424,7 +426,8 @@ impl Leading {
                     .copied()
                     .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
                     .collect();
-                (ds, mine)
+                let claim = daemon::claim(ds, &mine);
+                (ds, mine, claim)
             })
             .collect();
         // What each node's pods request and the ports they hold: a daemon
@@ -433,15 +436,13 @@ impl Leading {
         // update, the node being replaced) are counted, not every pod of
         // the cluster on every pass.
         let mut unsettled: drover_controller::FastSet<&str> = drover_controller::FastSet::default();
-        for (ds, mine) in &planned {
-            if let Some(settled) = daemon::settled_nodes(ds, mine) {
-                unsettled.extend(
-                    nodes
-                        .iter()
-                        .map(|n| n.metadata.name.as_str())
-                        .filter(|n| !settled.contains(n)),
-                );
-            }
+        for claim in planned.iter().filter_map(|(_, _, c)| c.as_ref()) {
+            unsettled.extend(
+                nodes
+                    .iter()
+                    .map(|n| n.metadata.name.as_str())
+                    .filter(|n| !claim.is_settled(n)),
+            );
         }
         let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));
         let mut usage =
@@ -451,17 +452,17 @@ impl Leading {
         // Higher priority first: a DaemonSet that preempts takes the room it
         // made before one of lower priority can take it back.
         let mut planned = planned;
-        planned.sort_by_key(|(ds, _)| {
+        planned.sort_by_key(|(ds, _, _)| {
             let p = usage
                 .priority_of(&ds.spec.template.spec)
                 .map_or(0, |(p, _)| p);
             std::cmp::Reverse(p)
         });
         let mut live = drover_controller::FastSet::default();
-        for (ds, mine) in planned {
+        for (ds, mine, claim) in planned {
             live.insert(ds.metadata.uid.clone());
             let (w, t) = self
-                .sync_daemon_set(ds, &nodes, &mine, &mut usage, now)
+                .sync_daemon_set(ds, &nodes, &mine, claim, &mut usage, now)
                 .await;
             written = written.max(w);
             soonest(t);
@@ -512,11 +513,12 @@ impl Leading {
         (written, wake)
     }
 
-    async fn sync_daemon_set(
+    async fn sync_daemon_set<'a>(
         &mut self,
         ds: &DaemonSet,
-        nodes: &[&Node],
-        pods: &[&Pod],
+        nodes: &[&'a Node],
+        pods: &[&'a Pod],
+        claim: Option<daemon::Claim<'a>>,
         usage: &mut daemon::NodeUsage,
         now: Timestamp,
     ) -> (u64, Option<Timestamp>) {
@@ -544,7 +546,7 @@ impl Leading {
         if let Some(hash) = revs.hash.as_deref() {
             input = input.with_revision_hash(hash);
         }
-        let mut plan = daemon::plan(&input, &mut self.rng);
+        let mut plan = daemon::plan_claimed(&input, claim, &mut self.rng);
         drop(input);
         // What this plan places and preempts counts for the DaemonSets
         // planned after it.
