@@ -189,8 +189,12 @@ async fn a_pass_writes_its_pods_and_the_status_in_one_revision() {
 
 /// The pass after the one that creates the pods writes only the new
 /// status (it counts the pods now); the pass that status write would wake
-/// is not run, since it would plan the same view. A change that is not the
-/// controller's own still wakes a pass: a node relabelled loses its pod.
+/// is not run, since it would plan the same view. Afterwards the
+/// controller still acts on a change: a node relabelled loses its pod.
+/// (The loop's 1 s timer would also run that pass, so this does not show
+/// that the change itself woke it; `cache/changes.rs`'s unit tests check
+/// that a change of anyone else's, even in the same raft entry, is never
+/// taken for the controller's own.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_woken_only_by_its_own_status_write_is_skipped() {
     let (_tmp, mut server, objects) = start(Duration::from_secs(3600)).await;

@@ -273,11 +273,10 @@ fn dedupe_running<'a>(
             .collect();
         return (keep, stop);
     }
-    if running.len() <= 1 {
-        return (running, Vec::new());
-    }
-    let Some((kept, extra)) = running.split_first() else {
-        return (Vec::new(), Vec::new());
+    // None or one running: kept as it is (no new vector).
+    let (kept, extra) = match running.split_first() {
+        Some((kept, extra)) if !extra.is_empty() => (*kept, extra),
+        _ => return (running, Vec::new()),
     };
     let stop = extra
         .iter()
@@ -288,7 +287,7 @@ fn dedupe_running<'a>(
             },
         })
         .collect();
-    (vec![*kept], stop)
+    (vec![kept], stop)
 }
 
 /// The diff of every node (each name once, in input order), taking each

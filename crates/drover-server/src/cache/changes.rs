@@ -9,12 +9,12 @@
 //! change of the view wakes the next pass. A pass that wrote nothing but
 //! a DaemonSet's status would wake a pass that plans the same view again
 //! and writes nothing: in a rolling update of 1,000 nodes, about one pass
-//! in four. With this record the controller skips exactly that pass, and
+//! in seven (460–503 of about 3,450). With this record the controller skips exactly that pass, and
 //! runs whenever anything else changed (or when it cannot tell).
 
 use std::collections::VecDeque;
 
-/// Revisions kept: far more than the changes that can land while one pass
+/// Changes kept: far more than the changes that can land while one pass
 /// runs (a pass that sees more than this simply runs again).
 const KEPT: usize = 1024;
 

@@ -380,7 +380,7 @@ pub struct Informer {
     /// the controllers plan from. A write of anything else (the events
     /// they record, ControllerRevisions) does not wake them.
     view_changed: watch::Sender<u64>,
-    /// The revisions at which the view changed lately ([`changes`]),
+    /// The recent changes of the view as (revision, key) ([`changes`]),
     /// recorded before `view_changed` tells them.
     view_changes: Arc<Mutex<changes::ViewChanges>>,
     loaded: watch::Sender<bool>,
@@ -466,9 +466,9 @@ impl Informer {
     }
 
     /// Whether every change of the view after revision `since`, up to `to`
-    /// (a value [`Informer::subscribe_view`] gave), was at one of the
-    /// changes in `ours` (revision and store key): false when anything else changed, or when the
-    /// changes since `since` are no longer known.
+    /// (a value [`Informer::subscribe_view`] gave), was one of `ours`
+    /// (revision and store key): false when anything else changed, or when
+    /// the changes since `since` are no longer known.
     pub fn view_changed_only_at(&self, since: u64, to: u64, ours: &[(u64, String)]) -> bool {
         self.view_changes
             .lock()

@@ -130,7 +130,7 @@ struct Leading {
 /// the statuses it wrote. A pass woken only by its own status writes would
 /// plan what the last one planned and write nothing (the statuses are
 /// computed from the pods, and the pods did not change), so the loop does
-/// not run it: in a rolling update that was about one pass in four.
+/// not run it: in a rolling update that was about one pass in seven.
 #[derive(Debug)]
 struct PassWrites {
     /// Nothing but statuses was written or tried.
