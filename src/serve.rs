@@ -41,6 +41,12 @@ pub(crate) struct ServerArgs {
     /// than about a thousand nodes.
     #[arg(long)]
     pub(crate) max_connections_per_address: Option<usize>,
+    /// Heartbeats a second this member answers before it asks its agents to beat less often
+    /// (every `sessions / N` seconds, up to two fifths of --node-timeout; Nomad's
+    /// max_heartbeats_per_second). Lower it on a small machine with many nodes.
+    #[arg(long, default_value_t = drover_server::limits::HEARTBEATS_PER_SECOND as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) heartbeats_per_second: u64,
     /// How long node certificates live; agents renew theirs after two thirds of it.
     #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
     pub(crate) node_cert_ttl: Duration,
@@ -118,6 +124,7 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
     }
     opts.member_cert_ttl = a.member_cert_ttl;
     opts.max_connections_per_address = a.max_connections_per_address;
+    opts.heartbeats_per_second = usize::try_from(a.heartbeats_per_second).unwrap_or(usize::MAX);
     opts.tick = tick;
     opts.election_ticks = (a.election_timeout_ms / a.tick_ms.max(1)).max(2) as usize;
     opts.snapshot_every = a.snapshot_every.max(1);

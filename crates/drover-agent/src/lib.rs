@@ -118,7 +118,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// and sims shorten them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tuning {
-    /// Heartbeat interval; `None` takes the server's (1 s).
+    /// Heartbeat interval; `None` takes the server's (1 s, longer on a
+    /// member with many sessions, which says so in its answers).
     pub heartbeat: Option<Duration>,
     /// Status reports are sent at most this often (coalesced), 200 ms.
     pub status_interval: Duration,

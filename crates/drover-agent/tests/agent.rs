@@ -962,7 +962,7 @@ async fn a_session_that_carries_nothing_is_given_up_though_its_connection_answer
     let gap = at[1] - at[0];
     eprintln!("first session -> the next: {gap:?}");
     // 3 s of silence, then a reconnect pause (200 ms to 1 s, jittered);
-    // the connection's keep-alive (1.5 s + 10 s) would take 11.5 s.
+    // the connection's keep-alive (5 s + 10 s) would take 15 s.
     assert!(
         gap >= Duration::from_millis(2900) && gap < Duration::from_secs(6),
         "{gap:?}"

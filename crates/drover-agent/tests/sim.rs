@@ -144,3 +144,84 @@ async fn sim_nodes_count_their_joins_losses_and_rejoins() {
     sim.shutdown().await;
     s.shutdown().await;
 }
+
+/// A member that holds more sessions than it answers heartbeats a second
+/// asks its agents to beat less often, in the answers to their heartbeats
+/// as well as in the welcome: the first nodes, welcomed into a small
+/// cluster, beat less often once it grew. The nodes stay Ready and keep
+/// their sessions meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_with_many_sessions_asks_for_fewer_heartbeats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = TestServer::start_tuned(&tmp.path().join("server"), |o| {
+        // 4 sessions at 4 a second: every second; 12: every 3 s (at most
+        // 4 s, two fifths of the 10 s node timeout).
+        o.heartbeats_per_second = 4;
+        o.controller.node_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let sim_of = |prefix: &str, nodes| {
+        let mut o = SimOptions::new(vec![s.addr.clone()], s.node_token.clone(), nodes);
+        o.prefix = prefix.into();
+        o.tuning.seed = Some(7);
+        Sim::start(o).expect("sim starts")
+    };
+    let first = sim_of("first-", 4);
+    wait_until("4 sessions", Duration::from_secs(20), || async {
+        first.connected() == 4
+    })
+    .await;
+    let more = sim_of("more-", 8);
+    wait_until("8 more sessions", Duration::from_secs(20), || async {
+        more.connected() == 8
+    })
+    .await;
+    assert_eq!(s.server.ctx.heartbeats.interval(4), Duration::from_secs(1));
+    assert_eq!(s.server.ctx.heartbeats.interval(12), Duration::from_secs(3));
+    let names: Vec<String> = (0..4)
+        .map(|i| format!("first-{i}"))
+        .chain((0..8).map(|i| format!("more-{i}")))
+        .collect();
+    // Over 8 s, each node's last heartbeat grows older than 2.75 s at
+    // least once (the first four were welcomed with 1 s: only the answers
+    // told them 3 s), and never older than 3 s and 2 s of slack for a
+    // loaded machine.
+    let count = |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::Relaxed);
+    let lost_before = count(&first.stats().lost) + count(&more.stats().lost);
+    let (watch, slow, bound) = (
+        Duration::from_secs(8),
+        Duration::from_millis(2_750),
+        Duration::from_secs(5),
+    );
+    let mut oldest = std::collections::BTreeMap::<&str, Duration>::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < watch {
+        let beats = s.server.ctx.heartbeats.snapshot();
+        for name in &names {
+            let age = beats.get(name.as_str()).expect("heard").elapsed();
+            let o = oldest.entry(name).or_default();
+            *o = (*o).max(age);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("the oldest heartbeat of each node: {oldest:?}");
+    for (node, age) in &oldest {
+        assert!(
+            *age > slow,
+            "{node} beat more often than asked: at most {age:?} apart"
+        );
+        assert!(
+            *age < bound,
+            "{node}: a heartbeat waited {age:?} (every 3 s)"
+        );
+    }
+    for name in &names {
+        let n = s.node(name).await.expect("registered");
+        assert!(n.is_ready(), "{name} is Ready");
+    }
+    let lost_after = count(&first.stats().lost) + count(&more.stats().lost);
+    assert_eq!(lost_after, lost_before, "no session was given up");
+    first.kill();
+    more.kill();
+    s.shutdown().await;
+}

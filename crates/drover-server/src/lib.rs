@@ -107,6 +107,10 @@ pub struct ServerOptions {
     /// (`--max-connections-per-address`; default
     /// [`limits::MAX_CONNECTIONS_PER_ADDRESS`]).
     pub max_connections_per_address: Option<usize>,
+    /// The heartbeats a second this member answers before it asks its
+    /// agents to beat less often (`--heartbeats-per-second`; default
+    /// [`limits::HEARTBEATS_PER_SECOND`]; see [`heartbeats`]).
+    pub heartbeats_per_second: usize,
     /// Every connection limit and timeout at once, instead of those derived
     /// from the descriptor limit ([`limits::connection_limits`]); for tests.
     pub connection_limits: Option<drover_pki::net::Limits>,
@@ -146,6 +150,7 @@ impl ServerOptions {
             keep_entries: 5_000,
             controller: ControllerConfig::default(),
             max_connections_per_address: None,
+            heartbeats_per_second: limits::HEARTBEATS_PER_SECOND,
             connection_limits: None,
             restore: None,
             keep_cluster_id: false,
@@ -465,6 +470,8 @@ impl Server {
             connections.revocations().clone(),
         );
         ctx.join_catch_up = opts.join_catch_up.max(timeout);
+        ctx.heartbeats
+            .configure(opts.controller.node_timeout, opts.heartbeats_per_second);
         ctx.snapshots = ctx::Snapshots {
             dir: opts
                 .snapshot_dir

@@ -12,6 +12,12 @@ pub use drover_api::validation::{
     TOTAL_LABEL_SIZE_LIMIT,
 };
 
+/// The heartbeats a second a member answers before it asks its agents to
+/// beat less often (Nomad's `max_heartbeats_per_second`; see
+/// [`crate::heartbeats::interval_for`]): up to 2,000 sessions beat every
+/// second, 4,000 every 2 s. `drover server --heartbeats-per-second`.
+pub const HEARTBEATS_PER_SECOND: usize = 2_000;
+
 /// The largest object, encoded as it is stored (JSON), that create, apply
 /// and update write: 1.5 MiB, etcd's default request limit. A bigger one is
 /// refused (BadRequest) naming the object, its size and this limit.

@@ -151,6 +151,24 @@ impl Up {
 /// with a ping out timed out, with the answers unread in its sockets.
 pub(super) const SILENCE: Duration = Duration::from_secs(3);
 
+/// The silence rule of a session that heartbeats every `every`.
+fn silence_for(every: Duration) -> Duration {
+    SILENCE.max(every * 3)
+}
+
+/// The shortest and the longest heartbeat interval a server may ask for:
+/// anything else is taken as the nearest of the two (the server is trusted,
+/// but a mistake must not make the agent beat a thousand times a second, or
+/// fall silent for a day).
+const ASKED_INTERVAL: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(60));
+
+/// The interval a server asks for in milliseconds (welcome or answer to a
+/// heartbeat), within [`ASKED_INTERVAL`]; `None` for 0, which asks for
+/// nothing.
+fn asked_interval(ms: u32) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(u64::from(ms)).clamp(ASKED_INTERVAL.0, ASKED_INTERVAL.1))
+}
+
 /// A wake-up this much later than the loop asked for means the agent
 /// itself did not run (its process stalled, or its machine is
 /// overloaded): the silence rule does not count that time against the
@@ -406,6 +424,27 @@ impl Link {
                 Some(at) => up.next_heartbeat.min(at),
                 None => up.next_heartbeat,
             }),
+        }
+    }
+
+    /// The server of the session asks for heartbeats every `ms`
+    /// milliseconds from now on (its answer to a heartbeat: a member with
+    /// many sessions asks for fewer). The silence rule follows (three
+    /// intervals, at least [`SILENCE`]); the next heartbeat is at most one
+    /// new interval away. 0 (a server from before the field) changes
+    /// nothing, nor does anything with an interval set by hand
+    /// ([`crate::Tuning::heartbeat`]).
+    pub(super) fn asked_interval(&mut self, shared: &Shared, ms: u32, now: Instant) {
+        let (State::Up(up), None) = (&mut self.state, shared.tuning.heartbeat) else {
+            return;
+        };
+        let Some(every) = asked_interval(ms).filter(|e| *e != up.heartbeat_every) else {
+            return;
+        };
+        up.heartbeat_every = every;
+        up.next_heartbeat = up.next_heartbeat.min(now + every);
+        if up.silence.is_some() {
+            up.silence = Some(silence_for(every));
         }
     }
 
@@ -701,10 +740,8 @@ impl Link {
                 }
                 let now = shared.clock.now();
                 let every = shared.tuning.heartbeat.unwrap_or_else(|| {
-                    match session.welcome.heartbeat_interval_ms {
-                        0 => Duration::from_secs(1),
-                        ms => Duration::from_millis(u64::from(ms)),
-                    }
+                    asked_interval(session.welcome.heartbeat_interval_ms)
+                        .unwrap_or(Duration::from_secs(1))
                 });
                 // A random phase spreads the heartbeats of many nodes.
                 let phase = every.mul_f64(self.rng.random_range(0.5..1.0));
@@ -739,7 +776,7 @@ impl Link {
                 let silence = session
                     .peer
                     .supports(drover_proto::caps::HEARTBEAT_ACK)
-                    .then(|| SILENCE.max(every * 3));
+                    .then(|| silence_for(every));
                 self.state = State::Up(Box::new(Up {
                     session: *session,
                     heartbeat_every: every,
@@ -978,6 +1015,19 @@ mod tests {
         // A message that came after the deadline was set: never counted
         // from a time still to come.
         assert_eq!(heard_as_of(t0 + ms(900), t0, t0 + s(2)), t0 + s(2));
+    }
+
+    #[test]
+    fn the_interval_a_server_asks_for_is_bounded_and_sets_the_silence() {
+        let ms = Duration::from_millis;
+        assert_eq!(asked_interval(0), None, "0 asks for nothing");
+        assert_eq!(asked_interval(2_000), Some(ms(2_000)));
+        assert_eq!(asked_interval(1), Some(ms(250)));
+        assert_eq!(asked_interval(u32::MAX), Some(Duration::from_secs(60)));
+        // Three intervals, never below 3 s.
+        assert_eq!(silence_for(ms(1_000)), SILENCE);
+        assert_eq!(silence_for(ms(250)), SILENCE);
+        assert_eq!(silence_for(ms(2_000)), ms(6_000));
     }
 
     #[test]

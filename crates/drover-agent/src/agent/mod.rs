@@ -9,8 +9,8 @@
 //!
 //! - **Link.** One outbound session to one of the servers at a time. Hello
 //!   carries the Node; after the welcome the agent heartbeats every
-//!   interval (with a random phase, so that many nodes do not beat
-//!   together). When the stream ends or cannot be opened, the agent tries
+//!   interval the server asks for, in the welcome and then in each answer
+//!   (with a random phase, so that many nodes do not beat together). When the stream ends or cannot be opened, the agent tries
 //!   the next server after a jittered exponential backoff.
 //! - **Desired pods.** Each `DesiredPods` is the node's complete list: pods
 //!   not in it are stopped, new ones started. A list with resourceVersion
@@ -414,9 +414,12 @@ impl<R: Runtime> NodeAgent<R> {
                 Some(server_message::Msg::Servers(s)) => {
                     self.link.learn_servers(&self.shared, &self.me, &s.servers)
                 }
-                Some(server_message::Msg::Welcome(_))
-                | Some(server_message::Msg::HeartbeatAck(_))
-                | None => {}
+                Some(server_message::Msg::HeartbeatAck(a)) => {
+                    let now = self.shared.clock.now();
+                    self.link
+                        .asked_interval(&self.shared, a.heartbeat_interval_ms, now)
+                }
+                Some(server_message::Msg::Welcome(_)) | None => {}
                 Some(other) => {
                     if let Some(output) = self.link.output() {
                         self.remote.handle(other, output);

@@ -10,12 +10,12 @@ use crate::api::{now_rfc3339, Objects};
 use crate::cache::Informer;
 use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::heartbeats::HEARTBEAT_INTERVAL;
 use crate::sessions::SessionTx;
 use drover_api::{Kind, Manifest, Node};
 use drover_proto::v1::{self as pb, agent_message, server_message};
 use serde_json::Value;
 use std::sync::Arc;
+use std::time::Duration;
 use tonic::Streaming;
 
 /// Attempts to register a Node that keeps changing under the hello.
@@ -158,21 +158,28 @@ fn still_bound(cache: &Informer, name: &str, serial: &str) -> bool {
 /// How long a session waits to send the member list again after a full
 /// queue held it back. Only then: a session with nothing held back keeps
 /// no timer (10,000 idle sessions, no wake-ups).
-const SERVERS_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+const SERVERS_RETRY: Duration = Duration::from_secs(2);
 
 /// The first message of a session.
 pub fn welcome(ctx: &Ctx, node: &str) -> pb::ServerMessage {
-    welcome_to(node, ctx.id, ctx.voters())
+    // This session is not attached yet: it counts too.
+    let interval = ctx.heartbeats.interval(ctx.sessions.count() + 1);
+    welcome_to(node, ctx.id, ctx.voters(), interval)
 }
 
 /// The welcome of `node` by `member`: with this server's version and
 /// capabilities, so that the agent knows what it may use
-/// (`drover_proto::caps`).
-pub fn welcome_to(node: &str, member: u64, servers: Vec<String>) -> pb::ServerMessage {
+/// (`drover_proto::caps`), and the heartbeat interval to start with.
+pub fn welcome_to(
+    node: &str,
+    member: u64,
+    servers: Vec<String>,
+    interval: Duration,
+) -> pb::ServerMessage {
     pb::ServerMessage {
         msg: Some(server_message::Msg::Welcome(pb::Welcome {
             node: node.to_string(),
-            heartbeat_interval_ms: HEARTBEAT_INTERVAL.as_millis() as u32,
+            heartbeat_interval_ms: millis(interval),
             member,
             servers,
             server_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -394,11 +401,11 @@ pub fn run(
                 Ok(Some(m)) => match m.msg {
                     Some(agent_message::Msg::Heartbeat(_)) => {
                         ctx.heartbeats.beat(&node);
-                        ack(&tx);
+                        ack(&ctx, &tx);
                     }
                     Some(agent_message::Msg::Statuses(s)) => {
                         ctx.heartbeats.beat(&node);
-                        ack(&tx);
+                        ack(&ctx, &tx);
                         statuses.offer(s).await;
                     }
                     // The rare writes below are boxed: the reader's future
@@ -414,14 +421,14 @@ pub fn run(
                     }
                     Some(agent_message::Msg::Events(e)) => {
                         ctx.heartbeats.beat(&node);
-                        ack(&tx);
+                        ack(&ctx, &tx);
                         if events_tx.try_send(e).is_err() {
                             tracing::debug!(node = %node, "pod events dropped: the node reports them faster than they are written");
                         }
                     }
                     Some(agent_message::Msg::StaticPods(s)) => {
                         ctx.heartbeats.beat(&node);
-                        ack(&tx);
+                        ack(&ctx, &tx);
                         Box::pin(super::mirror::reconcile(&objects, &cache, &node, s)).await;
                     }
                     Some(agent_message::Msg::Hello(_)) | None => {}
@@ -449,27 +456,61 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 /// of one): the agent hears from its server every heartbeat interval, so
 /// its link needs no keep-alive pings of its own, and the server keeps no
 /// timer per session (the node lifecycle controller judges every node's
-/// last heartbeat in one pass). A full queue already carries traffic.
-fn ack(tx: &SessionTx) {
-    let _ = tx.try_send(Ok(Box::new(pb::ServerMessage {
-        msg: Some(server_message::Msg::HeartbeatAck(pb::HeartbeatAck {})),
-    })));
+/// last heartbeat in one pass). The answer carries the interval for the
+/// sessions this member holds now ([`crate::heartbeats`]): an agent that
+/// joined a small cluster beats less often once it has grown. A full queue
+/// already carries traffic.
+fn ack(ctx: &Ctx, tx: &SessionTx) {
+    let _ = tx.try_send(Ok(Box::new(heartbeat_ack(
+        ctx.heartbeats.interval(ctx.sessions.count()),
+    ))));
+}
+
+/// The answer to a heartbeat, asking for `interval` from now on.
+fn heartbeat_ack(interval: Duration) -> pb::ServerMessage {
+    pb::ServerMessage {
+        msg: Some(server_message::Msg::HeartbeatAck(pb::HeartbeatAck {
+            heartbeat_interval_ms: millis(interval),
+        })),
+    }
+}
+
+/// An interval as the protocol carries it.
+fn millis(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::heartbeats::HEARTBEAT_INTERVAL;
     use drover_proto::caps;
 
     #[test]
+    fn the_answer_to_a_heartbeat_carries_the_interval() {
+        let Some(server_message::Msg::HeartbeatAck(a)) =
+            heartbeat_ack(Duration::from_millis(1_750)).msg
+        else {
+            panic!("a heartbeat answer");
+        };
+        assert_eq!(a.heartbeat_interval_ms, 1_750);
+    }
+
+    #[test]
     fn the_welcome_says_what_this_server_speaks() {
-        let Some(server_message::Msg::Welcome(w)) =
-            welcome_to("edge-1", 7, vec!["10.0.0.1:7600".into()]).msg
+        let Some(server_message::Msg::Welcome(w)) = welcome_to(
+            "edge-1",
+            7,
+            vec!["10.0.0.1:7600".into()],
+            HEARTBEAT_INTERVAL,
+        )
+        .msg
         else {
             panic!("a welcome");
         };
         assert_eq!(w.node, "edge-1");
         assert_eq!(w.member, 7);
+        assert_eq!(w.heartbeat_interval_ms, 1_000);
         assert_eq!(w.server_version, env!("CARGO_PKG_VERSION"));
         let peer = caps::Peer::new(&w.server_version, &w.capabilities);
         assert!(peer.announced);

@@ -44,7 +44,7 @@ impl raft_server::Raft for RaftSvc {
     ) -> Result<Response<pb::HeartbeatAck>, Status> {
         authorize(&self.0, &req, Access::Member, "relayed heartbeats")?;
         self.0.heartbeats.beat_all(&req.into_inner().nodes);
-        Ok(Response::new(pb::HeartbeatAck {}))
+        Ok(Response::new(pb::HeartbeatAck::default()))
     }
 }
 
