@@ -437,7 +437,11 @@ fn annotate_patch_edit_and_the_output_formats() {
         lines[1][5..],
         ["bare", "front", "app=bare,app.kubernetes.io/tier=front"]
     );
-    // Several kinds: one table of custom columns, as kubectl's.
+    // Several kinds: one table of custom columns, as kubectl's. The edits
+    // above started a rolling update; the table is read once it is done,
+    // since a node between its old pod and its new one has none (found by
+    // CI: three pods listed, not four).
+    cli.ok(&["rollout", "status", "ds/fluent", "--timeout", "60s"]);
     let kinds = cli.ok(&[
         "get",
         "ds,pods",
