@@ -59,9 +59,10 @@ async fn metrics(ctx: Arc<Ctx>, informer: Informer, req: Request) -> axum::respo
         is_leader: leader.is_leader,
         commit: 0,
         applied: ctx.store.applied(),
-        sessions: ctx.sessions.count(),
         ..Facts::default()
     };
+    facts.sessions = ctx.sessions.count();
+    facts.heartbeat_interval = ctx.heartbeats.interval(facts.sessions);
     if let Ok(s) = ctx.store.status().await {
         facts.commit = s.commit;
         facts.applied = s.applied;

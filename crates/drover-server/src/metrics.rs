@@ -59,6 +59,9 @@ pub struct Facts {
     pub commit: u64,
     pub applied: u64,
     pub sessions: usize,
+    /// The heartbeat interval this member asks of its agents now
+    /// ([`crate::heartbeats::interval_for`]).
+    pub heartbeat_interval: Duration,
     pub nodes_ready: usize,
     pub nodes_not_ready: usize,
     pub daemon_sets: Vec<DaemonSetFacts>,
@@ -116,6 +119,7 @@ pub struct Metrics {
     raft_commit: Gauge,
     raft_applied: Gauge,
     sessions: Gauge,
+    heartbeat_interval: Gauge<f64, std::sync::atomic::AtomicU64>,
     nodes: Family<ReadyLabels, Gauge>,
     daemon_sets: Family<DaemonSetLabels, Gauge>,
     pods: Family<PhaseLabels, Gauge>,
@@ -157,6 +161,7 @@ impl Metrics {
             raft_commit: Gauge::default(),
             raft_applied: Gauge::default(),
             sessions: Gauge::default(),
+            heartbeat_interval: Gauge::default(),
             nodes: Family::default(),
             daemon_sets: Family::default(),
             pods: Family::default(),
@@ -263,6 +268,11 @@ impl Metrics {
             m.sessions.clone(),
         );
         registry.register(
+            "drover_heartbeat_interval_seconds",
+            "The heartbeat interval this member asks of its agents now (longer with many sessions)",
+            m.heartbeat_interval.clone(),
+        );
+        registry.register(
             "drover_nodes",
             "Nodes by their Ready condition (as this member's view has them)",
             m.nodes.clone(),
@@ -291,6 +301,8 @@ impl Metrics {
         self.raft_commit.set(g(facts.commit));
         self.raft_applied.set(g(facts.applied));
         self.sessions.set(g(facts.sessions as u64));
+        self.heartbeat_interval
+            .set(facts.heartbeat_interval.as_secs_f64());
         for (ready, n) in [
             ("true", facts.nodes_ready),
             ("false", facts.nodes_not_ready),
@@ -347,6 +359,7 @@ mod tests {
             commit: 42,
             applied: 41,
             sessions: 3,
+            heartbeat_interval: Duration::from_millis(1_250),
             nodes_ready: 2,
             nodes_not_ready: 1,
             daemon_sets: vec![DaemonSetFacts {
@@ -374,6 +387,8 @@ mod tests {
             "drover_scheduler_pods_unschedulable_total 1",
             "drover_scheduler_preemption_victims_total 0",
             "drover_agent_sessions 3",
+            "# TYPE drover_heartbeat_interval_seconds gauge",
+            "drover_heartbeat_interval_seconds 1.25",
             "drover_nodes{ready=\"true\"} 2",
             "drover_nodes{ready=\"false\"} 1",
             "drover_daemonset_status{daemonset=\"agent\",namespace=\"default\",field=\"numberReady\"} 2",
