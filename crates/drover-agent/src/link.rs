@@ -185,7 +185,7 @@ impl NodeTls {
 /// nodes cost their server their heartbeats and the answers, not also
 /// 10,000 pings and pongs. Longer than any heartbeat interval a server asks
 /// for with the default 5 s node timeout (at most 2 s, on a member with
-/// over 2,000 sessions; `drover_server::heartbeats`): at 1.5 s, a node
+/// over 3,750 sessions; `drover_server::heartbeats`): at 1.5 s, a node
 /// asked to beat every 2 s sent a ping between its heartbeats. A channel
 /// with no session (a certificate's request) still gets its pings.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);

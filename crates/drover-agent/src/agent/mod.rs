@@ -10,7 +10,8 @@
 //! - **Link.** One outbound session to one of the servers at a time. Hello
 //!   carries the Node; after the welcome the agent heartbeats every
 //!   interval the server asks for, in the welcome and then in each answer
-//!   (with a random phase, so that many nodes do not beat together). When the stream ends or cannot be opened, the agent tries
+//!   (with a random phase, so that many nodes do not beat together). When
+//!   the stream ends or cannot be opened, the agent tries
 //!   the next server after a jittered exponential backoff.
 //! - **Desired pods.** Each `DesiredPods` is the node's complete list: pods
 //!   not in it are stopped, new ones started. A list with resourceVersion
