@@ -13,8 +13,9 @@
 //!    the `RawNode` (see `node.rs`). Every request that arrived while the
 //!    previous round was being flushed is packed into one raft entry, so many
 //!    concurrent writes cost one log append and one fsync.
-//! 3. raft-rs replicates the entry. An entry is committed once it is flushed
-//!    (`sled::Db::flush`) on a quorum of members.
+//! 3. raft-rs replicates the entry. An entry is committed once it is synced
+//!    to the log's files (`wal.rs`, one `fdatasync` per round) on a quorum
+//!    of members.
 //! 4. Every member applies committed entries to its state machine (the `k`
 //!    keys of the same sled tree) in one atomic batch together with the
 //!    applied index, records one watch event per change, and the member that
@@ -30,12 +31,13 @@
 //!
 //! # Layout of the sled tree
 //!
-//! One tree holds everything so that one `Batch` per raft round is atomic
-//! (the keys are built in `keys.rs`):
+//! One tree holds everything but the raft log so that one `Batch` per raft
+//! round is atomic (the keys are built in `keys.rs`); the log is in its own
+//! files, `DIR/wal` (`wal.rs`):
 //!
 //! | key                         | value                                  |
 //! |-----------------------------|----------------------------------------|
-//! | `l` + index (u64 BE)        | raft log entry (raft-rs protobuf)      |
+//! | `l` + index (u64 BE)        | none: where an older version kept the raft log (moved to `DIR/wal` on open) |
 //! | `m/hs`, `m/cs`              | raft hard state, conf state            |
 //! | `m/compact`                 | index and term of the last compacted entry |
 //! | `m/applied`                 | index and term of the last applied entry |
@@ -55,6 +57,7 @@ mod recovery;
 mod storage;
 mod store;
 mod types;
+mod wal;
 mod watch;
 
 pub use drover_proto::v1::event::Type as EventType;

@@ -10,14 +10,12 @@
 //! above every revision the objects already carry.
 
 use crate::error::{Error, Result};
-use crate::keys::log_key;
 use crate::machine::{self, Applier};
 use crate::storage::SledStorage;
 use crate::{KeyValue, Member};
 use drover_proto::v1::{Proposal, SnapshotData};
 use prost::Message as _;
-use protobuf::Message as _;
-use raft::eraftpb::{Entry, EntryType, Snapshot};
+use raft::eraftpb::{EntryType, Snapshot};
 use std::path::Path;
 
 /// Sets up the state a brand-new one-member cluster starts from: a snapshot
@@ -60,6 +58,7 @@ fn install(
     storage.apply_snapshot(&mut b, &snap)?;
     storage.tree.apply_batch(b)?;
     db.flush()?;
+    storage.reset_log(index, term)?;
     Ok(())
 }
 
@@ -89,7 +88,7 @@ pub fn force_new_cluster(dir: &Path, me: u64) -> Result<ForcedCluster> {
     let db = crate::storage::open_sled(&config, dir, std::time::Duration::from_secs(5))
         .map_err(|e| Error::Storage(format!("cannot open the store in {}: {e}", dir.display())))?;
     let tree = db.open_tree("drover")?;
-    let storage = SledStorage::open(tree.clone())?;
+    let storage = SledStorage::open(tree.clone(), &crate::storage::wal_dir(dir))?;
     let (applied, last) = {
         let c = storage.cache();
         if c.removed {
@@ -117,12 +116,19 @@ pub fn force_new_cluster(dir: &Path, me: u64) -> Result<ForcedCluster> {
     let mut term = storage.cache().applied_term;
     let mut revision = applied;
     for index in applied + 1..=last {
-        let Some(raw) = tree.get(log_key(index))? else {
+        let Some(e) = raft::Storage::entries(
+            &storage,
+            index,
+            index + 1,
+            None,
+            raft::GetEntriesContext::empty(false),
+        )
+        .ok()
+        .and_then(|mut v| v.pop()) else {
             return Err(Error::Storage(format!(
                 "log entry {index} is missing (the log should run to {last}); the data dir is damaged"
             )));
         };
-        let e = Entry::parse_from_bytes(&raw)?;
         let mut app = Applier::new(&tree);
         if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {
             match Proposal::decode(e.data.as_ref()) {

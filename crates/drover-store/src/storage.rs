@@ -1,22 +1,45 @@
-//! The sled-backed raft log and the persistent parts of raft's state.
+//! raft-rs's storage: the log in its own files ([`crate::wal`]) and the rest
+//! of raft's persistent state in the `m/` (meta) keys of the store's tree.
 //!
-//! [`SledStorage`] implements raft-rs's read-only [`Storage`] trait over the
-//! `l` (log) and `m/` (meta) keys of the store's tree, and offers the write
-//! side (append with truncation of a conflicting suffix, hard state, snapshot
-//! install, compaction) as operations on a [`sled::Batch`] that the raft
-//! thread applies atomically, then flushes, once per round.
+//! [`SledStorage`] implements raft-rs's read-only [`Storage`] trait, and
+//! offers the write side: appends (with truncation of a conflicting suffix)
+//! to the log, synced by the raft thread once per Ready; the hard state,
+//! the conf state, the applied index, a snapshot's install and the
+//! compaction record as operations on the [`sled::Batch`] of the round.
 //!
 //! The indexes raft asks for all the time (first, last, hard state, conf
 //! state, applied) are cached in memory; the cache is updated together with
-//! the batch that changes them.
+//! the batch or the append that changes them.
+//!
+//! # What is durable, in which order
+//!
+//! - The log is synced before the round's sled batch is written, so the
+//!   state machine never holds an entry the log may lose.
+//! - sled is flushed only when it must be: a changed term or vote, an
+//!   installed snapshot, a compaction (before the log's old segments are
+//!   deleted). What a crash loses of the applied state is applied again
+//!   from the log.
+//! - A snapshot is made durable in sled, then the log is reset after it.
+//!   Opening reconciles the two ([`SledStorage::open`]): entries at or
+//!   below the compaction point are dropped, and a log whose entry at that
+//!   point has another term is dropped whole (a crash between the two).
+//! - A data dir of an older version kept the log in sled's `l` keys: they
+//!   move to the log files on the first open.
 
 use crate::error::{Error, Result};
-use crate::keys::{log_key, APPLIED, COMPACT, CS, DEDUP, HIST, HS, KV, LOG, MEMBER, REMOVED};
+use crate::keys::{APPLIED, COMPACT, CS, DEDUP, HIST, HS, KV, LOG, MEMBER, REMOVED};
 use crate::machine;
+use crate::wal::Wal;
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
-use std::sync::{Arc, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Where the raft log of the store in `dir` is.
+pub(crate) fn wal_dir(dir: &Path) -> PathBuf {
+    dir.join("wal")
+}
 
 fn pair(a: u64, b: u64) -> [u8; 16] {
     let mut v = [0u8; 16];
@@ -37,6 +60,42 @@ fn unpair(v: &[u8]) -> Result<(u64, u64)> {
     Ok((a, b))
 }
 
+/// Moves the log of a data dir written by an older version (sled's `l`
+/// keys) into the log's files: the entries after the compaction point are
+/// written after a reset to it and synced, then the keys are removed and
+/// sled flushed. A crash between the two does it again from the start (the
+/// reset makes it idempotent); nothing is appended to the log before the
+/// keys are gone for good.
+fn migrate(tree: &sled::Tree, wal: &mut Wal, compact_index: u64, compact_term: u64) -> Result<()> {
+    let mut keys = Vec::new();
+    let mut entries = Vec::new();
+    for item in tree.scan_prefix([LOG]) {
+        let (k, v) = item?;
+        let e = Entry::parse_from_bytes(&v)?;
+        if e.index > compact_index {
+            entries.push(e);
+        }
+        keys.push(k);
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    wal.reset(compact_index, compact_term)?;
+    wal.append(&entries)?;
+    wal.sync()?;
+    let mut b = sled::Batch::default();
+    for k in keys {
+        b.remove(k);
+    }
+    tree.apply_batch(b)?;
+    tree.flush()?;
+    tracing::info!(
+        "moved {} raft log entries from the store's tree to its log files",
+        entries.len()
+    );
+    Ok(())
+}
+
 /// What raft and the state machine ask for on every round, kept in memory.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Cache {
@@ -53,17 +112,19 @@ pub(crate) struct Cache {
     pub removed: bool,
 }
 
-/// raft-rs storage over one sled tree. Cheap to clone; every clone shares the
-/// same cache.
+/// raft-rs storage over one sled tree and the log's files. Cheap to clone;
+/// every clone shares the same cache and log.
 #[derive(Clone)]
 pub(crate) struct SledStorage {
     pub tree: sled::Tree,
     cache: Arc<RwLock<Cache>>,
+    wal: Arc<Mutex<Wal>>,
 }
 
 impl SledStorage {
-    /// Opens the storage kept in `tree`, loading the cached indexes.
-    pub fn open(tree: sled::Tree) -> Result<Self> {
+    /// Opens the storage kept in `tree` and the log in `wal_dir`, loading
+    /// the cached indexes and reconciling the two (see the module docs).
+    pub fn open(tree: sled::Tree, wal_dir: &Path) -> Result<Self> {
         let mut c = Cache::default();
         if let Some(v) = tree.get(HS)? {
             c.hs = HardState::parse_from_bytes(&v)?;
@@ -78,19 +139,56 @@ impl SledStorage {
             (c.applied_index, c.applied_term) = unpair(&v)?;
         }
         c.removed = tree.get(REMOVED)?.is_some();
-        c.last_index = c.compact_index;
-        if let Some((k, _)) = tree.scan_prefix([LOG]).next_back().transpose()? {
-            let idx = u64::from_be_bytes(
-                k[1..]
-                    .try_into()
-                    .map_err(|_| Error::Storage("corrupt log key".into()))?,
+        let mut wal = Wal::open(wal_dir)?;
+        migrate(&tree, &mut wal, c.compact_index, c.compact_term)?;
+        if wal
+            .term(c.compact_index)
+            .is_some_and(|t| t != c.compact_term)
+        {
+            // A snapshot was installed in sled and the crash came before
+            // the log was reset after it: what the log holds is another
+            // history.
+            tracing::warn!(
+                "the raft log in {} holds entry {} of another term than the snapshot installed; dropping it",
+                wal_dir.display(),
+                c.compact_index
             );
-            c.last_index = c.last_index.max(idx);
+            wal.reset(c.compact_index, c.compact_term)?;
         }
+        wal.compact(c.compact_index)?;
+        if let Some(first) = wal.first_index() {
+            if first != c.compact_index + 1 {
+                return Err(Error::Storage(format!(
+                    "the raft log in {} starts at entry {first}, but the store holds entries up to {} only; the data dir is damaged: restore this member from a snapshot or remove it and add it back",
+                    wal_dir.display(),
+                    c.compact_index
+                )));
+            }
+        }
+        c.last_index = wal
+            .last_index()
+            .unwrap_or(c.compact_index)
+            .max(c.compact_index);
+        if c.applied_index > c.last_index {
+            return Err(Error::Storage(format!(
+                "the state machine in {} applied entry {} but the raft log ends at {}; the data dir is damaged: restore this member from a snapshot or remove it and add it back",
+                wal_dir.display(),
+                c.applied_index,
+                c.last_index
+            )));
+        }
+        // The commit index is written without a sync: it may trail what
+        // was applied, and raft-rs refuses applied > commit.
+        c.hs.commit = c.hs.commit.min(c.last_index).max(c.applied_index);
         Ok(SledStorage {
             tree,
             cache: Arc::new(RwLock::new(c)),
+            wal: Arc::new(Mutex::new(wal)),
         })
+    }
+
+    fn wal(&self) -> std::sync::MutexGuard<'_, Wal> {
+        self.wal.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn cache(&self) -> std::sync::RwLockReadGuard<'_, Cache> {
@@ -108,8 +206,9 @@ impl SledStorage {
         c.last_index > 0 || !c.cs.voters.is_empty() || !c.cs.learners.is_empty()
     }
 
-    /// Appends entries, removing any conflicting suffix already in the log.
-    pub fn append(&self, batch: &mut sled::Batch, ents: &[Entry]) -> Result<()> {
+    /// Appends entries to the log, removing any conflicting suffix already
+    /// there. Durable after [`SledStorage::sync_log`].
+    pub fn append(&self, ents: &[Entry]) -> Result<()> {
         let Some(first) = ents.first() else {
             return Ok(());
         };
@@ -126,15 +225,21 @@ impl SledStorage {
                 first.index, c.last_index
             )));
         }
-        let new_last = first.index + ents.len() as u64 - 1;
-        for idx in new_last + 1..=c.last_index {
-            batch.remove(&log_key(idx));
-        }
-        for e in ents {
-            batch.insert(&log_key(e.index), e.write_to_bytes()?);
-        }
-        c.last_index = new_last;
+        self.wal().append(ents)?;
+        c.last_index = first.index + ents.len() as u64 - 1;
         Ok(())
+    }
+
+    /// Makes every append so far durable.
+    pub fn sync_log(&self) -> Result<()> {
+        self.wal().sync()
+    }
+
+    /// Whether `hs` changes the term or the vote (which must be durable
+    /// before raft answers anyone), not only the commit index.
+    pub fn changes_term_or_vote(&self, hs: &HardState) -> bool {
+        let c = self.cache();
+        hs.term != c.hs.term || hs.vote != c.hs.vote
     }
 
     pub fn set_hard_state(&self, batch: &mut sled::Batch, hs: &HardState) -> Result<()> {
@@ -176,13 +281,14 @@ impl SledStorage {
         self.cache_mut().removed = true;
     }
 
-    /// Installs a snapshot: the log, the state machine and the history are
-    /// replaced by the snapshot's content.
+    /// Installs a snapshot: the state machine and the history are replaced
+    /// by the snapshot's content. Once the batch is durable, the caller
+    /// resets the log after it ([`SledStorage::reset_log`]).
     pub fn apply_snapshot(&self, batch: &mut sled::Batch, snap: &Snapshot) -> Result<()> {
         let meta = snap.get_metadata();
         let data = machine::decode_snapshot(snap.get_data())?;
         // Drop everything the snapshot replaces.
-        for tag in [LOG, KV, HIST, MEMBER, DEDUP] {
+        for tag in [KV, HIST, MEMBER, DEDUP] {
             for k in self.tree.scan_prefix([tag]).keys() {
                 batch.remove(k?);
             }
@@ -204,8 +310,16 @@ impl SledStorage {
         Ok(())
     }
 
-    /// Removes log entries up to and including `to`, which must be applied.
-    /// Returns false when there was nothing to do.
+    /// Drops every log entry: the log continues after the snapshot at
+    /// `index` (of `term`), which sled holds durably.
+    pub fn reset_log(&self, index: u64, term: u64) -> Result<()> {
+        self.wal().reset(index, term)
+    }
+
+    /// Records the compaction of the log up to and including `to`, which
+    /// must be applied. Returns false when there was nothing to do. Once
+    /// the batch is durable, the caller drops the entries from the log
+    /// ([`SledStorage::drop_log_through`]).
     pub fn compact(&self, batch: &mut sled::Batch, to: u64) -> Result<bool> {
         let (from, applied) = {
             let c = self.cache();
@@ -215,9 +329,6 @@ impl SledStorage {
             return Ok(false);
         }
         let term = self.term(to).map_err(Error::from)?;
-        for idx in from..=to {
-            batch.remove(&log_key(idx));
-        }
         batch.insert(COMPACT, &pair(to, term));
         let mut c = self.cache_mut();
         c.compact_index = to;
@@ -225,12 +336,10 @@ impl SledStorage {
         Ok(true)
     }
 
-    fn read_entry(&self, idx: u64) -> raft::Result<Entry> {
-        match self.tree.get(log_key(idx)) {
-            Ok(Some(v)) => Entry::parse_from_bytes(&v).map_err(raft::Error::CodecError),
-            Ok(None) => Err(raft::Error::Store(StorageError::Unavailable)),
-            Err(e) => Err(raft::Error::Store(StorageError::Other(Box::new(e)))),
-        }
+    /// Forgets the log entries up to and including `to`, deleting the
+    /// segments that hold none after it.
+    pub fn drop_log_through(&self, to: u64) -> Result<()> {
+        self.wal().compact(to)
     }
 
     /// The snapshot of the state machine at its applied index.
@@ -276,24 +385,12 @@ impl Storage for SledStorage {
                 return Err(raft::Error::Store(StorageError::Unavailable));
             }
         }
-        let mut out = Vec::with_capacity((high - low).min(1024) as usize);
-        let mut size = 0u64;
-        for item in self.tree.range(log_key(low)..log_key(high)) {
-            let (_, v) = item.map_err(|e| raft::Error::Store(StorageError::Other(Box::new(e))))?;
-            let e = Entry::parse_from_bytes(&v).map_err(raft::Error::CodecError)?;
-            if e.index != low + out.len() as u64 {
-                return Err(raft::Error::Store(StorageError::Unavailable));
-            }
-            size += e.compute_size() as u64;
-            if !out.is_empty() && size > max_size {
-                break;
-            }
-            out.push(e);
+        if low >= high {
+            return Ok(Vec::new());
         }
-        if out.is_empty() && low < high {
-            return Err(raft::Error::Store(StorageError::Unavailable));
-        }
-        Ok(out)
+        self.wal()
+            .entries(low, high, max_size)
+            .map_err(|e| raft::Error::Store(StorageError::Other(Box::new(e))))
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {
@@ -309,7 +406,9 @@ impl Storage for SledStorage {
                 return Err(raft::Error::Store(StorageError::Unavailable));
             }
         }
-        Ok(self.read_entry(idx)?.term)
+        self.wal()
+            .term(idx)
+            .ok_or(raft::Error::Store(StorageError::Unavailable))
     }
 
     fn first_index(&self) -> raft::Result<u64> {
@@ -378,232 +477,5 @@ fn held_by_another(dir: &std::path::Path) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_held_lock_is_seen_on_the_file_not_in_a_message() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(!held_by_another(dir.path()), "no database yet");
-        let db = open_sled(
-            &sled::Config::new().path(dir.path()),
-            dir.path(),
-            std::time::Duration::from_secs(5),
-        )
-        .unwrap();
-        assert!(held_by_another(dir.path()));
-        drop(db);
-        // sled's flusher lets go of the lock shortly after the last handle.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while held_by_another(dir.path()) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the lock was never released"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    }
-    use crate::keys::prefixed;
-
-    fn entry(index: u64, term: u64) -> Entry {
-        Entry {
-            index,
-            term,
-            data: format!("e{index}").into_bytes().into(),
-            ..Default::default()
-        }
-    }
-
-    fn open() -> (tempfile::TempDir, SledStorage) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = sled::open(dir.path()).expect("sled");
-        let s = SledStorage::open(db.open_tree("t").expect("tree")).expect("open");
-        (dir, s)
-    }
-
-    fn write(s: &SledStorage, f: impl FnOnce(&mut sled::Batch)) {
-        let mut b = sled::Batch::default();
-        f(&mut b);
-        s.tree.apply_batch(b).expect("apply");
-    }
-
-    fn ctx() -> GetEntriesContext {
-        GetEntriesContext::empty(false)
-    }
-
-    #[test]
-    fn append_then_read_back() {
-        let (_d, s) = open();
-        write(&s, |b| {
-            s.append(b, &(1..=5).map(|i| entry(i, 1)).collect::<Vec<_>>())
-                .expect("append")
-        });
-        assert_eq!(s.first_index().unwrap(), 1);
-        assert_eq!(s.last_index().unwrap(), 5);
-        let got = s.entries(2, 5, None, ctx()).unwrap();
-        assert_eq!(
-            got.iter().map(|e| e.index).collect::<Vec<_>>(),
-            vec![2, 3, 4]
-        );
-        assert_eq!(s.term(5).unwrap(), 1);
-        assert!(matches!(
-            s.term(6),
-            Err(raft::Error::Store(StorageError::Unavailable))
-        ));
-    }
-
-    #[test]
-    fn append_truncates_conflicting_suffix() {
-        let (_d, s) = open();
-        write(&s, |b| {
-            s.append(b, &(1..=5).map(|i| entry(i, 1)).collect::<Vec<_>>())
-                .unwrap()
-        });
-        // A new leader overwrites from index 3 with a shorter log of term 2.
-        write(&s, |b| s.append(b, &[entry(3, 2)]).unwrap());
-        assert_eq!(s.last_index().unwrap(), 3);
-        assert_eq!(s.term(3).unwrap(), 2);
-        assert_eq!(s.term(2).unwrap(), 1);
-        assert!(s.tree.get(log_key(4)).unwrap().is_none());
-        assert!(s.tree.get(log_key(5)).unwrap().is_none());
-        assert_eq!(s.entries(1, 4, None, ctx()).unwrap().len(), 3);
-    }
-
-    #[test]
-    fn append_refuses_gaps_and_compacted_overwrites() {
-        let (_d, s) = open();
-        let mut b = sled::Batch::default();
-        assert!(s.append(&mut b, &[entry(3, 1)]).is_err());
-        write(&s, |b| {
-            s.append(b, &(1..=4).map(|i| entry(i, 1)).collect::<Vec<_>>())
-                .unwrap();
-            s.set_applied(b, 4, 1).unwrap();
-        });
-        write(&s, |b| assert!(s.compact(b, 2).unwrap()));
-        let mut b = sled::Batch::default();
-        assert!(s.append(&mut b, &[entry(2, 2)]).is_err());
-    }
-
-    #[test]
-    fn max_size_limits_but_returns_at_least_one() {
-        let (_d, s) = open();
-        write(&s, |b| {
-            s.append(b, &(1..=10).map(|i| entry(i, 1)).collect::<Vec<_>>())
-                .unwrap()
-        });
-        assert_eq!(s.entries(1, 11, 0, ctx()).unwrap().len(), 1);
-        let one = entry(1, 1).compute_size() as u64;
-        assert_eq!(s.entries(1, 11, one * 3, ctx()).unwrap().len(), 3);
-    }
-
-    #[test]
-    fn compaction_keeps_the_term_of_the_compacted_index() {
-        let (_d, s) = open();
-        write(&s, |b| {
-            s.append(
-                b,
-                &(1..=10)
-                    .map(|i| entry(i, if i < 6 { 1 } else { 2 }))
-                    .collect::<Vec<_>>(),
-            )
-            .unwrap();
-            s.set_applied(b, 8, 2).unwrap();
-        });
-        // Not beyond applied.
-        write(&s, |b| assert!(!s.compact(b, 9).unwrap()));
-        write(&s, |b| assert!(s.compact(b, 6).unwrap()));
-        assert_eq!(s.first_index().unwrap(), 7);
-        assert_eq!(s.last_index().unwrap(), 10);
-        assert_eq!(s.term(6).unwrap(), 2);
-        assert!(matches!(
-            s.term(5),
-            Err(raft::Error::Store(StorageError::Compacted))
-        ));
-        assert!(matches!(
-            s.entries(5, 8, None, ctx()),
-            Err(raft::Error::Store(StorageError::Compacted))
-        ));
-        assert_eq!(s.entries(7, 11, None, ctx()).unwrap().len(), 4);
-        assert!(s.tree.get(log_key(6)).unwrap().is_none());
-    }
-
-    #[test]
-    fn state_survives_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let db = sled::open(dir.path()).unwrap();
-            let s = SledStorage::open(db.open_tree("t").unwrap()).unwrap();
-            write(&s, |b| {
-                s.append(b, &(1..=6).map(|i| entry(i, 3)).collect::<Vec<_>>())
-                    .unwrap();
-                let hs = HardState {
-                    term: 3,
-                    vote: 7,
-                    commit: 4,
-                    ..Default::default()
-                };
-                s.set_hard_state(b, &hs).unwrap();
-                let cs = ConfState {
-                    voters: vec![7, 8, 9],
-                    ..Default::default()
-                };
-                s.set_conf_state(b, &cs).unwrap();
-                s.set_applied(b, 4, 3).unwrap();
-            });
-            write(&s, |b| assert!(s.compact(b, 2).unwrap()));
-            db.flush().unwrap();
-        }
-        let db = open_sled(
-            &sled::Config::new().path(dir.path()),
-            dir.path(),
-            std::time::Duration::from_secs(10),
-        )
-        .unwrap();
-        let s = SledStorage::open(db.open_tree("t").unwrap()).unwrap();
-        let st = s.initial_state().unwrap();
-        assert_eq!(st.hard_state.term, 3);
-        assert_eq!(st.hard_state.vote, 7);
-        assert_eq!(st.hard_state.commit, 4);
-        assert_eq!(st.conf_state.voters, vec![7, 8, 9]);
-        assert_eq!(s.first_index().unwrap(), 3);
-        assert_eq!(s.last_index().unwrap(), 6);
-        assert_eq!(s.cache().applied_index, 4);
-        assert!(s.is_initialized());
-    }
-
-    #[test]
-    fn snapshot_install_replaces_log_and_state() {
-        let (_d, s) = open();
-        write(&s, |b| {
-            s.append(b, &(1..=3).map(|i| entry(i, 1)).collect::<Vec<_>>())
-                .unwrap();
-            s.set_applied(b, 3, 1).unwrap();
-            b.insert(prefixed(KV, b"old"), b"x".to_vec());
-        });
-        let data = drover_proto::v1::SnapshotData {
-            kvs: vec![crate::KeyValue {
-                key: "new".into(),
-                value: b"v".to_vec(),
-                create_revision: 9,
-                mod_revision: 12,
-            }],
-            members: vec![],
-            dedup: vec![],
-        };
-        let mut snap = Snapshot::default();
-        snap.set_data(prost::Message::encode_to_vec(&data).into());
-        snap.mut_metadata().index = 20;
-        snap.mut_metadata().term = 4;
-        snap.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
-        write(&s, |b| s.apply_snapshot(b, &snap).unwrap());
-        assert_eq!(s.first_index().unwrap(), 21);
-        assert_eq!(s.last_index().unwrap(), 20);
-        assert_eq!(s.term(20).unwrap(), 4);
-        assert!(s.tree.get(log_key(2)).unwrap().is_none());
-        assert!(s.tree.get(prefixed(KV, b"old")).unwrap().is_none());
-        assert!(s.tree.get(prefixed(KV, b"new")).unwrap().is_some());
-        let c = s.cache();
-        assert_eq!((c.applied_index, c.hs.commit), (20, 20));
-        assert_eq!(c.cs.voters, vec![1, 2, 3]);
-    }
-}
+#[path = "storage_tests.rs"]
+mod tests;

@@ -102,7 +102,7 @@ impl Store {
             ))
         })?;
         let tree = db.open_tree("drover")?;
-        let storage = SledStorage::open(tree.clone())?;
+        let storage = SledStorage::open(tree.clone(), &crate::storage::wal_dir(&cfg.dir))?;
         if storage.cache().removed {
             return Err(Error::Removed);
         }

@@ -130,6 +130,8 @@ impl Node {
         let index = snap.get_metadata().index;
         self.shared.last_change.fetch_max(index, Ordering::SeqCst);
         self.commit_batch(b, Some(index))?;
+        self.shared.sync()?;
+        self.storage.reset_log(index, snap.get_metadata().term)?;
         let data: SnapshotData = machine::decode_snapshot(snap.get_data())?;
         {
             let mut members = self
@@ -165,6 +167,10 @@ impl Node {
         if self.storage.compact(&mut b, to)? {
             machine::prune(&self.shared.tree, &mut b, to, self.last_proposal_ms)?;
             self.commit_batch(b, Some(to))?;
+            // The compaction record and the applied state it rests on are
+            // durable before the entries leave the log.
+            self.shared.sync()?;
+            self.storage.drop_log_through(to)?;
             tracing::debug!(member = %format!("{:x}", self.id), "compacted the log up to {to}");
         }
         Ok(())

@@ -6,13 +6,16 @@
 //! queued write as one entry, ticks every `tick`, and runs the Ready cycle:
 //!
 //! 1. send the leader's messages (they may go before the local append);
-//! 2. install a snapshot, apply committed entries, append new entries and the
-//!    hard state, all in one sled batch, then `flush` (the fsync);
+//! 2. install a snapshot (sled flushed, then the log reset after it); append
+//!    new entries to the log and sync it (`wal.rs`); apply committed entries
+//!    and write the hard state in one sled batch, flushed only when the term
+//!    or the vote changed;
 //! 3. send the messages that had to wait for the flush;
 //! 4. `advance`, then apply what the light ready committed;
 //! 5. answer waiting writers and readers, publish watch events.
 //!
-//! sled's flush blocks, which is why this is a thread and not a task.
+//! The log's sync and sled's flush block, which is why this is a thread and
+//! not a task.
 
 mod apply;
 
@@ -285,6 +288,7 @@ impl Node {
                 break Error::Removed;
             }
         };
+        let _ = self.storage.sync_log();
         let _ = self.shared.sync();
         self.fail_all(&reason);
         self.shared.stopped.send_replace(Some(reason));
@@ -680,13 +684,22 @@ impl Node {
 
         let tree = self.shared.tree.clone();
         // Only the log, the term and vote, and a snapshot must be durable
-        // before we go on; applied state may trail (it is replayed from the
-        // log, and sled persists writes in order).
-        // A hard state whose only change is the commit index need not be
-        // synced (raft-rs says so with must_sync, as etcd does).
-        let must_flush = ready.must_sync() || !ready.snapshot().is_empty();
+        // before we go on; applied state may trail (it is applied again
+        // from the log). A hard state whose only change is the commit
+        // index need not be synced (raft-rs says so with must_sync, as
+        // etcd does).
+        let sync_meta = ready
+            .hs()
+            .is_some_and(|hs| self.storage.changes_term_or_vote(hs));
         if !ready.snapshot().is_empty() {
+            // Durable in sled, then the log reset after it.
             self.install_snapshot(ready.snapshot())?;
+        }
+        // The log first, synced: the batch below may carry a commit index
+        // that counts these entries.
+        if !ready.entries().is_empty() {
+            self.storage.append(ready.entries())?;
+            self.storage.sync_log()?;
         }
         let mut app = Applier::new(&tree);
         let mut outcomes = Vec::new();
@@ -694,10 +707,9 @@ impl Node {
         let committed = ready.take_committed_entries();
         // sled rolls its write buffer twice for every batch, even an empty
         // one, and hands each roll to its IO threads: a Ready with only
-        // messages (a heartbeat, an ack) writes no batch.
-        let dirty = !committed.is_empty() || !ready.entries().is_empty() || ready.hs().is_some();
+        // messages (a heartbeat, an ack) or only entries writes no batch.
+        let dirty = !committed.is_empty() || ready.hs().is_some();
         self.apply_entries(&mut app, committed, &mut outcomes, &mut member_outcomes)?;
-        self.storage.append(&mut app.batch, ready.entries())?;
         if let Some(hs) = ready.hs() {
             self.storage.set_hard_state(&mut app.batch, hs)?;
         }
@@ -705,7 +717,7 @@ impl Node {
         if dirty {
             self.commit_batch(app.batch, None)?;
         }
-        if must_flush {
+        if sync_meta {
             self.shared.sync()?;
         }
         self.finish(events, outcomes, member_outcomes);
