@@ -6,7 +6,8 @@
 
 use crate::error::Result;
 
-/// Raft log entries: `l` + index (u64 BE).
+/// Raft log entries as versions up to 0.2.0 keep them: `l` + index (u64
+/// BE). Written only at a clean stop (see `SledStorage::keep_for_older_versions`).
 pub(crate) const LOG: u8 = b'l';
 /// Objects: `k` + key.
 pub(crate) const KV: u8 = b'k';
@@ -28,9 +29,8 @@ pub(crate) const APPLIED: &[u8] = b"m/applied";
 /// Present once this member was removed.
 pub(crate) const REMOVED: &[u8] = b"m/removed";
 
-/// The key of a raft log entry as an older version kept it in sled (the
-/// log is in `wal.rs` now; tests write such data dirs).
-#[cfg(test)]
+/// The key of a raft log entry as versions up to 0.2.0 keep it in sled (the
+/// log is in `wal.rs` now; a clean stop writes it here too, for them).
 pub(crate) fn log_key(index: u64) -> [u8; 9] {
     let mut k = [0u8; 9];
     k[0] = LOG;

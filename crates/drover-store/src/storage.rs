@@ -27,7 +27,7 @@
 //!   move to the log files on the first open.
 
 use crate::error::{Error, Result};
-use crate::keys::{APPLIED, COMPACT, CS, DEDUP, HIST, HS, KV, LOG, MEMBER, REMOVED};
+use crate::keys::{log_key, APPLIED, COMPACT, CS, DEDUP, HIST, HS, KV, LOG, MEMBER, REMOVED};
 use crate::machine;
 use crate::wal::Wal;
 use protobuf::Message as _;
@@ -60,8 +60,8 @@ fn unpair(v: &[u8]) -> Result<(u64, u64)> {
     Ok((a, b))
 }
 
-/// Moves the log of a data dir written by an older version (sled's `l`
-/// keys) into the log's files: the entries after the compaction point are
+/// Moves the log kept in sled's `l` keys (by a version up to 0.2.0, or by
+/// this one's clean stop, for them) into the log's files: the entries after the compaction point are
 /// written after a reset to it and synced, then the keys are removed and
 /// sled flushed. A crash between the two does it again from the start (the
 /// reset makes it idempotent); nothing is appended to the log before the
@@ -90,7 +90,7 @@ fn migrate(tree: &sled::Tree, wal: &mut Wal, compact_index: u64, compact_term: u
     tree.apply_batch(b)?;
     tree.flush()?;
     tracing::info!(
-        "moved {} raft log entries from the store's tree to its log files",
+        "took the raft log's {} entries from the store's tree (where a clean stop keeps them for older versions) into its log files",
         entries.len()
     );
     Ok(())
@@ -233,6 +233,27 @@ impl SledStorage {
     /// Makes every append so far durable.
     pub fn sync_log(&self) -> Result<()> {
         self.wal().sync()
+    }
+
+    /// Writes the log into sled as versions up to 0.2.0 keep it (the `l`
+    /// keys), flushed, so that the previous release can start from this
+    /// data dir: what a downgrade needs. Done at a clean stop only; the next
+    /// open moves the log back ([`migrate`]). A member stopped by a crash
+    /// has no such copy until it has been started and stopped cleanly once.
+    pub fn keep_for_older_versions(&self) -> Result<()> {
+        let (from, to) = {
+            let c = self.cache();
+            (c.compact_index + 1, c.last_index)
+        };
+        let mut b = sled::Batch::default();
+        if from <= to {
+            for e in self.wal().entries(from, to + 1, u64::MAX)? {
+                b.insert(&log_key(e.index), e.write_to_bytes()?);
+            }
+        }
+        self.tree.apply_batch(b)?;
+        self.tree.flush()?;
+        Ok(())
     }
 
     /// Whether `hs` changes the term or the vote (which must be durable

@@ -357,3 +357,39 @@ fn an_older_versions_log_in_sled_moves_to_the_log_files() {
     assert_eq!(s.last_index().unwrap(), 8);
     assert_eq!(s.term(8).unwrap(), 3);
 }
+
+/// A clean stop keeps the log in sled's `l` keys too, as versions up to
+/// 0.2.0 read it (a downgrade), and the next open takes it back.
+#[test]
+fn a_clean_stop_leaves_the_log_where_older_versions_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (db, s) = open_in(dir.path());
+        s.append(&entries(1..=6, 2)).unwrap();
+        s.sync_log().unwrap();
+        write(&s, |b| s.set_applied(b, 4, 2).unwrap());
+        write(&s, |b| assert!(s.compact(b, 2).unwrap()));
+        db.flush().unwrap();
+        s.drop_log_through(2).unwrap();
+        s.keep_for_older_versions().unwrap();
+        // What an older version reads: every entry after the compaction
+        // point, and nothing else.
+        let kept: Vec<u64> = s
+            .tree
+            .scan_prefix([LOG])
+            .map(|kv| {
+                let (_, v) = kv.unwrap();
+                Entry::parse_from_bytes(&v).unwrap().index
+            })
+            .collect();
+        assert_eq!(kept, vec![3, 4, 5, 6]);
+    }
+    let (_db, s) = open_in(dir.path());
+    assert!(s.tree.scan_prefix([LOG]).next().is_none());
+    assert_eq!(s.entries(3, 7, None, ctx()).unwrap(), entries(3..=6, 2));
+    assert_eq!(
+        crate::wal::tests_support::segments(&wal_dir(dir.path())),
+        1,
+        "the reset of the move left one segment"
+    );
+}

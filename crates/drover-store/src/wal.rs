@@ -422,7 +422,25 @@ impl Wal {
         self.locs.clear();
         self.first = index + 1;
         self.reset = Some((index, term));
-        self.sync()
+        self.sync()?;
+        // Every closed segment holds only what the reset dropped.
+        self.drop_closed_segments(|_| true)
+    }
+
+    /// Deletes the closed segments, oldest first, while `done` says so.
+    fn drop_closed_segments(&mut self, done: impl Fn(&Segment) -> bool) -> Result<()> {
+        let mut removed = false;
+        while self.segments.len() > 1 && done(&self.segments[0]) {
+            let s = &self.segments[0];
+            std::fs::remove_file(&s.path)
+                .map_err(|e| io("cannot remove the old raft log segment", &s.path, e))?;
+            self.segments.remove(0);
+            removed = true;
+        }
+        if removed {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// Makes everything written so far durable (`fdatasync` of the active
@@ -454,21 +472,7 @@ impl Wal {
             .front()
             .map(|l| l.segment)
             .unwrap_or_else(|| self.segments.last().map(|s| s.seq).unwrap_or(0));
-        let mut removed = false;
-        while self.segments.len() > 1 {
-            let s = &self.segments[0];
-            if s.seq >= keep_from || s.max_index > to {
-                break;
-            }
-            std::fs::remove_file(&s.path)
-                .map_err(|e| io("cannot remove the old raft log segment", &s.path, e))?;
-            self.segments.remove(0);
-            removed = true;
-        }
-        if removed {
-            sync_dir(&self.dir)?;
-        }
-        Ok(())
+        self.drop_closed_segments(|s| s.seq < keep_from && s.max_index <= to)
     }
 
     fn loc(&self, index: u64) -> Option<Loc> {
@@ -544,3 +548,19 @@ impl Wal {
 #[cfg(test)]
 #[path = "wal_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// How many segment files `dir` holds.
+    pub fn segments(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    }
+}

@@ -144,14 +144,22 @@ fn a_bad_checksum_at_the_end_is_cut_but_in_a_closed_segment_is_an_error() {
 fn a_reset_drops_every_entry_and_the_log_continues_after_it() {
     let d = tempfile::tempdir().expect("tempdir");
     {
-        let mut w = Wal::open(d.path()).expect("open");
-        w.append(&ents(1..=5, 1)).expect("append");
+        let mut w = Wal::open_sized(d.path(), 100).expect("open");
+        for i in 1..=5 {
+            w.append(&ents(i..=i, 1)).expect("append");
+        }
+        assert!(segments(d.path()).len() > 1);
         w.reset(20, 4).expect("reset");
         assert_eq!(w.first_index(), None);
         assert_eq!(w.term(3), None);
     }
     let mut w = Wal::open(d.path()).expect("reopen");
     assert_eq!((w.first_index(), w.last_index()), (None, None));
+    assert_eq!(
+        segments(d.path()).len(),
+        1,
+        "the reset dropped the closed segments"
+    );
     assert!(
         w.append(&ents(25..=25, 4)).is_err(),
         "the entry after a reset is the one after its index"

@@ -289,6 +289,13 @@ impl Node {
             }
         };
         let _ = self.storage.sync_log();
+        if matches!(reason, Error::Stopped) {
+            // A clean stop leaves the log where the previous release reads
+            // it too, so that a downgrade can start from this data dir.
+            if let Err(e) = self.storage.keep_for_older_versions() {
+                tracing::warn!(member = %format!("{:x}", self.id), "could not keep a copy of the raft log for older versions (a downgrade of this member would not start): {e}");
+            }
+        }
         let _ = self.shared.sync();
         self.fail_all(&reason);
         self.shared.stopped.send_replace(Some(reason));
