@@ -82,10 +82,15 @@ impl Store {
                 cfg.dir.display()
             ))
         })?;
+        // The raft log (`wal.rs`) is the durable record and sled is written
+        // without a sync; what sled had not flushed when the process died
+        // is applied again from the log at the next start, before the
+        // member answers. sled's own flusher every second bounds that to
+        // a second of writes.
         let config = sled::Config::new()
             .path(&cfg.dir)
             .cache_capacity(64 << 20)
-            .flush_every_ms(Some(5000));
+            .flush_every_ms(Some(1000));
         let db =
             crate::storage::open_sled(&config, &cfg.dir, Duration::from_secs(5)).map_err(|e| {
                 Error::Storage(format!(
