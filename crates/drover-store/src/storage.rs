@@ -36,6 +36,10 @@ use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+/// How many applied entries a clean stop keeps in the log
+/// ([`SledStorage::keep_for_older_versions`]).
+pub(crate) const STOP_KEEP_ENTRIES: u64 = 1_000;
+
 /// Where the raft log of the store in `dir` is.
 pub(crate) fn wal_dir(dir: &Path) -> PathBuf {
     dir.join("wal")
@@ -235,24 +239,48 @@ impl SledStorage {
         self.wal().sync()
     }
 
-    /// Writes the log into sled as versions up to 0.2.0 keep it (the `l`
-    /// keys), flushed, so that the previous release can start from this
-    /// data dir: what a downgrade needs. Done at a clean stop only; the next
-    /// open moves the log back ([`migrate`]). A member stopped by a crash
+    /// At a clean stop: leaves the data dir as versions up to 0.2.0 read
+    /// it, so that a downgrade can start from it. The log is first
+    /// compacted up to [`STOP_KEEP_ENTRIES`] before the applied index
+    /// (sled's compaction record moves there), then the entries after that
+    /// point are written into sled's `l` keys, and sled is flushed. The
+    /// next open takes them back ([`migrate`]). A member stopped by a crash
     /// has no such copy until it has been started and stopped cleanly once.
+    ///
+    /// Compacting first keeps the stop and the next start short (the copy
+    /// is at most about a thousand entries, not the log kept for lagging
+    /// followers); the margin keeps what a cluster restarted whole needs
+    /// from each member (a leader that handed over at its stop missed the
+    /// new leader's first entries: without them it would need a snapshot).
     pub fn keep_for_older_versions(&self) -> Result<()> {
-        let (from, to) = {
+        let (applied, compacted, last) = {
             let c = self.cache();
-            (c.compact_index + 1, c.last_index)
+            (c.applied_index, c.compact_index, c.last_index)
         };
         let mut b = sled::Batch::default();
-        if from <= to {
-            for e in self.wal().entries(from, to + 1, u64::MAX)? {
+        let to = applied.saturating_sub(STOP_KEEP_ENTRIES).max(compacted);
+        let to_term = if to > compacted {
+            let t = self.term(to).map_err(Error::from)?;
+            b.insert(COMPACT, &pair(to, t));
+            Some(t)
+        } else {
+            None
+        };
+        if to < last {
+            for e in self.wal().entries(to + 1, last + 1, u64::MAX)? {
                 b.insert(&log_key(e.index), e.write_to_bytes()?);
             }
         }
         self.tree.apply_batch(b)?;
         self.tree.flush()?;
+        if let Some(t) = to_term {
+            {
+                let mut c = self.cache_mut();
+                c.compact_index = to;
+                c.compact_term = t;
+            }
+            self.drop_log_through(to)?;
+        }
         Ok(())
     }
 

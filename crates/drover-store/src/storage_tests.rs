@@ -359,21 +359,24 @@ fn an_older_versions_log_in_sled_moves_to_the_log_files() {
 }
 
 /// A clean stop keeps the log in sled's `l` keys too, as versions up to
-/// 0.2.0 read it (a downgrade), and the next open takes it back.
+/// 0.2.0 read it (a downgrade), compacted to a margin before the applied
+/// index, and the next open takes it back.
 #[test]
 fn a_clean_stop_leaves_the_log_where_older_versions_read_it() {
     let dir = tempfile::tempdir().unwrap();
+    let applied = STOP_KEEP_ENTRIES + 10;
+    let last = applied + 3;
     {
         let (db, s) = open_in(dir.path());
-        s.append(&entries(1..=6, 2)).unwrap();
+        s.append(&entries(1..=last, 2)).unwrap();
         s.sync_log().unwrap();
-        write(&s, |b| s.set_applied(b, 4, 2).unwrap());
+        write(&s, |b| s.set_applied(b, applied, 2).unwrap());
         write(&s, |b| assert!(s.compact(b, 2).unwrap()));
         db.flush().unwrap();
         s.drop_log_through(2).unwrap();
         s.keep_for_older_versions().unwrap();
-        // What an older version reads: every entry after the compaction
-        // point, and nothing else.
+        // What an older version reads: the log compacted up to the margin
+        // before the applied index, and every entry after it.
         let kept: Vec<u64> = s
             .tree
             .scan_prefix([LOG])
@@ -382,14 +385,36 @@ fn a_clean_stop_leaves_the_log_where_older_versions_read_it() {
                 Entry::parse_from_bytes(&v).unwrap().index
             })
             .collect();
-        assert_eq!(kept, vec![3, 4, 5, 6]);
+        assert_eq!(kept, (11..=last).collect::<Vec<_>>());
+        assert_eq!(
+            unpair(&s.tree.get(COMPACT).unwrap().unwrap()).unwrap(),
+            (10, 2)
+        );
     }
     let (_db, s) = open_in(dir.path());
     assert!(s.tree.scan_prefix([LOG]).next().is_none());
-    assert_eq!(s.entries(3, 7, None, ctx()).unwrap(), entries(3..=6, 2));
+    assert_eq!(s.first_index().unwrap(), 11);
+    assert_eq!(s.term(10).unwrap(), 2);
+    assert_eq!(
+        s.entries(11, last + 1, None, ctx()).unwrap(),
+        entries(11..=last, 2)
+    );
     assert_eq!(
         crate::wal::tests_support::segments(&wal_dir(dir.path())),
         1,
         "the reset of the move left one segment"
     );
+    // A short log is kept whole.
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (db, s) = open_in(dir.path());
+        s.append(&entries(1..=6, 1)).unwrap();
+        s.sync_log().unwrap();
+        write(&s, |b| s.set_applied(b, 5, 1).unwrap());
+        db.flush().unwrap();
+        s.keep_for_older_versions().unwrap();
+        assert_eq!(s.tree.scan_prefix([LOG]).count(), 6);
+    }
+    let (_db, s) = open_in(dir.path());
+    assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (1, 6));
 }
