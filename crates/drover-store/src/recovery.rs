@@ -116,18 +116,25 @@ pub fn force_new_cluster(dir: &Path, me: u64) -> Result<ForcedCluster> {
     let mut term = storage.cache().applied_term;
     let mut revision = applied;
     for index in applied + 1..=last {
-        let Some(e) = raft::Storage::entries(
+        let read = raft::Storage::entries(
             &storage,
             index,
             index + 1,
             None,
             raft::GetEntriesContext::empty(false),
-        )
-        .ok()
-        .and_then(|mut v| v.pop()) else {
-            return Err(Error::Storage(format!(
-                "log entry {index} is missing (the log should run to {last}); the data dir is damaged"
-            )));
+        );
+        let e = match read.map(|mut v| v.pop()) {
+            Ok(Some(e)) => e,
+            Ok(None) => {
+                return Err(Error::Storage(format!(
+                    "log entry {index} is missing (the log should run to {last}); the data dir is damaged"
+                )))
+            }
+            Err(err) => {
+                return Err(Error::Storage(format!(
+                    "log entry {index} cannot be read ({err}); the data dir is damaged"
+                )))
+            }
         };
         let mut app = Applier::new(&tree);
         if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::keys::{log_key, prefixed};
+use crate::wal::tests_support::{entries, entry, segments};
 
 #[test]
 fn a_held_lock_is_seen_on_the_file_not_in_a_message() {
@@ -26,19 +27,6 @@ fn a_held_lock_is_seen_on_the_file_not_in_a_message() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-}
-
-fn entry(index: u64, term: u64) -> Entry {
-    Entry {
-        index,
-        term,
-        data: format!("e{index}").into_bytes().into(),
-        ..Default::default()
-    }
-}
-
-fn entries(range: std::ops::RangeInclusive<u64>, term: u64) -> Vec<Entry> {
-    range.map(|i| entry(i, term)).collect()
 }
 
 fn open_in(dir: &Path) -> (sled::Db, SledStorage) {
@@ -400,7 +388,7 @@ fn a_clean_stop_leaves_the_log_where_older_versions_read_it() {
         entries(11..=last, 2)
     );
     assert_eq!(
-        crate::wal::tests_support::segments(&wal_dir(dir.path())),
+        segments(&wal_dir(dir.path())).len(),
         1,
         "the reset of the move left one segment"
     );

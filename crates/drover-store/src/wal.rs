@@ -80,8 +80,8 @@ pub(crate) struct Wal {
     /// The entries `first..first + locs.len()`.
     locs: VecDeque<Loc>,
     first: u64,
-    /// The last reset read or written: (index, term).
-    reset: Option<(u64, u64)>,
+    /// A reset was read or written: the next entry must be `first`.
+    after_reset: bool,
     /// Written since the last sync.
     dirty: bool,
     /// A segment is closed past this size ([`SEGMENT_BYTES`]; tests make
@@ -99,6 +99,13 @@ fn corrupt(path: &Path, offset: u64, what: &str) -> Error {
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Storage(format!("{what} {}: {e}", path.display()))
+}
+
+/// An append raft asked for that the log cannot take (a bug, not damage).
+fn misfit(why: String) -> Error {
+    Error::Storage(format!(
+        "raft asked to append a log entry that does not fit: {why}"
+    ))
 }
 
 fn segment_name(seq: u64) -> String {
@@ -122,12 +129,17 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| io("cannot sync the directory", dir, e))
 }
 
-fn record(kind: u8, payload: &[u8], out: &mut Vec<u8>) {
+/// The checksum of a record: its kind and payload.
+fn checksum(kind: u8, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&[kind]);
     h.update(payload);
+    h.finalize()
+}
+
+fn record(kind: u8, payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&h.finalize().to_le_bytes());
+    out.extend_from_slice(&checksum(kind, payload).to_le_bytes());
     out.push(kind);
     out.extend_from_slice(payload);
 }
@@ -150,10 +162,7 @@ fn read_record(buf: &[u8], at: usize) -> std::result::Result<Option<(u8, &[u8])>
     let Some(payload) = buf.get(at + HEADER..at + HEADER + len) else {
         return Err("a record is cut short");
     };
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&[kind]);
-    hasher.update(payload);
-    if hasher.finalize() != crc {
+    if checksum(kind, payload) != crc {
         return Err("a record's checksum does not match");
     }
     Ok(Some((kind, payload)))
@@ -186,7 +195,7 @@ impl Wal {
             segments: Vec::new(),
             locs: VecDeque::new(),
             first: 0,
-            reset: None,
+            after_reset: false,
             dirty: false,
             segment_bytes,
         };
@@ -247,14 +256,15 @@ impl Wal {
                     max_index = max_index.max(e.index);
                 }
                 RESET => {
-                    let (Some(i), Some(t)) = (payload.get(..8), payload.get(8..16)) else {
-                        return Err(corrupt(&path, at as u64, "a reset record is cut short"));
+                    // index, then term: the term is on disk for whoever
+                    // reads the file; the store keeps it in sled.
+                    let Some(i) = payload.get(..8).filter(|_| payload.len() == 16) else {
+                        return Err(corrupt(&path, at as u64, "a reset record is not 16 bytes"));
                     };
                     let index = u64::from_le_bytes(i.try_into().expect("8 bytes"));
-                    let term = u64::from_le_bytes(t.try_into().expect("8 bytes"));
                     self.locs.clear();
                     self.first = index + 1;
-                    self.reset = Some((index, term));
+                    self.after_reset = true;
                 }
                 other => {
                     return Err(corrupt(
@@ -280,7 +290,7 @@ impl Wal {
     /// entry after it; otherwise at most one past the last entry.
     fn fits(&self, index: u64) -> std::result::Result<(), String> {
         if self.locs.is_empty() {
-            if self.reset.is_some() && index != self.first {
+            if self.after_reset && index != self.first {
                 return Err(format!(
                     "entry {index} follows a reset to {}",
                     self.first.saturating_sub(1)
@@ -371,11 +381,7 @@ impl Wal {
         };
         // Checked before anything is written: a refused append leaves no
         // record behind.
-        self.fits(first.index).map_err(|why| {
-            Error::Storage(format!(
-                "raft asked to append a log entry that does not fit: {why}"
-            ))
-        })?;
+        self.fits(first.index).map_err(misfit)?;
         if ents.windows(2).any(|w| w[1].index != w[0].index + 1) {
             return Err(Error::Storage(
                 "raft asked to append log entries whose indexes do not follow each other".into(),
@@ -398,11 +404,7 @@ impl Wal {
                 offset: at + offset as u64,
                 len: len as u32,
             };
-            self.place(index, loc).map_err(|why| {
-                Error::Storage(format!(
-                    "raft asked to append a log entry that does not fit: {why}"
-                ))
-            })?;
+            self.place(index, loc).map_err(misfit)?;
             let seg = self.active();
             seg.max_index = seg.max_index.max(index);
         }
@@ -421,7 +423,7 @@ impl Wal {
         self.write(&buf)?;
         self.locs.clear();
         self.first = index + 1;
-        self.reset = Some((index, term));
+        self.after_reset = true;
         self.sync()?;
         // Every closed segment holds only what the reset dropped.
         self.drop_closed_segments(|_| true)
@@ -460,10 +462,12 @@ impl Wal {
     /// Forgets the entries up to and including `to`, and deletes the
     /// closed segments that hold none after it.
     pub fn compact(&mut self, to: u64) -> Result<()> {
-        while self.first <= to && !self.locs.is_empty() {
-            self.locs.pop_front();
-            self.first += 1;
-        }
+        let n = to
+            .saturating_add(1)
+            .saturating_sub(self.first)
+            .min(self.locs.len() as u64);
+        self.locs.drain(..n as usize);
+        self.first += n;
         if self.locs.is_empty() {
             self.first = self.first.max(to + 1);
         }
@@ -504,9 +508,6 @@ impl Wal {
             while index + (locs.len() as u64) < high {
                 match self.loc(index + locs.len() as u64) {
                     Some(l) if l.segment == first.segment && l.offset == end + HEADER as u64 => {
-                        if size + (end - first.offset) > max_size && !out.is_empty() {
-                            break;
-                        }
                         end = l.offset + l.len as u64;
                         locs.push(l);
                     }
@@ -551,16 +552,31 @@ mod tests;
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    /// How many segment files `dir` holds.
-    pub fn segments(dir: &std::path::Path) -> usize {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.filter(|e| {
-                    e.as_ref()
-                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".wal"))
-                })
-                .count()
-            })
-            .unwrap_or(0)
+    use raft::eraftpb::Entry;
+
+    /// An entry whose data names its index and term.
+    pub fn entry(index: u64, term: u64) -> Entry {
+        Entry {
+            index,
+            term,
+            data: format!("entry {index} of term {term}").into_bytes().into(),
+            ..Default::default()
+        }
+    }
+
+    /// The entries of `range`, all of `term`.
+    pub fn entries(range: std::ops::RangeInclusive<u64>, term: u64) -> Vec<Entry> {
+        range.map(|i| entry(i, term)).collect()
+    }
+
+    /// The names of the segment files in `dir`, in order.
+    pub fn segments(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".wal"))
+            .collect();
+        v.sort();
+        v
     }
 }

@@ -3,21 +3,9 @@
 //! named, resets, compaction deleting whole segments, and a model check of
 //! random sequences of all of them.
 
+use super::tests_support::{entries as ents, entry, segments};
 use super::*;
 use proptest::prelude::*;
-
-fn entry(index: u64, term: u64) -> Entry {
-    Entry {
-        index,
-        term,
-        data: format!("entry {index} of term {term}").into_bytes().into(),
-        ..Default::default()
-    }
-}
-
-fn ents(range: std::ops::RangeInclusive<u64>, term: u64) -> Vec<Entry> {
-    range.map(|i| entry(i, term)).collect()
-}
 
 fn indexes_and_terms(w: &Wal) -> Vec<(u64, u64)> {
     match (w.first_index(), w.last_index()) {
@@ -29,16 +17,6 @@ fn indexes_and_terms(w: &Wal) -> Vec<(u64, u64)> {
             .collect(),
         _ => Vec::new(),
     }
-}
-
-fn segments(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".wal"))
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -127,12 +105,21 @@ fn a_bad_checksum_at_the_end_is_cut_but_in_a_closed_segment_is_an_error() {
     }
     let segs = segments(d.path());
     assert!(segs.len() >= 2, "small segments: {segs:?}");
-    // Flip a payload byte of the first (closed) segment.
-    let first = d.path().join(&segs[0]);
-    let mut bytes = std::fs::read(&first).expect("read");
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0xff;
-    std::fs::write(&first, &bytes).expect("write");
+    let flip_last_byte = |name: &str| {
+        let path = d.path().join(name);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, &bytes).expect("write");
+    };
+    // The last record of the last segment: cut off, the rest kept.
+    flip_last_byte(segs.last().expect("a segment"));
+    {
+        let w = Wal::open_sized(d.path(), 64).expect("a damaged last record is cut");
+        assert_eq!(indexes_and_terms(&w), vec![(1, 1), (2, 1), (3, 1)]);
+    }
+    // A record of the first (closed) segment: an error.
+    flip_last_byte(&segs[0]);
     let err = Wal::open_sized(d.path(), 64)
         .err()
         .expect("a damaged closed segment is an error");

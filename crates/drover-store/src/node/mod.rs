@@ -288,7 +288,9 @@ impl Node {
                 break Error::Removed;
             }
         };
-        let _ = self.storage.sync_log();
+        if let Err(e) = self.storage.sync_log() {
+            tracing::warn!(member = %format!("{:x}", self.id), "could not sync the raft log while stopping: {e}");
+        }
         if matches!(reason, Error::Stopped) {
             // A clean stop leaves the log where the previous release reads
             // it too, so that a downgrade can start from this data dir.
