@@ -11,6 +11,7 @@
 
 mod oracle;
 mod seed;
+mod shadow;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -28,6 +29,7 @@ use drover_controller::Timestamp;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use shadow::Shadow;
 
 const NODE_NAMES: [&str; 8] = ["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"];
 const TAINTS: [&str; 14] = [
@@ -710,8 +712,11 @@ proptest! {
         let mut backoff = FailedPodBackoff::new();
         let mut now = at(100);
         let mut converged = None;
+        let mut shadow = Shadow::default();
         for round in 0..60u64 {
             let plan = plan_with(&ds, &nodes, &pods, &backoff, now, seed.wrapping_add(round));
+            let input = PlanInput::new(&ds, &nodes, &pods, now).with_backoff(&backoff);
+            shadow.check(&input, &nodes, &pods, seed.wrapping_add(round), &plan)?;
             if !plan.changes_pods() && plan.requeue_at.is_none() && !pods.iter().any(terminating) {
                 converged = Some(plan);
                 break;

@@ -36,9 +36,16 @@
 //! And at the end, once the faults stop and pods turn ready: every Ready
 //! node runs exactly one pod, of the new revision, available (with
 //! `OnDelete`: the old pods that never failed are still there).
+//!
+//! At every step the same plan is also made with a [`daemon::Memo`] from
+//! only the nodes that changed since the last step (as the server's
+//! controller does), and must be the plan of the whole cluster but for the
+//! random names: the same deletions, creations by node, status, backoff,
+//! decision events and requeue time.
 
 mod oracle;
 mod seed;
+mod shadow;
 
 use drover_api::{
     ConditionStatus, Container, DaemonSet, DaemonSetUpdateStrategyType, IntOrString, LabelSelector,
@@ -52,6 +59,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use shadow::Shadow;
 
 const NEW: &str = "new";
 const OLD: &str = "old";
@@ -175,6 +183,7 @@ struct World {
     /// How long each deletion takes, in turn (seconds; 0: at once).
     lingers: Vec<i64>,
     deletions: usize,
+    shadow: Shadow,
 }
 
 impl World {
@@ -305,12 +314,11 @@ impl World {
             pods.push(pod);
         }
         let now = at(self.clock);
-        let plan = daemon::plan(
-            &PlanInput::new(&self.ds, &nodes, &pods, now)
-                .with_backoff(&self.backoff)
-                .with_revision_hash(NEW),
-            &mut StdRng::seed_from_u64(seed),
-        );
+        let input = PlanInput::new(&self.ds, &nodes, &pods, now)
+            .with_backoff(&self.backoff)
+            .with_revision_hash(NEW);
+        let plan = daemon::plan(&input, &mut StdRng::seed_from_u64(seed));
+        self.shadow.check(&input, &nodes, &pods, seed, &plan)?;
         let (max_surge, max_unavailable) = self.budgets();
         let unavailable_before = self.unavailable_by_rollout();
         let surging_before = self.surging();
@@ -538,6 +546,7 @@ proptest! {
             terminating: Vec::new(),
             lingers,
             deletions: 0,
+            shadow: Shadow::default(),
         };
 
         // The rollout, with faults.

@@ -155,7 +155,9 @@ impl<'a> NodeDiff<'a> {
         self.pods.first().copied()
     }
 
-    /// The node should not run the pod but has one (`numberMisscheduled`).
+    /// The node should not run the pod but has one (`numberMisscheduled`,
+    /// which [`super::facts::count`] counts from the node's facts).
+    #[cfg(test)]
     pub fn misscheduled(&self) -> bool {
         !self.eligibility.should_run && !self.pods.is_empty()
     }

@@ -81,6 +81,19 @@
 //!    2–4 write no pod.
 //!
 //! Steps 1–3 draw nothing from the RNG; steps 4 and 5 draw in node order.
+//! Steps 3 and 5 read only each node's facts (`facts::NodeFacts`: a few
+//! booleans: should run, Ready, its first pod ready and updated, its new
+//! and old pod), not its pods.
+//!
+//! # Planning only what changed
+//!
+//! [`plan_memo`] keeps every node's facts in a [`Memo`] between passes;
+//! with [`Scope::Changed`] it diffs only the nodes whose Node or pods
+//! changed, and counts the status and takes the rolling-update step over
+//! the kept facts of the others (see [`memo`] for what the caller owes
+//! it). A rolling update of N nodes takes about 3N passes, so a plan of
+//! every node made it cost N²; the property tests check at every step that
+//! the plan with a memo is the plan of the whole cluster.
 //!
 //! # Describe and `rollout status`
 //!
@@ -94,16 +107,19 @@ pub mod backoff;
 mod diff;
 pub mod eligibility;
 pub mod explain;
+mod facts;
 pub mod fit;
+pub mod memo;
 pub mod pods;
 pub mod rollout;
 mod status;
+mod writes;
 
 use crate::FastSet;
 use std::fmt;
 
 use drover_api::selector::Selector;
-use drover_api::{event_type, DaemonSet, DaemonSetStatus, Event, Node, Pod, PodSpec};
+use drover_api::{event_type, DaemonSet, DaemonSetStatus, Event, Node, Pod};
 use rand::RngCore;
 
 pub use backoff::FailedPodBackoff;
@@ -113,18 +129,16 @@ pub use explain::{
     WaitReason,
 };
 pub use fit::{Misfit, NodeUsage};
+pub use memo::{Memo, Scope};
 
 use crate::events::{self, namespace_of, reason};
 use crate::time::Timestamp;
 use diff::NodeDiff;
+use writes::{deletion, preemption, NewPods, Rollout};
 // The unit tests (`tests.rs`) take these from here with `use super::*`.
 use pods::is_terminating;
 #[cfg(test)]
 use {drover_api::PodPhase, std::time::Duration};
-
-/// Attempts at a name not already taken before giving up (the store then
-/// refuses the duplicate and the next plan tries again).
-const NAME_ATTEMPTS: usize = 16;
 
 static NO_BACKOFF: FailedPodBackoff = FailedPodBackoff::new();
 
@@ -154,6 +168,21 @@ pub struct PlanInput<'a> {
     /// from all the cluster's pods): a pod is placed only where it fits.
     /// `None`: fits are not checked.
     pub usage: Option<&'a NodeUsage>,
+    /// Whether a pod of this namespace and name exists: the names a new
+    /// pod must avoid. `None`: the names of `pods` (which must then hold
+    /// every pod of the namespace).
+    pub name_taken: Option<NameTaken<'a>>,
+}
+
+/// Whether a pod of this namespace and name exists (see
+/// [`PlanInput::name_taken`]).
+#[derive(Clone, Copy)]
+pub struct NameTaken<'a>(pub &'a (dyn Fn(&str, &str) -> bool + Sync));
+
+impl fmt::Debug for NameTaken<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NameTaken(..)")
+    }
 }
 
 impl<'a> PlanInput<'a> {
@@ -172,6 +201,16 @@ impl<'a> PlanInput<'a> {
             now,
             revision_hash: None,
             usage: None,
+            name_taken: None,
+        }
+    }
+
+    /// The same input with a check of the names taken (for an input that
+    /// holds only some of the namespace's pods).
+    pub fn with_name_taken(self, taken: NameTaken<'a>) -> Self {
+        PlanInput {
+            name_taken: Some(taken),
+            ..self
         }
     }
 
@@ -392,47 +431,6 @@ impl DaemonSetPlan {
     }
 }
 
-fn deletion<R: RngCore + ?Sized>(
-    ds: &DaemonSet,
-    pod: &Pod,
-    reason: DeletionReason,
-    now: Timestamp,
-    rng: &mut R,
-) -> PodDeletion {
-    PodDeletion {
-        namespace: namespace_of(&pod.metadata).to_owned(),
-        name: pod.metadata.name.clone(),
-        uid: pod.metadata.uid.clone(),
-        resource_version: pod.metadata.resource_version.clone(),
-        node_name: pod.spec.node_name.clone(),
-        reason,
-        event: events::deleted(ds, &pod.metadata.name, now, rng),
-    }
-}
-
-/// The deletion of a pod preempted on `node` for a daemon pod of `ds`,
-/// with the `Preempted` event Kubernetes records on the victim.
-fn preemption(ds: &DaemonSet, v: &fit::Victim, node: &str, now: Timestamp) -> PodDeletion {
-    let by = format!("{}/{}", ds.metadata.namespace, ds.metadata.name);
-    let event = events::pod_event(
-        (&v.namespace, &v.name, &v.uid),
-        events::DAEMONSET_CONTROLLER,
-        drover_api::event_type::NORMAL,
-        "Preempted",
-        format!("Preempted by a pod of DaemonSet {by} (higher priority) on node {node}"),
-        now,
-    );
-    PodDeletion {
-        namespace: v.namespace.clone(),
-        name: v.name.clone(),
-        uid: v.uid.clone(),
-        resource_version: String::new(),
-        node_name: node.to_owned(),
-        reason: DeletionReason::Preempted { by },
-        event,
-    }
-}
-
 /// The selector of a DaemonSet the controller may act on, or the warning
 /// to record instead (an empty selector selects every pod; a missing or
 /// invalid one, which the API server refuses, selects none).
@@ -452,68 +450,6 @@ fn selector_of(ds: &DaemonSet) -> Result<Selector, (&'static str, String)> {
                 format!("This daemon set's selector is not valid: {}", e.0),
             )
         }),
-    }
-}
-
-/// A pod name `<prefix><5 characters>` not taken yet (after
-/// [`NAME_ATTEMPTS`] tries, the last one; the store then refuses it).
-fn fresh_name<R: RngCore + ?Sized>(
-    prefix: &str,
-    taken: &FastSet<&str>,
-    new_names: &mut FastSet<String>,
-    rng: &mut R,
-) -> String {
-    let mut name = format!("{prefix}{}", pods::name_suffix(rng));
-    for _ in 1..NAME_ATTEMPTS {
-        if !taken.contains(name.as_str()) && !new_names.contains(&name) {
-            break;
-        }
-        name = format!("{prefix}{}", pods::name_suffix(rng));
-    }
-    new_names.insert(name.clone());
-    name
-}
-
-/// Builds the plan's new pods, each with a name no pod of the namespace
-/// has and no other new pod got.
-struct NewPods<'a> {
-    ds: &'a DaemonSet,
-    spec: &'a PodSpec,
-    prefix: String,
-    /// Every pod (of any namespace): the names taken are those of the
-    /// DaemonSet's namespace, gathered at the first creation.
-    all: &'a [&'a Pod],
-    taken: Option<FastSet<&'a str>>,
-    new_names: FastSet<String>,
-}
-
-impl<'a> NewPods<'a> {
-    fn new(ds: &'a DaemonSet, eligibility: &'a Eligibility, all: &'a [&'a Pod]) -> Self {
-        NewPods {
-            ds,
-            spec: eligibility.pod_spec(),
-            prefix: pods::generate_name_prefix(ds),
-            all,
-            taken: None,
-            new_names: FastSet::default(),
-        }
-    }
-
-    fn create<R: RngCore + ?Sized>(
-        &mut self,
-        node_name: &str,
-        revision_hash: Option<&str>,
-        now: Timestamp,
-        rng: &mut R,
-    ) -> PodCreation {
-        let (all, namespace) = (self.all, namespace_of(&self.ds.metadata));
-        let taken = self
-            .taken
-            .get_or_insert_with(|| diff::taken_names(namespace, all));
-        let name = fresh_name(&self.prefix, taken, &mut self.new_names, rng);
-        let pod = pods::new_daemon_pod(self.ds, self.spec, node_name, name, revision_hash);
-        let event = events::created(self.ds, &pod.metadata.name, now, rng);
-        PodCreation { pod, event }
     }
 }
 
@@ -537,12 +473,49 @@ pub fn plan_claimed<'a, R: RngCore + ?Sized>(
     claim: Option<Claim<'a>>,
     rng: &mut R,
 ) -> DaemonSetPlan {
+    plan_inner(input, claim, None, rng)
+}
+
+/// [`plan_claimed`] with a [`Memo`] kept between passes: with
+/// [`Scope::Changed`] (and a memo valid for the DaemonSet) the input holds
+/// only the changed nodes and their pods, and the plan is the one a plan
+/// of every node would make (but for the random names and the order of
+/// the draws). See [`memo`] for what the caller owes it.
+pub fn plan_memo<'a, R: RngCore + ?Sized>(
+    input: &PlanInput<'a>,
+    claim: Option<Claim<'a>>,
+    memo: &mut Memo,
+    scope: Scope<'_>,
+    rng: &mut R,
+) -> DaemonSetPlan {
+    plan_inner(input, claim, Some((memo, scope)), rng)
+}
+
+fn plan_inner<'a, R: RngCore + ?Sized>(
+    input: &PlanInput<'a>,
+    claim: Option<Claim<'a>>,
+    memo: Option<(&mut Memo, Scope<'_>)>,
+    rng: &mut R,
+) -> DaemonSetPlan {
     let ds = input.daemon_set;
     let now = input.now;
     let mut plan = DaemonSetPlan {
         status: ds.status.clone(),
         backoff: input.backoff.clone(),
         ..DaemonSetPlan::default()
+    };
+    let early = is_orphaning(ds) || ds.metadata.deletion_timestamp.is_some();
+    let selector = if early { None } else { Some(selector_of(ds)) };
+    let mut memo = match (memo, &selector) {
+        (Some((memo, scope)), Some(Ok(_))) => {
+            memo.begin(ds, input.revision_hash, scope);
+            Some(memo)
+        }
+        (Some((memo, _)), _) => {
+            memo.clear();
+            None
+        }
+        (None, _) => None,
     };
     if is_orphaning(ds) {
         plan.release = release_daemon_set_pods(ds, input.pods.iter().copied());
@@ -556,13 +529,14 @@ pub fn plan_claimed<'a, R: RngCore + ?Sized>(
         plan.finalize = !input.pods.iter().any(|p| owns(ds, p));
         return plan;
     }
-    let selector = match selector_of(ds) {
-        Ok(selector) => selector,
-        Err((why, message)) => {
+    let selector = match selector {
+        Some(Ok(selector)) => selector,
+        Some(Err((why, message))) => {
             let event = events::daemon_set_event(ds, event_type::WARNING, why, message, now, rng);
             plan.events.push(event);
             return plan;
         }
+        None => return plan,
     };
 
     let mut claimed = match claim {
@@ -575,6 +549,11 @@ pub fn plan_claimed<'a, R: RngCore + ?Sized>(
         .iter()
         .map(|p| pods::released(ds, p))
         .collect();
+    if let Some(memo) = memo.as_deref_mut() {
+        for p in claimed.adopt.iter().chain(claimed.release.iter()) {
+            memo.keep(pods::target_node(p));
+        }
+    }
     let eligibility = Eligibility::new(ds);
     let surge = input.revision_hash.filter(|_| rollout::allows_surge(ds));
     let diffs = diff::diff_nodes(
@@ -588,12 +567,28 @@ pub fn plan_claimed<'a, R: RngCore + ?Sized>(
     );
     let strays = diff::stray_pods(std::mem::take(&mut claimed.by_node));
 
-    let counts = status::count(&diffs, input.revision_hash, pods::min_ready(ds), now);
+    // What the status and the rolling update need of each node: of the
+    // nodes diffed now, and with a memo, of the others as last planned.
+    let min_ready = pods::min_ready(ds);
+    let keep_old = memo.is_some();
+    let mut facts: Vec<facts::NodeFacts> = diffs
+        .iter()
+        .map(|d| facts::NodeFacts::of(d, input.revision_hash, min_ready, now, keep_old))
+        .collect();
+    if let Some(memo) = memo.as_deref_mut() {
+        for (d, f) in diffs.iter().zip(facts.drain(..)) {
+            memo.put(d.node, f);
+        }
+    }
+    let counts = match memo.as_deref() {
+        Some(memo) => facts::count(memo.facts.values(), min_ready, now),
+        None => facts::count(&facts, min_ready, now),
+    };
     if let Some(at) = counts.next_available {
         plan.requeue(at);
     }
 
-    let mut new_pods = NewPods::new(ds, &eligibility, &input.pods);
+    let mut new_pods = NewPods::new(ds, &eligibility, input);
     for diff in &diffs {
         write_node(
             &mut plan,
@@ -606,17 +601,39 @@ pub fn plan_claimed<'a, R: RngCore + ?Sized>(
         );
     }
     for stop in strays {
+        if let Some(memo) = memo.as_deref_mut() {
+            memo.keep(pods::target_node(stop.pod));
+        }
         plan.delete
             .push(deletion(ds, stop.pod, stop.reason, now, rng));
     }
     if let Some(hash) = input.revision_hash {
-        roll_out(&mut plan, ds, &diffs, hash, &mut new_pods, now, rng);
+        let step = Rollout {
+            ds,
+            diffs: &diffs,
+            facts: &facts,
+            hash,
+            now,
+        };
+        let touched = step.roll_out(&mut plan, memo.as_deref(), &mut new_pods, rng);
+        if let Some(memo) = memo.as_deref_mut() {
+            for node in touched {
+                memo.keep(&node);
+            }
+        }
     }
 
     if !plan.backoff.is_empty() {
-        let seen: FastSet<&str> = diffs.iter().map(|d| d.node).collect();
-        plan.backoff
-            .gc(ds.metadata.generation, now, |node| seen.contains(node));
+        match memo.as_deref() {
+            Some(memo) => plan
+                .backoff
+                .gc(ds.metadata.generation, now, |node| memo.knows(node)),
+            None => {
+                let seen: FastSet<&str> = diffs.iter().map(|d| d.node).collect();
+                plan.backoff
+                    .gc(ds.metadata.generation, now, |node| seen.contains(node));
+            }
+        }
     }
     plan.status = status::status(ds, &counts);
     plan.status_changed = plan.status != ds.status;
@@ -728,39 +745,6 @@ fn finished_pod_event<R: RngCore + ?Sized>(
         )
     };
     events::daemon_set_event(ds, kind, why, message, now, rng)
-}
-
-/// One rolling-update step over the buckets, once placement has nothing
-/// to do (Kubernetes runs `rollingUpdate` only when the manage loop's
-/// expectations are met); the automatic rollback is reported whatever
-/// placement does.
-fn roll_out<R: RngCore + ?Sized>(
-    plan: &mut DaemonSetPlan,
-    ds: &DaemonSet,
-    diffs: &[NodeDiff<'_>],
-    hash: &str,
-    new_pods: &mut NewPods<'_>,
-    now: Timestamp,
-    rng: &mut R,
-) {
-    let slots: Vec<rollout::NodeSlot<'_>> = diffs.iter().filter_map(NodeDiff::slot).collect();
-    match rollout::auto_rollback_due(ds, &slots, hash, now) {
-        Ok(due) => plan.rollback = Some(due),
-        Err(Some(at)) => plan.requeue(at),
-        Err(None) => {}
-    }
-    if !(plan.create.is_empty() && plan.delete.is_empty()) {
-        return;
-    }
-    let step = rollout::rolling_update(ds, &slots, hash, now);
-    for pod in step.delete {
-        plan.delete
-            .push(deletion(ds, pod, DeletionReason::Rollout, now, rng));
-    }
-    for node_name in step.create_on {
-        plan.create
-            .push(new_pods.create(node_name, Some(hash), now, rng));
-    }
 }
 
 /// A DaemonSet's claim over the pods ([`claim`]): which pods are its, by

@@ -2,77 +2,9 @@
 //! (`updateDaemonSetStatus`), computed from the pods as they are, before
 //! the plan is applied (the next plan sees the result).
 
-use std::time::Duration;
-
 use drover_api::{DaemonSet, DaemonSetStatus};
 
-use super::diff::NodeDiff;
-use super::pods;
-use super::rollout::is_updated;
-use crate::time::Timestamp;
-
-/// How far past the `minReadySeconds` mark [`StatusCounts::next_available`]
-/// lands, since availability needs strictly more than `minReadySeconds`.
-const AVAILABILITY_SLACK: Duration = Duration::from_millis(1);
-
-/// The counts of a DaemonSet's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct StatusCounts {
-    /// Nodes that should run the pod.
-    pub desired: usize,
-    /// Of those, nodes with a pod (any, even being deleted).
-    pub current: usize,
-    /// Nodes that should not run the pod and have one.
-    pub misscheduled: usize,
-    /// Nodes whose first pod is ready.
-    pub ready: usize,
-    /// Nodes whose first pod is available (ready for longer than
-    /// `minReadySeconds`).
-    pub available: usize,
-    /// Nodes whose first pod is of the current revision (all of them
-    /// without a revision).
-    pub updated: usize,
-    /// When the next ready pod becomes available: plan again then.
-    pub next_available: Option<Timestamp>,
-}
-
-/// Counts the nodes: see [`StatusCounts`].
-pub(crate) fn count(
-    diffs: &[NodeDiff<'_>],
-    revision_hash: Option<&str>,
-    min_ready: Duration,
-    now: Timestamp,
-) -> StatusCounts {
-    let mut counts = StatusCounts::default();
-    for diff in diffs {
-        if !diff.eligibility.should_run {
-            if diff.misscheduled() {
-                counts.misscheduled += 1;
-            }
-            continue;
-        }
-        counts.desired += 1;
-        let Some(first) = diff.first() else {
-            continue;
-        };
-        counts.current += 1;
-        if first.is_ready() {
-            counts.ready += 1;
-            // Without `minReadySeconds`, `is_available` does not read the
-            // readiness time; it is read only for a pod not available yet.
-            if pods::is_available(first, min_ready, now) {
-                counts.available += 1;
-            } else if let Some(Some(since)) = pods::ready_since(first) {
-                let at = since + min_ready + AVAILABILITY_SLACK;
-                counts.next_available = Some(counts.next_available.map_or(at, |t| t.min(at)));
-            }
-        }
-        if revision_hash.is_none_or(|hash| is_updated(first, hash)) {
-            counts.updated += 1;
-        }
-    }
-    counts
-}
+use super::facts::StatusCounts;
 
 fn to_i32(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
@@ -98,8 +30,12 @@ pub(crate) fn status(ds: &DaemonSet, counts: &StatusCounts) -> DaemonSetStatus {
 mod tests {
     use super::*;
     use crate::daemon::diff::diff_node;
+    use crate::daemon::facts::{count, NodeFacts};
+    use crate::daemon::pods;
     use crate::daemon::Eligibility;
+    use crate::time::Timestamp;
     use drover_api::{ConditionStatus, Node, Pod, PodCondition, PodPhase};
+    use std::time::Duration;
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_unix_seconds(1_700_000_000 + seconds)
@@ -156,7 +92,14 @@ mod tests {
                 diff_node(&ds, n, eligibility.evaluate(n), on, None, at(10))
             })
             .collect();
-        let counts = count(&diffs, Some("new"), Duration::from_secs(5), at(10));
+        let min_ready = Duration::from_secs(5);
+        let facts = |hash: Option<&str>, min_ready: Duration| -> Vec<NodeFacts> {
+            diffs
+                .iter()
+                .map(|d| NodeFacts::of(d, hash, min_ready, at(10), false))
+                .collect()
+        };
+        let counts = count(&facts(Some("new"), min_ready), min_ready, at(10));
         assert_eq!(
             counts,
             StatusCounts {
@@ -166,12 +109,13 @@ mod tests {
                 ready: 2,
                 available: 1,
                 updated: 2,
-                next_available: Some(at(13) + AVAILABILITY_SLACK),
+                next_available: Some(at(13) + Duration::from_millis(1)),
             }
         );
         let status = status(&ds, &counts);
         assert_eq!(status.number_unavailable, 3);
         assert_eq!(status.observed_generation, Some(3));
-        assert_eq!(count(&diffs, None, Duration::ZERO, at(10)).updated, 3);
+        let without_revision = count(&facts(None, Duration::ZERO), Duration::ZERO, at(10));
+        assert_eq!(without_revision.updated, 3);
     }
 }
