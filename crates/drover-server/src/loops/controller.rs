@@ -9,6 +9,7 @@
 //! changes, when a planner asked to be woken (backoff, minReadySeconds, a
 //! node deadline), and at least every second.
 
+use super::changed::{Changed, Tracker};
 use super::revisions::{self, RevisionSync, Revisions, RolledBack};
 use super::written_revision as rev;
 use crate::api::batch::{Write, Written};
@@ -123,6 +124,37 @@ struct Leading {
     pods_deferred: Option<Instant>,
     /// What the current pass wrote (see [`PassWrites`]).
     wrote: PassWrites,
+    /// The view of the last pass and every node's pods (see
+    /// [`super::changed`]).
+    tracker: Tracker,
+    /// Each DaemonSet's memo (by uid): what its last plan knew of every
+    /// node.
+    memos: HashMap<String, daemon::Memo>,
+}
+
+/// One DaemonSet to plan in a pass.
+struct Planned<'v> {
+    ds: &'v Arc<DaemonSet>,
+    /// The nodes to diff: every node, or with a scope those of it that
+    /// exist.
+    nodes: Vec<&'v Node>,
+    /// The pods it may touch on those nodes.
+    mine: Vec<&'v Pod>,
+    claim: Option<daemon::Claim<'v>>,
+    /// The names of the nodes that changed (and its memo revisits);
+    /// `None`: plan every node.
+    scope: Option<drover_controller::FastSet<String>>,
+    memo: daemon::Memo,
+}
+
+/// What [`Leading::sync_daemon_set`] plans from.
+struct Planning<'p, 'a> {
+    nodes: &'p [&'a Node],
+    pods: &'p [&'a Pod],
+    claim: Option<daemon::Claim<'a>>,
+    scope: daemon::Scope<'p>,
+    memo: &'p mut daemon::Memo,
+    view: &'p Snapshot,
 }
 
 /// What a pass wrote to the objects the view holds: whether it wrote (or
@@ -204,6 +236,8 @@ impl Leading {
             next_event_gc: Instant::now() + EVENT_GC_EVERY.min(cfg.event_ttl / 2),
             pods_deferred: None,
             wrote: PassWrites::default(),
+            tracker: Tracker::default(),
+            memos: HashMap::new(),
         }
     }
 
@@ -295,7 +329,7 @@ impl Leading {
 
     /// One pass of both controllers. Answers the highest revision written
     /// and when a planner wants to run again.
-    async fn pass(&mut self, view: &Snapshot) -> (u64, Option<Timestamp>) {
+    async fn pass(&mut self, view: &Arc<Snapshot>) -> (u64, Option<Timestamp>) {
         let now = now();
         let mut written = 0u64;
         let mut wake: Option<Timestamp> = None;
@@ -410,63 +444,125 @@ impl Leading {
 
         // DaemonSets. Each plan gets the pods it may touch: those it
         // controls and those without a controller (which it may adopt); a
-        // pod controlled by anything else is never its business.
-        let (by_owner, bare) = super::pods_by_controller(&pods);
-        // Each DaemonSet's claim over its pods, made once: it says which
-        // nodes are settled (below) and its plan starts from it.
-        let planned: Vec<(&Arc<DaemonSet>, Vec<&Pod>, Option<daemon::Claim>)> = view
-            .daemon_sets
-            .values()
-            .map(|ds| {
-                let ns = ds.metadata.namespace.as_str();
-                let mine: Vec<&Pod> = by_owner
-                    .get(ds.metadata.uid.as_str())
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
-                    .collect();
-                let claim = daemon::claim(ds, &mine);
-                (ds, mine, claim)
-            })
-            .collect();
+        // pod controlled by anything else is never its business. A
+        // DaemonSet whose memo holds its last plan gets only the nodes that
+        // changed since (and those its memo revisits), with their pods.
+        // (Taken out for the pass: the plans borrow its pods.)
+        let mut tracker = std::mem::take(&mut self.tracker);
+        let changed = tracker.advance(view);
+        let mut by_controller = None;
+        let mut planned: Vec<Planned<'_>> = Vec::with_capacity(view.daemon_sets.len());
+        for ds in view.daemon_sets.values() {
+            let memo = self
+                .memos
+                .remove(ds.metadata.uid.as_str())
+                .unwrap_or_default();
+            let scope = match &changed {
+                Changed::Nodes(set) if memo.is_valid_for(ds, self.revisions.settled_hash(ds)) => {
+                    let mut scope = set.clone();
+                    scope.extend(memo.revisit().map(str::to_owned));
+                    Some(scope)
+                }
+                _ => None,
+            };
+            let (ds_nodes, mine) = match &scope {
+                Some(scope) => scoped(&tracker, view, ds, scope),
+                None => {
+                    let (by_owner, bare) =
+                        by_controller.get_or_insert_with(|| super::pods_by_controller(&pods));
+                    let ns = ds.metadata.namespace.as_str();
+                    let mine: Vec<&Pod> = by_owner
+                        .get(ds.metadata.uid.as_str())
+                        .into_iter()
+                        .flatten()
+                        .copied()
+                        .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
+                        .collect();
+                    (nodes.clone(), mine)
+                }
+            };
+            // The claim, made once: it says which nodes are settled (below)
+            // and the plan starts from it.
+            let claim = daemon::claim(ds, &mine);
+            planned.push(Planned {
+                ds,
+                nodes: ds_nodes,
+                mine,
+                claim,
+                scope,
+                memo,
+            });
+        }
         // What each node's pods request and the ports they hold: a daemon
         // pod is placed only where it fits. Only the nodes some plan may
         // ask about (those where a DaemonSet has no bound pod: in a rolling
         // update, the node being replaced) are counted, not every pod of
         // the cluster on every pass.
         let mut unsettled: drover_controller::FastSet<&str> = drover_controller::FastSet::default();
-        for claim in planned.iter().filter_map(|(_, _, c)| c.as_ref()) {
-            unsettled.extend(
-                nodes
-                    .iter()
-                    .map(|n| n.metadata.name.as_str())
-                    .filter(|n| !claim.is_settled(n)),
-            );
+        for p in &planned {
+            if let Some(claim) = &p.claim {
+                unsettled.extend(
+                    p.nodes
+                        .iter()
+                        .map(|n| n.metadata.name.as_str())
+                        .filter(|n| !claim.is_settled(n)),
+                );
+            }
         }
         let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));
-        let mut usage =
-            daemon::NodeUsage::with_priorities_on(pods.iter().copied(), priorities, |node| {
-                unsettled.contains(node)
+        let keep = |node: &str| unsettled.contains(node);
+        let mut usage = if planned.iter().any(|p| p.scope.is_none()) {
+            daemon::NodeUsage::with_priorities_on(pods.iter().copied(), priorities, keep)
+        } else {
+            // Each pod once: on the node it counts on (bound, or nominated).
+            let on_unsettled = unsettled.iter().flat_map(|&n| {
+                tracker.pods_on(n).filter(move |p| {
+                    let on = if p.spec.node_name.is_empty() {
+                        &p.status.nominated_node_name
+                    } else {
+                        &p.spec.node_name
+                    };
+                    on == n
+                })
             });
+            daemon::NodeUsage::with_priorities_on(on_unsettled, priorities, keep)
+        };
         // Higher priority first: a DaemonSet that preempts takes the room it
         // made before one of lower priority can take it back.
-        let mut planned = planned;
-        planned.sort_by_key(|(ds, _, _)| {
-            let p = usage
-                .priority_of(&ds.spec.template.spec)
+        planned.sort_by_key(|p| {
+            let priority = usage
+                .priority_of(&p.ds.spec.template.spec)
                 .map_or(0, |(p, _)| p);
-            std::cmp::Reverse(p)
+            std::cmp::Reverse(priority)
         });
         let mut live = drover_controller::FastSet::default();
-        for (ds, mine, claim) in planned {
-            live.insert(ds.metadata.uid.clone());
-            let (w, t) = self
-                .sync_daemon_set(ds, &nodes, &mine, claim, &mut usage, now)
-                .await;
+        for p in planned {
+            live.insert(p.ds.metadata.uid.clone());
+            let uid = p.ds.metadata.uid.clone();
+            let mut memo = p.memo;
+            let scope: Option<drover_controller::FastSet<&str>> = p
+                .scope
+                .as_ref()
+                .map(|s| s.iter().map(String::as_str).collect());
+            let planning = Planning {
+                nodes: &p.nodes,
+                pods: &p.mine,
+                claim: p.claim,
+                scope: match &scope {
+                    Some(s) => daemon::Scope::Changed(s),
+                    None => daemon::Scope::All,
+                },
+                memo: &mut memo,
+                view,
+            };
+            let (w, t) = self.sync_daemon_set(p.ds, planning, &mut usage, now).await;
+            self.memos.insert(uid, memo);
             written = written.max(w);
             soonest(t);
         }
+        self.memos.retain(|uid, _| live.contains(uid));
+        drop(usage);
+        self.tracker = tracker;
         self.backoff.retain(|uid, _| live.contains(uid));
         self.rollback_skipped.retain(|(uid, _)| live.contains(uid));
         let pruned = self.revisions.retain(&self.objects, &live).await;
@@ -516,12 +612,18 @@ impl Leading {
     async fn sync_daemon_set<'a>(
         &mut self,
         ds: &DaemonSet,
-        nodes: &[&'a Node],
-        pods: &[&'a Pod],
-        claim: Option<daemon::Claim<'a>>,
+        planning: Planning<'_, 'a>,
         usage: &mut daemon::NodeUsage,
         now: Timestamp,
     ) -> (u64, Option<Timestamp>) {
+        let Planning {
+            nodes,
+            pods,
+            claim,
+            scope,
+            memo,
+            view,
+        } = planning;
         let uid = ds.metadata.uid.clone();
         let backoff = self.backoff.remove(&uid).unwrap_or_default();
         // Revisions first: the planner labels new pods with the current one.
@@ -540,13 +642,29 @@ impl Leading {
             }
             None => ds,
         };
+        // A scope is planned only from a memo of this very revision
+        // (checked before the pass took the revision; should the two
+        // differ, the next pass plans every node).
+        if matches!(scope, daemon::Scope::Changed(_))
+            && !memo.is_valid_for(ds, revs.hash.as_deref())
+        {
+            memo.clear();
+            self.backoff.insert(uid, backoff);
+            self.wrote.other();
+            return (revs.written, Some(now));
+        }
+        let taken = |ns: &str, name: &str| {
+            view.pods
+                .contains_key(&crate::api::codec::key(Kind::Pod, ns, name))
+        };
         let mut input = PlanInput::new(ds, nodes.iter().copied(), pods.iter().copied(), now)
             .with_backoff(&backoff)
-            .with_usage(usage);
+            .with_usage(usage)
+            .with_name_taken(daemon::NameTaken(&taken));
         if let Some(hash) = revs.hash.as_deref() {
             input = input.with_revision_hash(hash);
         }
-        let mut plan = daemon::plan_claimed(&input, claim, &mut self.rng);
+        let mut plan = daemon::plan_memo(&input, claim, memo, scope, &mut self.rng);
         drop(input);
         // What this plan places and preempts counts for the DaemonSets
         // planned after it.
@@ -836,4 +954,38 @@ pub(super) fn event_writer(objects: Objects) -> tokio::sync::mpsc::Sender<Vec<dr
         }
     });
     tx
+}
+
+/// The nodes of `scope` that exist (by name) and the pods bound or
+/// pinned to them that `ds` may touch (those it controls, and those
+/// of its namespace without a controller).
+fn scoped<'v>(
+    tracker: &'v Tracker,
+    view: &'v Snapshot,
+    ds: &DaemonSet,
+    scope: &drover_controller::FastSet<String>,
+) -> (Vec<&'v Node>, Vec<&'v Pod>) {
+    let mut nodes: Vec<&Node> = scope
+        .iter()
+        .filter_map(|n| view.nodes.get(&crate::api::codec::key(Kind::Node, "", n)))
+        .map(|n| &**n)
+        .collect();
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let (uid, ns) = (ds.metadata.uid.as_str(), ds.metadata.namespace.as_str());
+    let mut pods: Vec<&Pod> = scope
+        .iter()
+        .flat_map(|n| {
+            tracker
+                .pods_on(n)
+                .filter(move |p| daemon::pods::target_node(p) == n)
+        })
+        .filter(|p| match p.metadata.controller_ref() {
+            Some(o) => o.uid == uid,
+            None => p.metadata.namespace == ns,
+        })
+        .collect();
+    pods.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    (nodes, pods)
 }

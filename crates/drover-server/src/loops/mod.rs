@@ -18,6 +18,7 @@
 //! - [`snapshots`]: on the leader, the cluster id and scheduled snapshots;
 //! - [`renewal`]: every member renews its own certificate while it runs.
 
+mod changed;
 pub mod controller;
 pub mod events;
 pub mod heartbeats;

@@ -49,6 +49,16 @@ pub struct RevisionSync {
 impl Revisions {
     /// Makes the DaemonSet's revisions right and answers its current hash.
     /// `pods` may be every pod; only the DaemonSet's count for pruning.
+    /// The DaemonSet's current revision hash when its revisions are
+    /// settled for its generation ([`Revisions::sync`] then answers it
+    /// without reading the pods or the store).
+    pub fn settled_hash(&self, ds: &DaemonSet) -> Option<&str> {
+        self.synced
+            .get(&ds.metadata.uid)
+            .filter(|s| s.settled && s.generation == ds.metadata.generation)
+            .map(|s| s.hash.as_str())
+    }
+
     pub async fn sync(&mut self, objects: &Objects, ds: &DaemonSet, pods: &[&Pod]) -> RevisionSync {
         let uid = &ds.metadata.uid;
         if let Some(s) = self.synced.get(uid) {

@@ -1,0 +1,230 @@
+//! What changed in the view since the controller's last pass, by node,
+//! and every node's pods: what a DaemonSet plan with a memo
+//! ([`drover_controller::daemon::Memo`]) needs to diff only the nodes that
+//! changed.
+//!
+//! The view's maps are copied on write and shared with the snapshots that
+//! hold them, so an object that did not change is the same allocation in
+//! two views: walking two views' maps side by side and comparing pointers
+//! finds what changed without reading any object (a few microseconds for
+//! 2,000 pods), and never misses a change the way a record of changes
+//! kept beside the view could (a view is read under one lock, the record
+//! under another).
+
+use crate::cache::Snapshot;
+use drover_api::Pod;
+use drover_controller::daemon::pods::target_node;
+use drover_controller::{FastMap, FastSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What changed since the last pass.
+#[derive(Debug)]
+pub(super) enum Changed {
+    /// Unknown (the first pass) or something every node's verdict depends
+    /// on (a PriorityClass): plan every node.
+    All,
+    /// The nodes whose Node, or any pod bound, pinned or nominated to
+    /// them, changed (a pod's old and new node both).
+    Nodes(FastSet<String>),
+}
+
+/// The last view the controller planned from, and every node's pods in it.
+#[derive(Default)]
+pub(super) struct Tracker {
+    last: Option<Arc<Snapshot>>,
+    /// Every pod, by each node it is bound, pinned or nominated to (""
+    /// for none), by store key.
+    by_node: FastMap<String, BTreeMap<String, Arc<Pod>>>,
+}
+
+/// The nodes a pod concerns: the one it is bound or pinned to ("" for
+/// none), and the one it is nominated to while it waits (where the room
+/// counts it).
+fn places(pod: &Pod) -> impl Iterator<Item = &str> {
+    let target = target_node(pod);
+    let nominated = Some(pod.status.nominated_node_name.as_str())
+        .filter(|n| pod.spec.node_name.is_empty() && !n.is_empty() && *n != target);
+    std::iter::once(target).chain(nominated)
+}
+
+/// Calls `changed` with the old and the new value of every key whose
+/// value is not the same allocation in both maps (`None`: absent).
+fn walk<T>(
+    old: &BTreeMap<String, Arc<T>>,
+    new: &BTreeMap<String, Arc<T>>,
+    mut changed: impl FnMut(&str, Option<&Arc<T>>, Option<&Arc<T>>),
+) {
+    let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (None, None) => return,
+            (Some((ka, va)), Some((kb, vb))) if ka == kb => {
+                if !Arc::ptr_eq(va, vb) {
+                    changed(ka, Some(va), Some(vb));
+                }
+                a.next();
+                b.next();
+            }
+            (Some((ka, va)), Some((kb, _))) if ka < kb => {
+                changed(ka, Some(va), None);
+                a.next();
+            }
+            (Some(_), Some((kb, vb))) => {
+                changed(kb, None, Some(vb));
+                b.next();
+            }
+            (Some((ka, va)), None) => {
+                changed(ka, Some(va), None);
+                a.next();
+            }
+            (None, Some((kb, vb))) => {
+                changed(kb, None, Some(vb));
+                b.next();
+            }
+        }
+    }
+}
+
+impl Tracker {
+    /// What changed between the last view and `view`, which becomes the
+    /// last one.
+    pub fn advance(&mut self, view: &Arc<Snapshot>) -> Changed {
+        let Some(last) = self.last.replace(view.clone()) else {
+            self.by_node.clear();
+            for (key, pod) in view.pods.iter() {
+                self.add(key, pod);
+            }
+            return Changed::All;
+        };
+        let mut nodes = FastSet::default();
+        if !Arc::ptr_eq(&last.nodes, &view.nodes) {
+            walk(&last.nodes, &view.nodes, |_, old, new| {
+                if let Some(n) = old.or(new) {
+                    nodes.insert(n.metadata.name.clone());
+                }
+            });
+        }
+        if !Arc::ptr_eq(&last.pods, &view.pods) {
+            walk(&last.pods, &view.pods, |key, old, new| {
+                for pod in old.into_iter().chain(new) {
+                    nodes.extend(places(pod).map(str::to_owned));
+                }
+                if let Some(old) = old {
+                    for node in places(old) {
+                        if let Some(on) = self.by_node.get_mut(node) {
+                            on.remove(key);
+                            if on.is_empty() {
+                                self.by_node.remove(node);
+                            }
+                        }
+                    }
+                }
+                if let Some(new) = new {
+                    self.add(key, new);
+                }
+            });
+        }
+        if !Arc::ptr_eq(&last.priority_classes, &view.priority_classes) {
+            return Changed::All;
+        }
+        Changed::Nodes(nodes)
+    }
+
+    fn add(&mut self, key: &str, pod: &Arc<Pod>) {
+        for node in places(pod) {
+            self.by_node
+                .entry(node.to_owned())
+                .or_default()
+                .insert(key.to_owned(), pod.clone());
+        }
+    }
+
+    /// The pods bound, pinned or nominated to `node` ("" for none), by
+    /// store key.
+    pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &Pod> {
+        self.by_node
+            .get(node)
+            .into_iter()
+            .flat_map(|on| on.values().map(|p| &**p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, node: &str) -> Arc<Pod> {
+        let mut p = Pod::default();
+        p.metadata.name = name.into();
+        p.spec.node_name = node.into();
+        Arc::new(p)
+    }
+
+    /// A view of `pods` sharing every other map with `base` (as the
+    /// informer's views do).
+    fn view(base: &Snapshot, pods: &[(&str, &Arc<Pod>)]) -> Arc<Snapshot> {
+        let mut s = base.clone();
+        s.pods = Arc::new(
+            pods.iter()
+                .map(|(k, p)| (k.to_string(), Arc::clone(p)))
+                .collect(),
+        );
+        Arc::new(s)
+    }
+
+    fn names(t: &Tracker, node: &str) -> Vec<String> {
+        t.pods_on(node).map(|p| p.metadata.name.clone()).collect()
+    }
+
+    #[test]
+    fn changes_are_told_by_node_and_the_index_follows() {
+        let (a, b, c) = (pod("a", "n1"), pod("b", "n2"), pod("c", ""));
+        let base = Snapshot::default();
+        let mut t = Tracker::default();
+        let first = view(&base, &[("k/a", &a), ("k/b", &b), ("k/c", &c)]);
+        assert!(matches!(t.advance(&first), Changed::All));
+        assert_eq!(names(&t, "n1"), ["a"]);
+        assert_eq!(names(&t, ""), ["c"]);
+
+        // The same objects in a new map: nothing changed.
+        let same = view(&base, &[("k/a", &a), ("k/b", &b), ("k/c", &c)]);
+        match t.advance(&same) {
+            Changed::Nodes(n) => assert!(n.is_empty(), "{n:?}"),
+            Changed::All => panic!("all"),
+        }
+
+        // a moves to n3 (a new object), b is deleted, d is added on n2.
+        let (a2, d) = (pod("a", "n3"), pod("d", "n2"));
+        let next = view(&base, &[("k/a", &a2), ("k/c", &c), ("k/d", &d)]);
+        let Changed::Nodes(n) = t.advance(&next) else {
+            panic!("all")
+        };
+        let mut n: Vec<String> = n.into_iter().collect();
+        n.sort();
+        assert_eq!(n, ["n1", "n2", "n3"]);
+        assert!(names(&t, "n1").is_empty());
+        assert_eq!(names(&t, "n2"), ["d"]);
+        assert_eq!(names(&t, "n3"), ["a"]);
+    }
+
+    #[test]
+    fn a_waiting_pod_counts_on_its_nominated_node_too() {
+        let mut p = Pod::default();
+        p.metadata.name = "w".into();
+        p.status.nominated_node_name = "n9".into();
+        let p = Arc::new(p);
+        let base = Snapshot::default();
+        let mut t = Tracker::default();
+        t.advance(&view(&base, &[]));
+        let Changed::Nodes(n) = t.advance(&view(&base, &[("k/w", &p)])) else {
+            panic!("all")
+        };
+        assert!(n.contains("n9") && n.contains(""));
+        // A new PriorityClass: every node.
+        let mut other = base.clone();
+        other.priority_classes = Arc::new(Default::default());
+        assert!(matches!(t.advance(&view(&other, &[("k/w", &p)])), Changed::All));
+        assert_eq!(names(&t, "n9"), ["w"]);
+    }
+}
