@@ -43,7 +43,6 @@ use std::time::Duration;
 use drover_api::{event_type, DaemonSet, Event, Node, ObjectMeta, Pod, ReplicaSet, Resource};
 
 use crate::events::{pod_event, reason, POD_GC};
-use crate::node::pods_on_missing_nodes;
 use crate::time::Timestamp;
 
 /// How long a pod may stay bound to a node that does not exist
@@ -79,6 +78,8 @@ pub struct PodGcPlan<'a> {
     /// is first seen bound to a missing node (saying when it goes), a
     /// `DeletionByPodGC` when it is deleted.
     pub events: Vec<Event>,
+    /// Pods bound to a missing node whose grace period runs.
+    pub watched: Vec<&'a Pod>,
 }
 
 impl PodGc {
@@ -106,6 +107,26 @@ impl PodGc {
         owner_exists: impl Fn(&str) -> bool,
         now: Timestamp,
     ) -> PodGcPlan<'a> {
+        let names: FastSet<&str> = nodes
+            .into_iter()
+            .map(|n| n.metadata.name.as_str())
+            .collect();
+        self.plan_some(|n| names.contains(n), pods, owner_exists, now)
+    }
+
+    /// [`PodGc::plan`] of some of the pods, with `node_exists` answering
+    /// by node name. A caller that knows what changed since the last plan
+    /// (and that the nodes and owners that exist did not) passes the pods
+    /// that changed and those the last plan deleted or watched
+    /// ([`PodGcPlan::watched`]): the others' verdict cannot have changed.
+    /// Every pod it watches must be among `pods`, or it is forgotten.
+    pub fn plan_some<'a>(
+        &mut self,
+        node_exists: impl Fn(&str) -> bool,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        owner_exists: impl Fn(&str) -> bool,
+        now: Timestamp,
+    ) -> PodGcPlan<'a> {
         let pods: Vec<&'a Pod> = pods.into_iter().collect();
         let mut plan = PodGcPlan {
             delete: pods
@@ -115,11 +136,20 @@ impl PodGc {
                 .collect(),
             next_check: None,
             events: Vec::new(),
+            watched: Vec::new(),
         };
         let mut doomed: FastSet<*const Pod> =
             plan.delete.iter().map(|p| *p as *const Pod).collect();
 
-        let missing = pods_on_missing_nodes(nodes, pods.iter().copied());
+        let missing: Vec<&'a Pod> = pods
+            .iter()
+            .copied()
+            .filter(|p| {
+                !p.spec.node_name.is_empty()
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !node_exists(&p.spec.node_name)
+            })
+            .collect();
         let seen: FastSet<&str> = missing.iter().map(|p| p.metadata.uid.as_str()).collect();
         self.missing_since
             .retain(|uid, _| seen.contains(uid.as_str()));
@@ -174,6 +204,7 @@ impl PodGc {
                 }
             } else {
                 plan.next_check = Some(plan.next_check.map_or(deadline, |t| t.min(deadline)));
+                plan.watched.push(pod);
             }
         }
         plan
@@ -231,6 +262,29 @@ mod tests {
             .iter()
             .map(|p| p.metadata.uid.as_str())
             .collect()
+    }
+
+    #[test]
+    fn a_plan_of_the_changed_and_watched_pods_decides_as_a_plan_of_all() {
+        let nodes = [node("n1")];
+        let (a, b) = (pod("a", "gone"), pod("b", "n1"));
+        let mut whole = PodGc::new(Duration::from_secs(40));
+        let mut some = PodGc::new(Duration::from_secs(40));
+        let first = whole.plan(&nodes, [&a, &b], |_| true, at(0));
+        let first_some = some.plan(&nodes, [&a, &b], |_| true, at(0));
+        assert_eq!(first, first_some);
+        assert_eq!(uids_of(&first.watched), ["a"]);
+        // Nothing changed: only the watched pod is asked about.
+        let exists = |n: &str| n == "n1";
+        let later = whole.plan(&nodes, [&a, &b], |_| true, at(40));
+        let later_some = some.plan_some(exists, first_some.watched.clone(), |_| true, at(40));
+        assert_eq!(uids(&later), ["a"]);
+        assert_eq!(later, later_some);
+        assert_eq!(whole, some);
+    }
+
+    fn uids_of<'a>(pods: &[&'a Pod]) -> Vec<&'a str> {
+        pods.iter().map(|p| p.metadata.uid.as_str()).collect()
     }
 
     #[test]

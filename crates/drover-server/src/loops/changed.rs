@@ -12,7 +12,8 @@
 //! under another).
 
 use crate::cache::Snapshot;
-use drover_api::Pod;
+use drover_api::{DaemonSet, Kind, Node, Pod};
+use drover_controller::daemon;
 use drover_controller::daemon::pods::target_node;
 use drover_controller::{FastMap, FastSet};
 use std::collections::BTreeMap;
@@ -36,6 +37,12 @@ pub(super) struct Tracker {
     /// Every pod, by each node it is bound, pinned or nominated to (""
     /// for none), by store key.
     by_node: FastMap<String, BTreeMap<String, Arc<Pod>>>,
+    /// The store keys of the pods that changed (or went) in the last
+    /// [`Tracker::advance`].
+    pub pods_changed: Vec<String>,
+    /// A Node came or went in the last [`Tracker::advance`] (not merely
+    /// changed).
+    pub nodes_came_or_went: bool,
 }
 
 /// The nodes a pod concerns: the one it is bound or pinned to ("" for
@@ -90,7 +97,10 @@ impl Tracker {
     /// What changed between the last view and `view`, which becomes the
     /// last one.
     pub fn advance(&mut self, view: &Arc<Snapshot>) -> Changed {
+        self.pods_changed.clear();
+        self.nodes_came_or_went = false;
         let Some(last) = self.last.replace(view.clone()) else {
+            self.nodes_came_or_went = true;
             self.by_node.clear();
             for (key, pod) in view.pods.iter() {
                 self.add(key, pod);
@@ -99,7 +109,9 @@ impl Tracker {
         };
         let mut nodes = FastSet::default();
         if !Arc::ptr_eq(&last.nodes, &view.nodes) {
+            let came_or_went = &mut self.nodes_came_or_went;
             walk(&last.nodes, &view.nodes, |_, old, new| {
+                *came_or_went |= old.is_none() || new.is_none();
                 if let Some(n) = old.or(new) {
                     nodes.insert(n.metadata.name.clone());
                 }
@@ -107,6 +119,7 @@ impl Tracker {
         }
         if !Arc::ptr_eq(&last.pods, &view.pods) {
             walk(&last.pods, &view.pods, |key, old, new| {
+                self.pods_changed.push(key.to_owned());
                 for pod in old.into_iter().chain(new) {
                     nodes.extend(places(pod).map(str::to_owned));
                 }
@@ -148,6 +161,65 @@ impl Tracker {
             .into_iter()
             .flat_map(|on| on.values().map(|p| &**p))
     }
+}
+
+/// One DaemonSet to plan in a pass.
+pub(super) struct Planned<'v> {
+    pub ds: &'v Arc<DaemonSet>,
+    /// The nodes to diff: every node, or with a scope those of it that
+    /// exist.
+    pub nodes: Vec<&'v Node>,
+    /// The pods it may touch on those nodes.
+    pub mine: Vec<&'v Pod>,
+    pub claim: Option<daemon::Claim<'v>>,
+    /// The names of the nodes that changed (and its memo revisits);
+    /// `None`: plan every node.
+    pub scope: Option<drover_controller::FastSet<String>>,
+    pub memo: daemon::Memo,
+}
+
+/// What the controller's `sync_daemon_set` plans from.
+pub(super) struct Planning<'p, 'a> {
+    pub nodes: &'p [&'a Node],
+    pub pods: &'p [&'a Pod],
+    pub claim: Option<daemon::Claim<'a>>,
+    pub scope: daemon::Scope<'p>,
+    pub memo: &'p mut daemon::Memo,
+    pub view: &'p Snapshot,
+}
+
+/// The nodes of `scope` that exist (by name) and the pods bound or
+/// pinned to them that `ds` may touch (those it controls, and those
+/// of its namespace without a controller).
+pub(super) fn scoped<'v>(
+    tracker: &'v Tracker,
+    view: &'v Snapshot,
+    ds: &DaemonSet,
+    scope: &drover_controller::FastSet<String>,
+) -> (Vec<&'v Node>, Vec<&'v Pod>) {
+    let mut nodes: Vec<&Node> = scope
+        .iter()
+        .filter_map(|n| view.nodes.get(&crate::api::codec::key(Kind::Node, "", n)))
+        .map(|n| &**n)
+        .collect();
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let (uid, ns) = (ds.metadata.uid.as_str(), ds.metadata.namespace.as_str());
+    let mut pods: Vec<&Pod> = scope
+        .iter()
+        .flat_map(|n| {
+            tracker
+                .pods_on(n)
+                .filter(move |p| daemon::pods::target_node(p) == n)
+        })
+        .filter(|p| match p.metadata.controller_ref() {
+            Some(o) => o.uid == uid,
+            None => p.metadata.namespace == ns,
+        })
+        .collect();
+    pods.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    (nodes, pods)
 }
 
 #[cfg(test)]
@@ -206,6 +278,8 @@ mod tests {
         assert!(names(&t, "n1").is_empty());
         assert_eq!(names(&t, "n2"), ["d"]);
         assert_eq!(names(&t, "n3"), ["a"]);
+        assert_eq!(t.pods_changed, ["k/a", "k/b", "k/d"]);
+        assert!(!t.nodes_came_or_went);
     }
 
     #[test]
@@ -224,7 +298,10 @@ mod tests {
         // A new PriorityClass: every node.
         let mut other = base.clone();
         other.priority_classes = Arc::new(Default::default());
-        assert!(matches!(t.advance(&view(&other, &[("k/w", &p)])), Changed::All));
+        assert!(matches!(
+            t.advance(&view(&other, &[("k/w", &p)])),
+            Changed::All
+        ));
         assert_eq!(names(&t, "n9"), ["w"]);
     }
 }

@@ -9,7 +9,7 @@
 //! changes, when a planner asked to be woken (backoff, minReadySeconds, a
 //! node deadline), and at least every second.
 
-use super::changed::{Changed, Tracker};
+use super::changed::{scoped, Changed, Planned, Planning, Tracker};
 use super::revisions::{self, RevisionSync, Revisions, RolledBack};
 use super::written_revision as rev;
 use crate::api::batch::{Write, Written};
@@ -130,31 +130,12 @@ struct Leading {
     /// Each DaemonSet's memo (by uid): what its last plan knew of every
     /// node.
     memos: HashMap<String, daemon::Memo>,
-}
-
-/// One DaemonSet to plan in a pass.
-struct Planned<'v> {
-    ds: &'v Arc<DaemonSet>,
-    /// The nodes to diff: every node, or with a scope those of it that
-    /// exist.
-    nodes: Vec<&'v Node>,
-    /// The pods it may touch on those nodes.
-    mine: Vec<&'v Pod>,
-    claim: Option<daemon::Claim<'v>>,
-    /// The names of the nodes that changed (and its memo revisits);
-    /// `None`: plan every node.
-    scope: Option<drover_controller::FastSet<String>>,
-    memo: daemon::Memo,
-}
-
-/// What [`Leading::sync_daemon_set`] plans from.
-struct Planning<'p, 'a> {
-    nodes: &'p [&'a Node],
-    pods: &'p [&'a Pod],
-    claim: Option<daemon::Claim<'a>>,
-    scope: daemon::Scope<'p>,
-    memo: &'p mut daemon::Memo,
-    view: &'p Snapshot,
+    /// The owners (DaemonSet and ReplicaSet uids, sorted) the pod garbage
+    /// collector last judged by, when its next check is due, and the store
+    /// keys of the pods it deleted or watches.
+    gc_owners: Vec<String>,
+    gc_due: Option<Timestamp>,
+    gc_held: Vec<String>,
 }
 
 /// What a pass wrote to the objects the view holds: whether it wrote (or
@@ -238,6 +219,9 @@ impl Leading {
             wrote: PassWrites::default(),
             tracker: Tracker::default(),
             memos: HashMap::new(),
+            gc_owners: Vec::new(),
+            gc_due: None,
+            gc_held: Vec::new(),
         }
     }
 
@@ -578,12 +562,53 @@ impl Leading {
             .values()
             .map(|rs| rs.metadata.uid.as_str())
             .collect();
-        let gc = self.pod_gc.plan(
-            nodes.iter().copied(),
-            pods.iter().copied(),
-            |uid| live.contains(uid) || replica_sets.contains(uid),
-            now,
-        );
+        // Unless nodes or owners came or went, or a watched pod's grace
+        // ends, only the pods that changed since the last pass (and those
+        // the last collection deleted or watches) can change its verdict.
+        let mut owners: Vec<&str> = live
+            .iter()
+            .map(String::as_str)
+            .chain(replica_sets.iter().copied())
+            .collect();
+        owners.sort_unstable();
+        let whole = self.tracker.nodes_came_or_went
+            || self.gc_owners.len() != owners.len()
+            || self.gc_owners.iter().zip(&owners).any(|(a, b)| a != b)
+            || self.gc_due.is_some_and(|t| now >= t);
+        let owner_exists = |uid: &str| live.contains(uid) || replica_sets.contains(uid);
+        let gc = if whole {
+            self.pod_gc.plan(
+                nodes.iter().copied(),
+                pods.iter().copied(),
+                owner_exists,
+                now,
+            )
+        } else {
+            let some: drover_controller::FastSet<&str> = self
+                .tracker
+                .pods_changed
+                .iter()
+                .chain(self.gc_held.iter())
+                .map(String::as_str)
+                .collect();
+            let node_exists = |name: &str| {
+                view.nodes
+                    .contains_key(&crate::api::codec::key(Kind::Node, "", name))
+            };
+            let some = some
+                .into_iter()
+                .filter_map(|k| view.pods.get(k))
+                .map(|p| &**p);
+            self.pod_gc.plan_some(node_exists, some, owner_exists, now)
+        };
+        self.gc_owners = owners.into_iter().map(str::to_owned).collect();
+        self.gc_due = gc.next_check;
+        self.gc_held = gc
+            .delete
+            .iter()
+            .chain(gc.watched.iter())
+            .map(|p| crate::api::codec::key(Kind::Pod, &p.metadata.namespace, &p.metadata.name))
+            .collect();
         soonest(gc.next_check);
         self.record(gc.events).await;
         let mut doomed = gc.delete;
@@ -954,38 +979,4 @@ pub(super) fn event_writer(objects: Objects) -> tokio::sync::mpsc::Sender<Vec<dr
         }
     });
     tx
-}
-
-/// The nodes of `scope` that exist (by name) and the pods bound or
-/// pinned to them that `ds` may touch (those it controls, and those
-/// of its namespace without a controller).
-fn scoped<'v>(
-    tracker: &'v Tracker,
-    view: &'v Snapshot,
-    ds: &DaemonSet,
-    scope: &drover_controller::FastSet<String>,
-) -> (Vec<&'v Node>, Vec<&'v Pod>) {
-    let mut nodes: Vec<&Node> = scope
-        .iter()
-        .filter_map(|n| view.nodes.get(&crate::api::codec::key(Kind::Node, "", n)))
-        .map(|n| &**n)
-        .collect();
-    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    let (uid, ns) = (ds.metadata.uid.as_str(), ds.metadata.namespace.as_str());
-    let mut pods: Vec<&Pod> = scope
-        .iter()
-        .flat_map(|n| {
-            tracker
-                .pods_on(n)
-                .filter(move |p| daemon::pods::target_node(p) == n)
-        })
-        .filter(|p| match p.metadata.controller_ref() {
-            Some(o) => o.uid == uid,
-            None => p.metadata.namespace == ns,
-        })
-        .collect();
-    pods.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
-    (nodes, pods)
 }
