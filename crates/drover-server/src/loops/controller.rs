@@ -190,6 +190,15 @@ const MAX_POD_MARK_DELAY: Duration = Duration::from_secs(2);
 /// they warn this often (they never plan on a view without them).
 pub(super) const VIEW_WARN_EVERY: Duration = Duration::from_secs(10);
 
+/// A DaemonSet plans only the changed nodes while they are at most this
+/// share of the cluster (1/N), or [`MIN_SCOPE`]; beyond, it plans every
+/// node (cheaper than gathering nearly all of them one by one).
+const MAX_SCOPE_SHARE: usize = 4;
+
+/// Changed nodes a DaemonSet always plans alone, whatever the cluster's
+/// size (a small cluster plans as a large one does).
+const MIN_SCOPE: usize = 64;
+
 /// How often the leader looks for expired events.
 const EVENT_GC_EVERY: Duration = Duration::from_secs(60);
 
@@ -441,8 +450,13 @@ impl Leading {
                 .memos
                 .remove(ds.metadata.uid.as_str())
                 .unwrap_or_default();
+            // When most nodes changed (an apply of a new DaemonSet), a
+            // plan of every node is cheaper than gathering them one by one.
             let scope = match &changed {
-                Changed::Nodes(set) if memo.is_valid_for(ds, self.revisions.settled_hash(ds)) => {
+                Changed::Nodes(set)
+                    if set.len() <= (view.nodes.len() / MAX_SCOPE_SHARE).max(MIN_SCOPE)
+                        && memo.is_valid_for(ds, self.revisions.settled_hash(ds)) =>
+                {
                     let mut scope = set.clone();
                     scope.extend(memo.revisit().map(str::to_owned));
                     Some(scope)
