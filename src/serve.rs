@@ -143,6 +143,8 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
     opts.snapshot_interval = a.snapshot_interval;
     opts.snapshot_retain = a.snapshot_retain as usize;
     opts.snapshot_dir = a.snapshot_dir;
+    // Before the start: a SIGTERM while it starts stops it once started.
+    let stop = shutdown_signal();
     let mut server = drover_server::Server::start(opts).await?;
     eprintln!(
         "drover server: member {:016x} serving gRPC on {} and HTTP on {}; client config in {}",
@@ -159,7 +161,7 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
     );
     let reason = tokio::select! {
         e = server.stopped() => Some(e),
-        _ = shutdown_signal() => None,
+        _ = stop => None,
     };
     server.shutdown().await;
     match reason {
@@ -172,23 +174,32 @@ pub(crate) async fn run_server(a: ServerArgs, join_token: Option<String>) -> Res
     }
 }
 
-/// SIGTERM or Ctrl-C.
-pub(crate) async fn shutdown_signal() {
+/// SIGTERM or Ctrl-C. The handlers are installed when this is called,
+/// not when the future is first polled: a server that is sent SIGTERM
+/// while it starts (it may already answer) stops cleanly once started,
+/// instead of dying of the signal's default action.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
