@@ -13,53 +13,9 @@ use std::time::Duration;
 use drover_api::{DaemonSet, Pod};
 
 use super::diff::NodeDiff;
-use super::pods::{self, is_terminating};
+use super::pods::{self, is_terminating, Readiness};
 use super::rollout::{is_rolling_update, is_updated, update_counts};
 use crate::time::Timestamp;
-
-/// How far past the `minReadySeconds` mark a ready pod's availability is
-/// checked again, since availability needs strictly more than
-/// `minReadySeconds`.
-const AVAILABILITY_SLACK: Duration = Duration::from_millis(1);
-
-/// A pod's readiness, as availability needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Readiness {
-    /// The pod is ready.
-    pub ready: bool,
-    /// Since when (read only with `minReadySeconds`; `None`: unknown).
-    pub since: Option<Timestamp>,
-}
-
-impl Readiness {
-    /// The pod's readiness; its transition time is parsed only when
-    /// `min_ready` is set (without it, ready is available).
-    pub fn of(pod: &Pod, min_ready: Duration) -> Self {
-        let ready = pod.is_ready();
-        let since = if ready && !min_ready.is_zero() {
-            pods::ready_since(pod).flatten()
-        } else {
-            None
-        };
-        Readiness { ready, since }
-    }
-
-    /// Kubernetes' `IsPodAvailable` (see [`pods::is_available`]).
-    pub fn available(&self, min_ready: Duration, now: Timestamp) -> bool {
-        if min_ready.is_zero() {
-            return self.ready;
-        }
-        self.ready && self.since.is_some_and(|since| since + min_ready < now)
-    }
-
-    /// When a ready pod that is not available yet becomes so.
-    fn available_at(&self, min_ready: Duration, now: Timestamp) -> Option<Timestamp> {
-        if !self.ready || self.available(min_ready, now) {
-            return None;
-        }
-        self.since.map(|s| s + min_ready + AVAILABILITY_SLACK)
-    }
-}
 
 /// An old pod the rolling update may delete: what its deletion names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +28,8 @@ pub(crate) struct PodIdent {
 }
 
 impl PodIdent {
-    fn of(pod: &Pod) -> Self {
+    /// The identity of `pod`.
+    pub fn of(pod: &Pod) -> Self {
         PodIdent {
             namespace: crate::events::namespace_of(&pod.metadata).to_owned(),
             name: pod.metadata.name.clone(),

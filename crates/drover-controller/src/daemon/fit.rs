@@ -164,7 +164,7 @@ pub fn requests(spec: &PodSpec) -> HashMap<String, i128> {
 
 /// The node a pod counts on: where it is bound, or, unbound, where it is
 /// nominated (lower-priority pods were preempted for it); "" for none.
-fn counted_on(pod: &Pod) -> &str {
+pub fn counted_on(pod: &Pod) -> &str {
     if pod.spec.node_name.is_empty() {
         &pod.status.nominated_node_name
     } else {

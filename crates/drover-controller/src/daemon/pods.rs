@@ -255,28 +255,65 @@ pub fn min_ready(ds: &DaemonSet) -> Duration {
     Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0))
 }
 
+/// How far past the `minReadySeconds` mark a ready pod's availability is
+/// checked again, since availability needs strictly more than
+/// `minReadySeconds`.
+const AVAILABILITY_SLACK: Duration = Duration::from_millis(1);
+
+/// A pod's readiness, as availability needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readiness {
+    /// The pod is ready.
+    pub ready: bool,
+    /// Since when (read only with `minReadySeconds`; `None`: unknown).
+    pub since: Option<Timestamp>,
+}
+
+impl Readiness {
+    /// The pod's readiness; its transition time is parsed only when
+    /// `min_ready` is set (without it, ready is available).
+    pub fn of(pod: &Pod, min_ready: Duration) -> Self {
+        let ready = pod.is_ready();
+        let since = if ready && !min_ready.is_zero() {
+            ready_since(pod).flatten()
+        } else {
+            None
+        };
+        Readiness { ready, since }
+    }
+
+    /// Kubernetes' `IsPodAvailable` (see [`is_available`]).
+    pub fn available(&self, min_ready: Duration, now: Timestamp) -> bool {
+        if min_ready.is_zero() {
+            return self.ready;
+        }
+        self.ready && self.since.is_some_and(|since| since + min_ready < now)
+    }
+
+    /// When a ready pod that is not available yet becomes so.
+    pub fn available_at(&self, min_ready: Duration, now: Timestamp) -> Option<Timestamp> {
+        if !self.ready || self.available(min_ready, now) {
+            return None;
+        }
+        self.since.map(|s| s + min_ready + AVAILABILITY_SLACK)
+    }
+}
+
 /// When a ready pod that is not available yet becomes so (just past
 /// `minReadySeconds` after it turned ready, since availability needs
 /// strictly more): the time to plan again. `None` when the pod is not
 /// ready, already available, or has no readiness time.
 pub fn available_at(pod: &Pod, min_ready: Duration, now: Timestamp) -> Option<Timestamp> {
-    if is_available(pod, min_ready, now) {
-        return None;
-    }
-    let since = ready_since(pod)??;
-    Some(since + min_ready + Duration::from_millis(1))
+    Readiness::of(pod, min_ready).available_at(min_ready, now)
 }
 
 /// Kubernetes' `IsPodAvailable`: ready, and ready for longer than
 /// `min_ready` (strictly) — with `min_ready` zero, ready is enough. A ready
 /// pod without a transition time is not available when `min_ready` is set.
+/// Without `minReadySeconds` the readiness time is not read (a planner asks
+/// this of every pod on every pass).
 pub fn is_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool {
-    // Without `minReadySeconds` the readiness time is not needed: not read
-    // (a planner asks this of every pod on every pass).
-    if min_ready.is_zero() {
-        return pod.is_ready();
-    }
-    matches!(ready_since(pod), Some(Some(since)) if since + min_ready < now)
+    Readiness::of(pod, min_ready).available(min_ready, now)
 }
 
 /// What a DaemonSet makes of one pod of its namespace.

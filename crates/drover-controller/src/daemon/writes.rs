@@ -111,33 +111,26 @@ pub(super) fn deletion<R: RngCore + ?Sized>(
     now: Timestamp,
     rng: &mut R,
 ) -> PodDeletion {
-    PodDeletion {
-        namespace: namespace_of(&pod.metadata).to_owned(),
-        name: pod.metadata.name.clone(),
-        uid: pod.metadata.uid.clone(),
-        resource_version: pod.metadata.resource_version.clone(),
-        node_name: pod.spec.node_name.clone(),
-        reason,
-        event: events::deleted(ds, &pod.metadata.name, now, rng),
-    }
+    deletion_of(ds, facts::PodIdent::of(pod), reason, now, rng)
 }
 
 /// [`deletion`] of an old pod known by its identity.
 fn deletion_of<R: RngCore + ?Sized>(
     ds: &DaemonSet,
-    pod: &facts::PodIdent,
+    pod: facts::PodIdent,
     reason: DeletionReason,
     now: Timestamp,
     rng: &mut R,
 ) -> PodDeletion {
+    let event = events::deleted(ds, &pod.name, now, rng);
     PodDeletion {
-        namespace: pod.namespace.clone(),
-        name: pod.name.clone(),
-        uid: pod.uid.clone(),
-        resource_version: pod.resource_version.clone(),
-        node_name: pod.node_name.clone(),
+        namespace: pod.namespace,
+        name: pod.name,
+        uid: pod.uid,
+        resource_version: pod.resource_version,
+        node_name: pod.node_name,
         reason,
-        event: events::deleted(ds, &pod.name, now, rng),
+        event,
     }
 }
 
@@ -237,7 +230,9 @@ impl Rollout<'_, '_> {
                         .and_then(|f| f.split.as_ref())
                         .and_then(|s| s.old_pod.as_ref());
                     match ident {
-                        Some(ident) => deletion_of(ds, ident, DeletionReason::Rollout, now, rng),
+                        Some(ident) => {
+                            deletion_of(ds, ident.clone(), DeletionReason::Rollout, now, rng)
+                        }
                         None => continue,
                     }
                 }

@@ -14,6 +14,7 @@
 use crate::cache::Snapshot;
 use drover_api::{DaemonSet, Kind, Node, Pod};
 use drover_controller::daemon;
+use drover_controller::daemon::fit::counted_on;
 use drover_controller::daemon::pods::target_node;
 use drover_controller::{FastMap, FastSet};
 use std::collections::BTreeMap;
@@ -50,9 +51,8 @@ pub(super) struct Tracker {
 /// counts it).
 fn places(pod: &Pod) -> impl Iterator<Item = &str> {
     let target = target_node(pod);
-    let nominated = Some(pod.status.nominated_node_name.as_str())
-        .filter(|n| pod.spec.node_name.is_empty() && !n.is_empty() && *n != target);
-    std::iter::once(target).chain(nominated)
+    let counted = Some(counted_on(pod)).filter(|n| !n.is_empty() && *n != target);
+    std::iter::once(target).chain(counted)
 }
 
 /// Calls `changed` with the old and the new value of every key whose

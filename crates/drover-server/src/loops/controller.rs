@@ -514,14 +514,9 @@ impl Leading {
         } else {
             // Each pod once: on the node it counts on (bound, or nominated).
             let on_unsettled = unsettled.iter().flat_map(|&n| {
-                tracker.pods_on(n).filter(move |p| {
-                    let on = if p.spec.node_name.is_empty() {
-                        &p.status.nominated_node_name
-                    } else {
-                        &p.spec.node_name
-                    };
-                    on == n
-                })
+                tracker
+                    .pods_on(n)
+                    .filter(move |p| daemon::fit::counted_on(p) == n)
             });
             daemon::NodeUsage::with_priorities_on(on_unsettled, priorities, keep)
         };
