@@ -149,6 +149,8 @@ pub struct NodePlan {
     /// no heartbeat arrives: plan again then (and whenever a heartbeat
     /// arrives from a node that is not `Ready`).
     pub next_check: Option<Timestamp>,
+    /// How many nodes were judged.
+    pub judged: usize,
 }
 
 impl NodePlan {
@@ -195,18 +197,23 @@ impl NodeLifecycle {
     ) -> NodePlan {
         let mut plan = NodePlan::default();
         for node in nodes {
-            self.plan_node(node, last_heartbeat(&node.metadata.name), now, &mut plan);
+            plan.judged += 1;
+            let judged = self.plan_node(node, last_heartbeat(&node.metadata.name), now, &mut plan);
+            if let Some(at) = judged.next_check {
+                plan.next(at);
+            }
         }
         plan
     }
 
+    /// Plans one node into `plan` (not its `next_check`: see [`Judged`]).
     fn plan_node(
         &self,
         node: &Node,
         heartbeat: Option<Timestamp>,
         now: Timestamp,
         plan: &mut NodePlan,
-    ) {
+    ) -> Judged {
         let name = node.metadata.name.as_str();
         let ready = node.condition(node_condition::READY);
         let status = ready.and_then(|c| c.status.clone());
@@ -242,34 +249,40 @@ impl NodeLifecycle {
             _ => now,
         };
 
-        if is_unknown(&new_status) {
-            let gc_at = unreachable_since.saturating_add(self.config.gc_after);
-            if silent && now >= gc_at {
-                plan.remove.push(NodeRemoval {
-                    name: name.to_owned(),
-                    uid: node.metadata.uid.clone(),
-                    resource_version: node.metadata.resource_version.clone(),
-                    unreachable_since,
-                });
-                plan.events.push(events::node_event(
-                    node,
-                    event_type::NORMAL,
-                    reason::DELETING_NODE,
-                    format!(
-                        "Deleting node {name} because it has been unreachable since {unreachable_since}"
-                    ),
-                    now,
-                ));
-                return;
-            }
-            plan.next(gc_at.max(deadline));
-        } else {
-            plan.next(deadline);
+        let gc_at = unreachable_since.saturating_add(self.config.gc_after);
+        if is_unknown(&new_status) && silent && now >= gc_at {
+            plan.remove.push(NodeRemoval {
+                name: name.to_owned(),
+                uid: node.metadata.uid.clone(),
+                resource_version: node.metadata.resource_version.clone(),
+                unreachable_since,
+            });
+            plan.events.push(events::node_event(
+                node,
+                event_type::NORMAL,
+                reason::DELETING_NODE,
+                format!(
+                    "Deleting node {name} because it has been unreachable since {unreachable_since}"
+                ),
+                now,
+            ));
+            return Judged {
+                next_check: None,
+                ready: false,
+            };
         }
+        let judged = Judged {
+            next_check: Some(if is_unknown(&new_status) {
+                gc_at.max(deadline)
+            } else {
+                deadline
+            }),
+            ready: new_status == Some(ConditionStatus::True),
+        };
 
         let taint_changes = taint_diff(node, new_status.as_ref(), now);
         if transition.is_none() && !restamp && taint_changes.is_empty() {
-            return;
+            return judged;
         }
         let mut updated = node.clone();
         let mut changes = Vec::new();
@@ -317,7 +330,20 @@ impl NodeLifecycle {
             node: updated,
             changes,
         });
+        judged
     }
+}
+
+/// What one node's plan says beyond its writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Judged {
+    /// The earliest time its verdict can change if neither it nor its
+    /// heartbeat does (its deadline; for an `Unknown` node, the later of
+    /// that and its collection time). `None`: it is being removed.
+    next_check: Option<Timestamp>,
+    /// Its `Ready` is `True` after the plan: a heartbeat can only move its
+    /// deadline later.
+    ready: bool,
 }
 
 impl NodePlan {
@@ -626,3 +652,6 @@ pub fn pods_on_missing_nodes<'a, 'n>(
 
 #[cfg(test)]
 mod tests;
+mod watch;
+
+pub use watch::{NodeWatch, Now, CLOCK_STEP};

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use drover_api::{ConditionStatus, Node, NodeCondition, TaintEffect};
-use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
+use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig, NodeWatch, Now};
 use drover_controller::Timestamp;
 use proptest::prelude::*;
 
@@ -298,6 +298,233 @@ proptest! {
             let present: std::collections::BTreeSet<String> =
                 node.spec.taints.iter().map(lifecycle::key_effect).collect();
             prop_assert_eq!(present, lifecycle::expected_taints(&node, expected.as_ref()), "t={}: taints", t);
+        }
+    }
+}
+
+/// What an agent or an operator does to one node between two passes.
+#[derive(Debug, Clone)]
+enum Edit {
+    Cordon(bool),
+    Pressure(usize, bool),
+    /// The agent reports `Ready` itself.
+    AgentReady(ConditionStatus),
+    Delete,
+    /// The node registers again (a new object, Ready, heartbeating).
+    Register,
+}
+
+fn edit_strategy() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        any::<bool>().prop_map(Edit::Cordon),
+        (0..PRESSURES.len(), any::<bool>()).prop_map(|(i, on)| Edit::Pressure(i, on)),
+        prop_oneof![
+            Just(ConditionStatus::True),
+            Just(ConditionStatus::False),
+            Just(ConditionStatus::Unknown)
+        ]
+        .prop_map(Edit::AgentReady),
+        Just(Edit::Delete),
+        Just(Edit::Register),
+    ]
+}
+
+/// One step between passes: time passes, the wall clock is now and then
+/// set (forward or back: the times the server gives the heartbeats it
+/// holds, as instants, move with it), some nodes heartbeat, some are
+/// edited, some of the last plan's writes fail.
+#[derive(Debug, Clone)]
+struct Step {
+    dt: i64,
+    jump: i64,
+    beats: Vec<bool>,
+    edits: Vec<Option<Edit>>,
+    fails: Vec<bool>,
+}
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    (
+        0i64..5,
+        prop_oneof![9 => Just(0i64), 1 => -20i64..20],
+        prop::collection::vec(prop::bool::weighted(0.5), 8),
+        prop::collection::vec(prop::option::weighted(0.1, edit_strategy()), 8),
+        prop::collection::vec(prop::bool::weighted(0.2), 8),
+    )
+        .prop_map(|(dt, jump, beats, edits, fails)| Step {
+            dt,
+            jump,
+            beats,
+            edits,
+            fails,
+        })
+}
+
+fn sorted_by_name<T: Clone>(items: &[T], name: impl Fn(&T) -> String) -> Vec<T> {
+    let mut items = items.to_vec();
+    items.sort_by_key(|i| name(i));
+    items
+}
+
+proptest! {
+    #![proptest_config(seed::config(256))]
+
+    /// A pass that judges only the nodes whose object changed (with its
+    /// `NodeWatch`) writes what a pass over every node writes, step after
+    /// step, with heartbeats, edits, failed writes, removals, nodes that
+    /// register again and a wall clock that is set now and then; and it never
+    /// asks to be woken later than the whole plan would.
+    #[test]
+    fn watched_plans_decide_as_plans_of_every_node(
+        cluster in cluster_strategy(),
+        leader in -100i64..120,
+        steps in prop::collection::vec(step_strategy(), 1..40),
+    ) {
+        const GC: i64 = 20;
+        let config = NodeLifecycleConfig {
+            node_timeout: Duration::from_secs(TIMEOUT as u64),
+            gc_after: Duration::from_secs(GC as u64),
+        };
+        let judge = NodeLifecycle::new(config, at(leader));
+        let mut nodes: std::collections::BTreeMap<String, Node> = cluster
+            .iter()
+            .map(|(n, _, _)| (n.metadata.name.clone(), n.clone()))
+            .collect();
+        let mut beats: HashMap<String, Timestamp> = cluster
+            .iter()
+            .filter_map(|(n, hb, _)| hb.map(|s| (n.metadata.name.clone(), at(s))))
+            .collect();
+        let mut watch = NodeWatch::default();
+        let mut seen: Option<std::collections::BTreeMap<String, Node>> = None;
+        // After every heartbeat of the cluster: a heartbeat's time only
+        // moves forward (but for the wall clock being set).
+        let mut now_s = 100i64;
+        let mut monotonic = Duration::ZERO;
+        for (i, step) in steps.iter().enumerate() {
+            now_s += step.dt + step.jump;
+            monotonic += Duration::from_secs(step.dt as u64);
+            for beat in beats.values_mut() {
+                *beat = Timestamp::from_unix_nanos(beat.unix_nanos() + step.jump * 1_000_000_000);
+            }
+            let now = at(now_s);
+            for k in 0..8 {
+                let name = format!("n{k}");
+                if step.beats[k] && nodes.contains_key(&name) {
+                    beats.insert(name.clone(), now);
+                }
+                match &step.edits[k] {
+                    None => {}
+                    Some(Edit::Register) => {
+                        let mut node = Node::default();
+                        node.metadata.name = name.clone();
+                        node.metadata.uid = format!("{name}-{i}");
+                        node.status.conditions.push(NodeCondition {
+                            r#type: "Ready".into(),
+                            status: Some(ConditionStatus::True),
+                            last_transition_time: Some(now.to_rfc3339()),
+                            ..Default::default()
+                        });
+                        nodes.insert(name.clone(), node);
+                        beats.insert(name, now);
+                    }
+                    Some(Edit::Delete) => {
+                        nodes.remove(&name);
+                        beats.remove(&name);
+                    }
+                    Some(edit) => {
+                        let Some(node) = nodes.get_mut(&name) else { continue };
+                        let mut set = |kind: &str, status: ConditionStatus| {
+                            match node.status.conditions.iter_mut().find(|c| c.r#type == kind) {
+                                Some(c) => c.status = Some(status),
+                                None => node.status.conditions.push(NodeCondition {
+                                    r#type: kind.into(),
+                                    status: Some(status),
+                                    last_transition_time: Some(now.to_rfc3339()),
+                                    ..Default::default()
+                                }),
+                            }
+                        };
+                        match edit {
+                            Edit::Pressure(p, on) => set(
+                                PRESSURES[*p],
+                                if *on { ConditionStatus::True } else { ConditionStatus::False },
+                            ),
+                            Edit::AgentReady(status) => set("Ready", status.clone()),
+                            Edit::Cordon(on) => node.spec.unschedulable = *on,
+                            Edit::Register | Edit::Delete => {}
+                        }
+                    }
+                }
+            }
+            let changed: Option<drover_controller::FastSet<String>> = seen.as_ref().map(|seen| {
+                let names: std::collections::BTreeSet<&String> = seen.keys().chain(nodes.keys()).collect();
+                names
+                    .into_iter()
+                    .filter(|n| seen.get(*n) != nodes.get(*n))
+                    .cloned()
+                    .collect()
+            });
+            let heartbeat = |name: &str| beats.get(name).copied();
+            let whole = judge.plan(nodes.values(), heartbeat, now);
+            let watched = judge.plan_watched(
+                &mut watch,
+                nodes.values(),
+                |name| nodes.get(name),
+                changed.as_ref(),
+                heartbeat,
+                Now { wall: now, monotonic },
+            );
+            let update_name = |u: &drover_controller::node::NodeUpdate| u.node.metadata.name.clone();
+            prop_assert_eq!(
+                sorted_by_name(&watched.updates, update_name),
+                sorted_by_name(&whole.updates, update_name),
+                "step {}: updates", i
+            );
+            prop_assert_eq!(
+                sorted_by_name(&watched.remove, |r| r.name.clone()),
+                sorted_by_name(&whole.remove, |r| r.name.clone()),
+                "step {}: removals", i
+            );
+            prop_assert_eq!(
+                sorted_by_name(&watched.events, |e| e.metadata.name.clone()),
+                sorted_by_name(&whole.events, |e| e.metadata.name.clone()),
+                "step {}: events", i
+            );
+            if let Some(w) = watched.next_check {
+                prop_assert!(w > now, "step {}: a wake-up in the past", i);
+            }
+            if let Some(f) = whole.next_check {
+                prop_assert!(
+                    watched.next_check.is_some_and(|w| w <= f),
+                    "step {}: woken at {:?}, the whole plan says {:?}", i, watched.next_check, f
+                );
+            }
+            // Every node whose pods may be marked not ready is among those the watch
+            // calls unsettled.
+            let unsettled: std::collections::BTreeSet<&str> = watch.unsettled().collect();
+            for node in nodes.values() {
+                if ready_status(node) != Some(ConditionStatus::True) {
+                    prop_assert!(
+                        unsettled.contains(node.metadata.name.as_str())
+                            || whole.updates.iter().any(|u| u.node.metadata.name == node.metadata.name),
+                        "step {}: {} not Ready yet settled", i, node.metadata.name
+                    );
+                }
+            }
+            seen = Some(nodes.clone());
+            // The writes land, except those that fail.
+            for u in whole.updates {
+                let k: usize = u.node.metadata.name[1..].parse().unwrap();
+                if !step.fails[k] {
+                    nodes.insert(u.node.metadata.name.clone(), u.node);
+                }
+            }
+            for r in whole.remove {
+                let k: usize = r.name[1..].parse().unwrap();
+                if !step.fails[k] {
+                    nodes.remove(&r.name);
+                    beats.remove(&r.name);
+                }
+            }
         }
     }
 }

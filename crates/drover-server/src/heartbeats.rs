@@ -166,6 +166,15 @@ impl Heartbeats {
         self.back.notified().await
     }
 
+    /// When `node` was last heard from (on this member).
+    pub fn last_heard(&self, node: &str) -> Option<Instant> {
+        self.last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .copied()
+    }
+
     /// The last heartbeat of each node.
     pub fn snapshot(&self) -> LastHeard {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()

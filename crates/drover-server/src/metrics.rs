@@ -102,6 +102,9 @@ pub struct Metrics {
     /// Passes the leader's controllers did not run: woken only by their
     /// own DaemonSet status writes, they would have planned the same.
     pub controller_passes_skipped: Counter,
+    /// Nodes the node lifecycle judged, over all passes (a pass judges
+    /// only those whose verdict may have changed).
+    pub controller_nodes_judged: Counter,
     /// How long each pass of the leader's scheduler took (one that
     /// scheduled at least one pod).
     pub scheduler_pass_duration: Histogram,
@@ -150,6 +153,7 @@ impl Metrics {
             // 1 ms … ~32 s.
             controller_pass_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             controller_passes_skipped: Counter::default(),
+            controller_nodes_judged: Counter::default(),
             // 0.1 ms … ~3 s.
             scheduler_pass_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             scheduler_pods_bound: Counter::default(),
@@ -207,6 +211,11 @@ impl Metrics {
             "drover_controller_passes_skipped",
             "Passes of the leader's controllers not run: woken only by their own DaemonSet status writes",
             m.controller_passes_skipped.clone(),
+        );
+        registry.register(
+            "drover_controller_nodes_judged",
+            "Nodes the node lifecycle judged, over all passes (only those whose verdict may have changed)",
+            m.controller_nodes_judged.clone(),
         );
         registry.register(
             "drover_scheduler_pass_duration_seconds",

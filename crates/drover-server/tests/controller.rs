@@ -355,3 +355,46 @@ async fn events_expire_after_the_event_ttl() {
         .is_ok());
     server.shutdown().await;
 }
+
+/// Once every node is Ready, a pass judges only the nodes whose verdict
+/// may have changed (`drover_controller::node::NodeWatch`): relabelling
+/// one node of 40 costs the passes that follow a few judgements, where a
+/// pass over every node would judge all 40 each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_judges_only_the_nodes_that_changed() {
+    let (_tmp, mut server, objects) = start(Duration::from_secs(3600)).await;
+    let names: Vec<String> = (0..40).map(|i| format!("n{i:02}")).collect();
+    let all: String = names.iter().map(|n| node(n, "edge")).collect();
+    objects.apply(&all, false).await.unwrap();
+    for n in &names {
+        server.ctx.heartbeats.beat(n);
+    }
+    objects.apply(DS, false).await.unwrap();
+    eventually("every node Ready, each with its pod", || async {
+        let (nodes, _) = objects.list(Kind::Node, None, None).await.unwrap();
+        let ready = nodes
+            .iter()
+            .filter(|m| match m {
+                Manifest::Node(n) => n.status.conditions.iter().any(|c| {
+                    c.r#type == "Ready" && c.status == Some(drover_api::ConditionStatus::True)
+                }),
+                _ => false,
+            })
+            .count();
+        ready == 40 && placement(&objects).await.len() == 40
+    })
+    .await;
+    let judged = || objects.ctx().metrics.controller_nodes_judged.get();
+    let before = judged();
+    objects.apply(&node("n07", "core"), false).await.unwrap();
+    eventually("the relabelled node lost its pod", || async {
+        placement(&objects).await.len() == 39
+    })
+    .await;
+    let spent = judged() - before;
+    assert!(
+        (1..40).contains(&spent),
+        "{spent} nodes judged for one relabelled node (40 a pass when every node is judged again)"
+    );
+    server.shutdown().await;
+}

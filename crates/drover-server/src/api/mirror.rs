@@ -161,26 +161,18 @@ pub fn refuse_write(existing: &Manifest) -> Result<(), drover_api::Invalid> {
 }
 
 /// Mirror pods whose node does not exist (it left or was removed): they go
-/// with their node.
-pub fn orphaned<'a, 'n>(
-    nodes: impl IntoIterator<Item = &'n Node>,
+/// with their node. `node_exists` tells by name.
+pub fn orphaned<'a>(
+    node_exists: impl Fn(&str) -> bool,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Vec<&'a Pod> {
-    // Most clusters have few mirror pods or none: the node names are
-    // gathered only when there is one to check (this runs on every pass).
-    let mut mirrors: Vec<&Pod> = pods
-        .into_iter()
-        .filter(|p| p.is_mirror() && p.metadata.deletion_timestamp.is_none())
-        .collect();
-    if mirrors.is_empty() {
-        return mirrors;
-    }
-    let names: drover_controller::FastSet<&str> = nodes
-        .into_iter()
-        .map(|n| n.metadata.name.as_str())
-        .collect();
-    mirrors.retain(|p| !names.contains(p.spec.node_name.as_str()));
-    mirrors
+    pods.into_iter()
+        .filter(|p| {
+            p.is_mirror()
+                && p.metadata.deletion_timestamp.is_none()
+                && !node_exists(&p.spec.node_name)
+        })
+        .collect()
 }
 
 /// The mirror pod of static pod `sp` (with its status) on `node`.
@@ -255,8 +247,8 @@ mod tests {
         assert!(refuse_write(&Manifest::Pod(Box::new(sp.clone()))).is_ok());
         // Gone with the node only.
         let pods = vec![m, sp];
-        assert!(orphaned(&[node("n1")], &pods).is_empty());
-        let o = orphaned(&[node("n2")], &pods);
+        assert!(orphaned(|n| n == "n1", &pods).is_empty());
+        let o = orphaned(|n| n == "n2", &pods);
         assert_eq!(o.len(), 1);
         assert!(o[0].is_mirror());
     }

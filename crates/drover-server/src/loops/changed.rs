@@ -18,7 +18,7 @@ use drover_controller::daemon::fit::counted_on;
 use drover_controller::daemon::pods::target_node;
 use drover_controller::{FastMap, FastSet};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// What changed since the last pass.
 #[derive(Debug)]
@@ -160,6 +160,35 @@ impl Tracker {
             .get(node)
             .into_iter()
             .flat_map(|on| on.values().map(|p| &**p))
+    }
+}
+
+/// Every node and every pod of a view as lists, gathered on first use:
+/// only a pass that plans every node of a DaemonSet, or runs the whole pod
+/// GC, needs them.
+pub(super) struct Every<'v> {
+    view: &'v Snapshot,
+    nodes: OnceLock<Vec<&'v Node>>,
+    pods: OnceLock<Vec<&'v Pod>>,
+}
+
+impl<'v> Every<'v> {
+    pub fn new(view: &'v Snapshot) -> Self {
+        Every {
+            view,
+            nodes: OnceLock::new(),
+            pods: OnceLock::new(),
+        }
+    }
+
+    pub fn nodes(&self) -> &[&'v Node] {
+        self.nodes
+            .get_or_init(|| self.view.nodes.values().map(|n| &**n).collect())
+    }
+
+    pub fn pods(&self) -> &[&'v Pod] {
+        self.pods
+            .get_or_init(|| self.view.pods.values().map(|p| &**p).collect())
     }
 }
 

@@ -9,7 +9,7 @@
 //! changes, when a planner asked to be woken (backoff, minReadySeconds, a
 //! node deadline), and at least every second.
 
-use super::changed::{scoped, Changed, Planned, Planning, Tracker};
+use super::changed::{scoped, Changed, Every, Planned, Planning, Tracker};
 use super::revisions::{self, RevisionSync, Revisions, RolledBack};
 use super::written_revision as rev;
 use crate::api::batch::{Write, Written};
@@ -17,9 +17,9 @@ use crate::api::mirror;
 use crate::api::Objects;
 use crate::cache::{Informer, Snapshot};
 use crate::ctx::Ctx;
-use drover_api::{DaemonSet, Kind, Manifest, Node, Pod};
+use drover_api::{DaemonSet, Kind, Manifest, Pod};
 use drover_controller::daemon::{self, FailedPodBackoff, PlanInput};
-use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig};
+use drover_controller::node::{NodeLifecycle, NodeLifecycleConfig, NodeWatch};
 use drover_controller::pod_gc::PodGc;
 use drover_controller::Timestamp;
 use futures_util::StreamExt;
@@ -29,6 +29,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
+
+mod lifecycle;
 
 /// Tuning of the loops.
 #[derive(Debug, Clone)]
@@ -103,6 +105,10 @@ struct Leading {
     objects: Objects,
     informer: Informer,
     nodes: NodeLifecycle,
+    /// Which nodes the next pass must judge (see [`lifecycle`]), and the
+    /// origin of the monotonic times it is given.
+    node_watch: NodeWatch,
+    origin: Instant,
     backoff: HashMap<String, FailedPodBackoff>,
     /// Pods whose DaemonSet or node is gone (see
     /// [`drover_controller::pod_gc`]): since when pods' nodes are missing.
@@ -215,6 +221,8 @@ impl Leading {
             informer,
             // A new leader gives every node a fresh grace period.
             nodes: NodeLifecycle::new(config, now()),
+            node_watch: NodeWatch::default(),
+            origin: Instant::now(),
             backoff: HashMap::new(),
             pod_gc: PodGc::new(cfg.orphan_pod_grace),
             rng: StdRng::from_rng(&mut rand::rng()),
@@ -332,117 +340,21 @@ impl Leading {
             }
         };
 
-        // Node lifecycle.
-        let heartbeats = self.ctx.heartbeats.snapshot();
-        let (now_i, now_s) = (Instant::now(), SystemTime::now());
-        let last = |name: &str| {
-            heartbeats
-                .get(name)
-                .map(|i| Timestamp::from(now_s - now_i.saturating_duration_since(*i)))
-        };
-        let nodes: Vec<&Node> = view.nodes.values().map(|n| &**n).collect();
-        let plan = self.nodes.plan(nodes.iter().copied(), last, now);
-        soonest(plan.next_check);
-        let nodes_written = !plan.updates.is_empty();
-        if nodes_written || !plan.remove.is_empty() {
-            self.wrote.other();
-        }
-        // Many nodes can change at once (a sim process dies): one batch of
-        // compare-and-swap writes at the versions the view holds, in as few
-        // transactions as they allow (a node changed meanwhile is written
-        // alone, and the next pass plans it again).
-        let names: Vec<String> = plan
-            .updates
-            .iter()
-            .map(|u| u.node.metadata.name.clone())
-            .collect();
-        let writes = plan
-            .updates
-            .into_iter()
-            .map(|u| Write::Update(Manifest::Node(Box::new(u.node))))
-            .collect();
-        for (name, r) in names.iter().zip(self.objects.execute(writes).await) {
-            match r {
-                Ok(w) => written = written.max(w.revision()),
-                Err(e) => tracing::debug!(node = %name, "node update: {}", e),
-            }
-        }
-        for r in plan.remove {
-            let rv = match r.resource_version.parse::<u64>() {
-                Ok(rv) if rv > 0 => rv,
-                _ => {
-                    tracing::warn!(node = %r.name, "node removal: resourceVersion {:?} is not one the store gave", r.resource_version);
-                    continue;
-                }
-            };
-            match self
-                .objects
-                .delete_at(Kind::Node, "", &r.name, Some(rv))
-                .await
-            {
-                Ok(w) => {
-                    tracing::info!(node = %r.name, "removed: unreachable since {}", r.unreachable_since.to_rfc3339());
-                    self.ctx.heartbeats.forget(&r.name);
-                    written = written.max(w);
-                }
-                Err(e) => tracing::debug!(node = %r.name, "node removal: {}", e),
-            }
-        }
-        self.record(plan.events).await;
-
-        // Pods of unreachable nodes stop counting as ready (their agents'
-        // reports restore them when the nodes are back).
-        let pods: Vec<&Pod> = view.pods.values().map(|p| &**p).collect();
-        let defer = nodes_written
-            && self
-                .pods_deferred
-                .get_or_insert_with(Instant::now)
-                .elapsed()
-                < MAX_POD_MARK_DELAY;
-        let marked = if defer {
-            // The next pass follows at once (this one's writes wake it).
-            Vec::new()
-        } else {
-            self.pods_deferred = None;
-            self.nodes
-                .pods_not_ready(nodes.iter().copied(), pods.iter().copied(), last, now)
-        };
-        if !marked.is_empty() {
-            self.wrote.other();
-            let mut events = Vec::with_capacity(marked.len());
-            let writes = marked.into_iter().map(|m| {
-                events.push(m.event);
-                let objects = self.objects.clone();
-                async move {
-                    let name = m.pod.metadata.name.clone();
-                    match objects
-                        .write_status_as_read(Manifest::Pod(Box::new(m.pod)))
-                        .await
-                    {
-                        Ok(m) => rev(&m),
-                        Err(e) => {
-                            tracing::debug!(pod = %name, "marking not ready: {}", e);
-                            0
-                        }
-                    }
-                }
-            });
-            let revs: Vec<u64> = futures_util::stream::iter(writes)
-                .buffer_unordered(CONCURRENT_WRITES)
-                .collect()
-                .await;
-            written = written.max(revs.into_iter().max().unwrap_or(0));
-            self.record(events).await;
-        }
+        // Node lifecycle first: its writes wake the next pass; the
+        // DaemonSets plan from this view meanwhile. (The tracker is taken
+        // out for the pass: the plans borrow its pods.)
+        let mut tracker = std::mem::take(&mut self.tracker);
+        let changed = tracker.advance(view);
+        let (w, t) = self.node_lifecycle(view, &tracker, &changed, now).await;
+        written = written.max(w);
+        soonest(t);
+        let every = Every::new(view);
 
         // DaemonSets. Each plan gets the pods it may touch: those it
         // controls and those without a controller (which it may adopt); a
         // pod controlled by anything else is never its business. A
         // DaemonSet whose memo holds its last plan gets only the nodes that
         // changed since (and those its memo revisits), with their pods.
-        // (Taken out for the pass: the plans borrow its pods.)
-        let mut tracker = std::mem::take(&mut self.tracker);
-        let changed = tracker.advance(view);
         let mut by_controller = None;
         let mut planned: Vec<Planned<'_>> = Vec::with_capacity(view.daemon_sets.len());
         for ds in view.daemon_sets.values() {
@@ -466,8 +378,8 @@ impl Leading {
             let (ds_nodes, mine) = match &scope {
                 Some(scope) => scoped(&tracker, view, ds, scope),
                 None => {
-                    let (by_owner, bare) =
-                        by_controller.get_or_insert_with(|| super::pods_by_controller(&pods));
+                    let (by_owner, bare) = by_controller
+                        .get_or_insert_with(|| super::pods_by_controller(every.pods()));
                     let ns = ds.metadata.namespace.as_str();
                     let mine: Vec<&Pod> = by_owner
                         .get(ds.metadata.uid.as_str())
@@ -476,7 +388,7 @@ impl Leading {
                         .copied()
                         .chain(bare.iter().copied().filter(|p| p.metadata.namespace == ns))
                         .collect();
-                    (nodes.clone(), mine)
+                    (every.nodes().to_vec(), mine)
                 }
             };
             // The claim, made once: it says which nodes are settled (below)
@@ -510,7 +422,7 @@ impl Leading {
         let priorities = drover_api::Priorities::new(view.priority_classes.values().map(|c| &**c));
         let keep = |node: &str| unsettled.contains(node);
         let mut usage = if planned.iter().any(|p| p.scope.is_none()) {
-            daemon::NodeUsage::with_priorities_on(pods.iter().copied(), priorities, keep)
+            daemon::NodeUsage::with_priorities_on(every.pods().iter().copied(), priorities, keep)
         } else {
             // Each pod once: on the node it counts on (bound, or nominated).
             let on_unsettled = unsettled.iter().flat_map(|&n| {
@@ -585,12 +497,21 @@ impl Leading {
             || self.gc_owners.iter().zip(&owners).any(|(a, b)| a != b)
             || self.gc_due.is_some_and(|t| now >= t);
         let owner_exists = |uid: &str| live.contains(uid) || replica_sets.contains(uid);
-        let gc = if whole {
-            self.pod_gc.plan(
-                nodes.iter().copied(),
-                pods.iter().copied(),
+        let node_exists = |name: &str| {
+            view.nodes
+                .contains_key(&crate::api::codec::key(Kind::Node, "", name))
+        };
+        // Mirror pods go with their node: the same pods can tell.
+        let (gc, mirrors) = if whole {
+            let gc = self.pod_gc.plan(
+                every.nodes().iter().copied(),
+                every.pods().iter().copied(),
                 owner_exists,
                 now,
+            );
+            (
+                gc,
+                mirror::orphaned(node_exists, every.pods().iter().copied()),
             )
         } else {
             let some: drover_controller::FastSet<&str> = self
@@ -600,31 +521,30 @@ impl Leading {
                 .chain(self.gc_held.iter())
                 .map(String::as_str)
                 .collect();
-            let node_exists = |name: &str| {
-                view.nodes
-                    .contains_key(&crate::api::codec::key(Kind::Node, "", name))
-            };
-            let some = some
+            let some: Vec<&Pod> = some
                 .into_iter()
                 .filter_map(|k| view.pods.get(k))
-                .map(|p| &**p);
-            self.pod_gc.plan_some(node_exists, some, owner_exists, now)
+                .map(|p| &**p)
+                .collect();
+            let gc = self
+                .pod_gc
+                .plan_some(node_exists, some.iter().copied(), owner_exists, now);
+            (gc, mirror::orphaned(node_exists, some))
         };
         self.gc_owners = owners.into_iter().map(str::to_owned).collect();
         self.gc_due = gc.next_check;
+        // A delete that fails is tried again on the next pass.
         self.gc_held = gc
             .delete
             .iter()
             .chain(gc.watched.iter())
+            .chain(mirrors.iter())
             .map(|p| crate::api::codec::key(Kind::Pod, &p.metadata.namespace, &p.metadata.name))
             .collect();
         soonest(gc.next_check);
         self.record(gc.events).await;
         let mut doomed = gc.delete;
-        doomed.extend(mirror::orphaned(
-            nodes.iter().copied(),
-            pods.iter().copied(),
-        ));
+        doomed.extend(mirrors);
         if !doomed.is_empty() {
             self.wrote.other();
         }
