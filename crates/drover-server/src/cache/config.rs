@@ -6,7 +6,7 @@
 use crate::api::key;
 use drover_api::pod_config::references;
 use drover_api::{ConfigMap, Kind, Pod, Secret};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// The objects, and who references them.
@@ -92,9 +92,9 @@ impl ConfigIndex {
     /// Replaces everything (a relist).
     pub(super) fn reset(
         &mut self,
-        config_maps: &BTreeMap<String, Arc<ConfigMap>>,
-        secrets: &BTreeMap<String, Arc<Secret>>,
-        pods: &BTreeMap<String, Arc<Pod>>,
+        config_maps: &super::Map<ConfigMap>,
+        secrets: &super::Map<Secret>,
+        pods: &super::Map<Pod>,
     ) {
         *self = ConfigIndex::default();
         self.config_maps = config_maps

@@ -33,24 +33,31 @@ use std::time::Duration;
 use tokio::sync::watch;
 use window::{Change, Typed, WatchCache, WatchEvent};
 
-/// What the informer holds, by store key. Each kind's map is behind its own
-/// `Arc`: a change copies (when a pass still holds the view) only the map
-/// of its kind, and a change to nothing the view holds (an Event, a
-/// ControllerRevision, a lease) copies no map at all, only the revision.
+/// One kind's objects in a view, by store key: a persistent map (a B-tree
+/// whose nodes are shared between versions), so a view is copied in O(1)
+/// and a change copies only the nodes on the path to its key; the views
+/// the controllers hold share the rest.
+pub type Map<T> = imbl::OrdMap<String, Arc<T>>;
+
+/// What the informer holds, by store key. Each kind's map is persistent
+/// ([`Map`]): a change while a pass (or the controller's tracker) still
+/// holds an older view copies a path of that kind's map, not the map, and a
+/// change to nothing the view holds (an Event, a ControllerRevision, a
+/// lease) copies no map at all, only the revision.
 #[derive(Default, Clone)]
 pub struct Snapshot {
-    pub nodes: Arc<BTreeMap<String, Arc<Node>>>,
-    pub daemon_sets: Arc<BTreeMap<String, Arc<DaemonSet>>>,
+    pub nodes: Map<Node>,
+    pub daemon_sets: Map<DaemonSet>,
     /// Deployments and ReplicaSets, for their controllers.
-    pub deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
-    pub replica_sets: Arc<BTreeMap<String, Arc<ReplicaSet>>>,
-    pub pods: Arc<BTreeMap<String, Arc<Pod>>>,
+    pub deployments: Map<Deployment>,
+    pub replica_sets: Map<ReplicaSet>,
+    pub pods: Map<Pod>,
     /// PriorityClasses, for daemon pods' priorities and preemption.
-    pub priority_classes: Arc<BTreeMap<String, Arc<drover_api::PriorityClass>>>,
+    pub priority_classes: Map<drover_api::PriorityClass>,
     /// ConfigMaps and Secrets, for the agent sessions of the nodes whose
     /// pods reference them.
-    pub config_maps: Arc<BTreeMap<String, Arc<ConfigMap>>>,
-    pub secrets: Arc<BTreeMap<String, Arc<Secret>>>,
+    pub config_maps: Map<ConfigMap>,
+    pub secrets: Map<Secret>,
     /// The store revision this view reflects.
     pub revision: u64,
 }
@@ -151,7 +158,7 @@ impl Snapshot {
         keep: impl Fn(&drover_api::ObjectMeta) -> bool,
     ) -> Option<Vec<Manifest>> {
         fn of<T>(
-            map: &BTreeMap<String, Arc<T>>,
+            map: &Map<T>,
             prefix: &str,
             keep: impl Fn(&drover_api::ObjectMeta) -> bool,
         ) -> Vec<Manifest>
@@ -159,7 +166,7 @@ impl Snapshot {
             T: drover_api::Resource + Clone,
             Manifest: From<T>,
         {
-            map.range::<str, _>((
+            map.range::<_, str>((
                 std::ops::Bound::Included(prefix),
                 std::ops::Bound::Unbounded,
             ))
@@ -224,12 +231,12 @@ impl Snapshot {
     /// Applies one decoded change (copying, if a reader holds it, only the
     /// map of the change's kind).
     fn apply(&mut self, d: &Decoded) {
-        fn put<T>(map: &mut Arc<BTreeMap<String, Arc<T>>>, key: &str, v: &Arc<T>) {
-            Arc::make_mut(map).insert(key.to_owned(), v.clone());
+        fn put<T>(map: &mut Map<T>, key: &str, v: &Arc<T>) {
+            map.insert(key.to_owned(), v.clone());
         }
-        fn remove<T>(map: &mut Arc<BTreeMap<String, Arc<T>>>, key: &str) {
+        fn remove<T>(map: &mut Map<T>, key: &str) {
             if map.contains_key(key) {
-                Arc::make_mut(map).remove(key);
+                map.remove(key);
             }
         }
         match &d.object {

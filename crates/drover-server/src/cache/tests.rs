@@ -232,21 +232,15 @@ fn only_changes_of_the_view_wake_the_controllers_and_copy_its_maps() {
     assert!(!rx.has_changed().unwrap(), "an event woke the controllers");
     let after = i.snapshot();
     assert_eq!(after.revision, 3);
-    assert!(
-        Arc::ptr_eq(&held.pods, &after.pods),
-        "an event copied the pods"
-    );
+    assert!(held.pods.ptr_eq(&after.pods), "an event copied the pods");
     i.apply(&[decode(&pod_kv("b", "n1", 4, "x", false), false)], 4);
     assert!(
         rx.has_changed().unwrap(),
         "a pod's change did not wake them"
     );
     let later = i.snapshot();
-    assert!(!Arc::ptr_eq(&held.pods, &later.pods));
-    assert!(
-        Arc::ptr_eq(&held.nodes, &later.nodes),
-        "a pod copied the nodes"
-    );
+    assert!(!held.pods.ptr_eq(&later.pods));
+    assert!(held.nodes.ptr_eq(&later.nodes), "a pod copied the nodes");
     assert_eq!((held.pods.len(), later.pods.len()), (1, 2));
     // A deletion is a change of the view; the pods held stay as read.
     i.apply(&[decode(&pod_kv("a", "n1", 5, "x", false), true)], 5);

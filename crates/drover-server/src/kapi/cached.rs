@@ -17,9 +17,7 @@ use super::query::Query;
 use crate::cache::Snapshot;
 use drover_api::{Kind, Manifest, Resource};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::Arc;
 
 /// One page of `kind` from the view: as [`super::read::list_page`] pages
 /// the store, in the same order, with the same continue keys.
@@ -60,7 +58,7 @@ struct Page<'a> {
 }
 
 impl Page<'_> {
-    fn read<T>(&self, map: &BTreeMap<String, Arc<T>>) -> (Vec<Manifest>, Value)
+    fn read<T>(&self, map: &crate::cache::Map<T>) -> (Vec<Manifest>, Value)
     where
         T: Resource + Clone,
         Manifest: From<T>,
@@ -72,7 +70,7 @@ impl Page<'_> {
             _ => Bound::Included(self.prefix.as_str()),
         };
         let mut entries = map
-            .range::<str, _>((start, Bound::Unbounded))
+            .range::<_, str>((start, Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(&self.prefix));
         let mut items: Vec<Manifest> = Vec::new();
         let mut meta = json!({ "resourceVersion": self.revision.to_string() });
@@ -106,6 +104,7 @@ impl Page<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn pod(ns: &str, name: &str, app: &str) -> (String, Arc<drover_api::Pod>) {
         let mut p = drover_api::Pod::default();
@@ -135,7 +134,7 @@ mod tests {
             ("b", "p3", "x"),
         ] {
             let (k, p) = pod(ns, name, app);
-            Arc::make_mut(&mut s.pods).insert(k, p);
+            s.pods.insert(k, p);
         }
         let mut q = Query::parse(Some("limit=2")).unwrap();
         let (items, meta) = page(&s, Kind::Pod, None, None, &q);

@@ -11,7 +11,7 @@
 //! kept beside the view could (a view is read under one lock, the record
 //! under another).
 
-use crate::cache::Snapshot;
+use crate::cache::{Map, Snapshot};
 use drover_api::{DaemonSet, Kind, Node, Pod};
 use drover_controller::daemon;
 use drover_controller::daemon::fit::counted_on;
@@ -58,8 +58,8 @@ fn places(pod: &Pod) -> impl Iterator<Item = &str> {
 /// Calls `changed` with the old and the new value of every key whose
 /// value is not the same allocation in both maps (`None`: absent).
 fn walk<T>(
-    old: &BTreeMap<String, Arc<T>>,
-    new: &BTreeMap<String, Arc<T>>,
+    old: &Map<T>,
+    new: &Map<T>,
     mut changed: impl FnMut(&str, Option<&Arc<T>>, Option<&Arc<T>>),
 ) {
     let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
@@ -108,7 +108,7 @@ impl Tracker {
             return Changed::All;
         };
         let mut nodes = FastSet::default();
-        if !Arc::ptr_eq(&last.nodes, &view.nodes) {
+        if !last.nodes.ptr_eq(&view.nodes) {
             let came_or_went = &mut self.nodes_came_or_went;
             walk(&last.nodes, &view.nodes, |_, old, new| {
                 *came_or_went |= old.is_none() || new.is_none();
@@ -117,7 +117,7 @@ impl Tracker {
                 }
             });
         }
-        if !Arc::ptr_eq(&last.pods, &view.pods) {
+        if !last.pods.ptr_eq(&view.pods) {
             walk(&last.pods, &view.pods, |key, old, new| {
                 self.pods_changed.push(key.to_owned());
                 for pod in old.into_iter().chain(new) {
@@ -138,7 +138,7 @@ impl Tracker {
                 }
             });
         }
-        if !Arc::ptr_eq(&last.priority_classes, &view.priority_classes) {
+        if !last.priority_classes.ptr_eq(&view.priority_classes) {
             return Changed::All;
         }
         Changed::Nodes(nodes)
@@ -266,11 +266,10 @@ mod tests {
     /// informer's views do).
     fn view(base: &Snapshot, pods: &[(&str, &Arc<Pod>)]) -> Arc<Snapshot> {
         let mut s = base.clone();
-        s.pods = Arc::new(
-            pods.iter()
-                .map(|(k, p)| (k.to_string(), Arc::clone(p)))
-                .collect(),
-        );
+        s.pods = pods
+            .iter()
+            .map(|(k, p)| (k.to_string(), Arc::clone(p)))
+            .collect();
         Arc::new(s)
     }
 
@@ -326,7 +325,9 @@ mod tests {
         assert!(n.contains("n9") && n.contains(""));
         // A new PriorityClass: every node.
         let mut other = base.clone();
-        other.priority_classes = Arc::new(Default::default());
+        other
+            .priority_classes
+            .insert("k/pc".into(), Arc::new(Default::default()));
         assert!(matches!(
             t.advance(&view(&other, &[("k/w", &p)])),
             Changed::All

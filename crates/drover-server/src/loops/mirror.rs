@@ -91,12 +91,8 @@ async fn namespace_exists(objects: &Objects, cache: &Informer, ns: &str) -> Resu
         return Ok(true);
     }
     let snap = cache.snapshot();
-    fn named<T>(
-        map: &std::collections::BTreeMap<String, T>,
-        p: &str,
-        f: impl Fn(&T) -> bool,
-    ) -> bool {
-        map.range(p.to_string()..)
+    fn named<T>(map: &crate::cache::Map<T>, p: &str, f: impl Fn(&T) -> bool) -> bool {
+        map.range::<_, str>((std::ops::Bound::Included(p), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(p))
             .any(|(_, v)| f(v))
     }
