@@ -130,9 +130,10 @@ class Rollouts(Run):
         return int(rows[1].split()[head.index("COMMIT")])
 
     def controller_passes(self):
-        """(count, seconds, skipped, judged) of `drover_controller_pass_duration_seconds`,
-        `drover_controller_passes_skipped_total` and
-        `drover_controller_nodes_judged_total` on the server's /metrics
+        """(count, seconds, skipped, judged, planned) of
+        `drover_controller_pass_duration_seconds`, `drover_controller_passes_skipped_total`,
+        `drover_controller_nodes_judged_total` and
+        `drover_controller_daemon_nodes_planned_total` on the server's /metrics
         (0 for a server without it): HTTPS on the --http port, the admin
         token and the cluster CA from client.yaml."""
         token, ca, in_ca = None, [], False
@@ -160,8 +161,10 @@ class Rollouts(Run):
                 got["skipped"] = float(line.split()[1])
             if line.startswith("drover_controller_nodes_judged_total "):
                 got["judged"] = float(line.split()[1])
+            if line.startswith("drover_controller_daemon_nodes_planned_total "):
+                got["planned"] = float(line.split()[1])
         return (got.get("count", 0.0), got.get("sum", 0.0), got.get("skipped", 0.0),
-                got.get("judged", 0.0))
+                got.get("judged", 0.0), got.get("planned", 0.0))
 
     def pod_count(self):
         return len(self.cli("get", "pods", "-A", "-o", "name").stdout.split())
@@ -264,6 +267,8 @@ class Rollouts(Run):
             # Nodes the node lifecycle judged (0 for a server without the
             # counter): a pass judges those whose verdict may have changed.
             fig(prefix + "controller_nodes_judged_per_pass", (passes1[3] - passes0[3]) / passes, "nodes")
+            # Nodes the DaemonSet's plans diffed (with a memo, those that changed).
+            fig(prefix + "controller_daemon_nodes_planned_per_pass", (passes1[4] - passes0[4]) / passes, "nodes")
         fig(prefix + "controller_busy_pct", 100.0 * busy / (t_status - t0), "% of the rollout")
         fig(prefix + "server_rss_after", rss_mib(self.server.pid), "MiB")
         fig(prefix + "sim_rss_after", rss_mib(self.sim.pid), "MiB")

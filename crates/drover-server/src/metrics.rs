@@ -105,6 +105,9 @@ pub struct Metrics {
     /// Nodes the node lifecycle judged, over all passes (a pass judges
     /// only those whose verdict may have changed).
     pub controller_nodes_judged: Counter,
+    /// Nodes the DaemonSet plans diffed, over all passes and DaemonSets (a
+    /// plan with a memo diffs only the nodes that changed).
+    pub controller_daemon_nodes_planned: Counter,
     /// How long each pass of the leader's scheduler took (one that
     /// scheduled at least one pod).
     pub scheduler_pass_duration: Histogram,
@@ -154,6 +157,7 @@ impl Metrics {
             controller_pass_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             controller_passes_skipped: Counter::default(),
             controller_nodes_judged: Counter::default(),
+            controller_daemon_nodes_planned: Counter::default(),
             // 0.1 ms … ~3 s.
             scheduler_pass_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             scheduler_pods_bound: Counter::default(),
@@ -216,6 +220,11 @@ impl Metrics {
             "drover_controller_nodes_judged",
             "Nodes the node lifecycle judged, over all passes (only those whose verdict may have changed)",
             m.controller_nodes_judged.clone(),
+        );
+        registry.register(
+            "drover_controller_daemon_nodes_planned",
+            "Nodes the DaemonSet plans diffed, over all passes (with a memo, only those that changed)",
+            m.controller_daemon_nodes_planned.clone(),
         );
         registry.register(
             "drover_scheduler_pass_duration_seconds",

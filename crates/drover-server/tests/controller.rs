@@ -357,9 +357,11 @@ async fn events_expire_after_the_event_ttl() {
 }
 
 /// Once every node is Ready, a pass judges only the nodes whose verdict
-/// may have changed (`drover_controller::node::NodeWatch`): relabelling
-/// one node of 40 costs the passes that follow a few judgements, where a
-/// pass over every node would judge all 40 each time.
+/// may have changed (`drover_controller::node::NodeWatch`), and the
+/// DaemonSet's plan, from its memo, diffs only the nodes that changed
+/// (`drover_controller::daemon::Memo`): relabelling one node of 40 costs
+/// the passes that follow a few judgements and diffs, where passes over
+/// every node would take 40 each time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_judges_only_the_nodes_that_changed() {
     let (_tmp, mut server, objects) = start(Duration::from_secs(3600)).await;
@@ -384,17 +386,25 @@ async fn a_pass_judges_only_the_nodes_that_changed() {
         ready == 40 && placement(&objects).await.len() == 40
     })
     .await;
-    let judged = || objects.ctx().metrics.controller_nodes_judged.get();
-    let before = judged();
+    let metrics = &objects.ctx().metrics;
+    let judged = || metrics.controller_nodes_judged.get();
+    let planned = || metrics.controller_daemon_nodes_planned.get();
+    let (judged_before, planned_before) = (judged(), planned());
     objects.apply(&node("n07", "core"), false).await.unwrap();
     eventually("the relabelled node lost its pod", || async {
         placement(&objects).await.len() == 39
     })
     .await;
-    let spent = judged() - before;
+    let spent = judged() - judged_before;
     assert!(
         (1..40).contains(&spent),
         "{spent} nodes judged for one relabelled node (40 a pass when every node is judged again)"
+    );
+    // The DaemonSet's plans, from its memo, diffed only that node too.
+    let diffed = planned() - planned_before;
+    assert!(
+        (1..40).contains(&diffed),
+        "{diffed} nodes diffed by the DaemonSet's plans for one relabelled node (40 a pass when it plans every node)"
     );
     server.shutdown().await;
 }

@@ -449,6 +449,10 @@ impl Leading {
                 .scope
                 .as_ref()
                 .map(|s| s.iter().map(String::as_str).collect());
+            self.ctx
+                .metrics
+                .controller_daemon_nodes_planned
+                .inc_by(p.nodes.len() as u64);
             let planning = Planning {
                 nodes: &p.nodes,
                 pods: &p.mine,
