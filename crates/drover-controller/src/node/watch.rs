@@ -69,16 +69,6 @@ impl NodeWatch {
         self.unsettled.iter().map(String::as_str)
     }
 
-    /// How many nodes it follows (a node being removed is not followed).
-    pub fn len(&self) -> usize {
-        self.due_at.len()
-    }
-
-    /// Whether it follows no node.
-    pub fn is_empty(&self) -> bool {
-        self.due_at.is_empty()
-    }
-
     fn forget(&mut self, name: &str) {
         if let Some(at) = self.due_at.remove(name) {
             self.due.remove(&(at, name.to_owned()));
