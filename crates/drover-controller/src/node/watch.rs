@@ -89,8 +89,7 @@ impl NodeLifecycle {
     /// with `watch` (see the module documentation): with `changed`, the
     /// names of the nodes whose object changed, came or went since then;
     /// with `None` (anything may have changed), and on its first plan, every
-    /// node of `every`. `node` finds a node of the view by
-    /// name.
+    /// node of `every`. `node` finds a node of the view by name.
     pub fn plan_watched<'a>(
         &self,
         watch: &mut NodeWatch,

@@ -148,6 +148,13 @@ fn decode_object(kv: &KeyValue, deleted: bool) -> Object {
 }
 
 impl Snapshot {
+    /// The Node named `name`, if the view holds it.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes
+            .get(&codec::key(Kind::Node, "", name))
+            .map(|n| &**n)
+    }
+
     /// The objects of `kind` (one of those the view holds) in `namespace`
     /// or all, that `keep` keeps, in store key order; `None` for a kind
     /// the view does not hold.

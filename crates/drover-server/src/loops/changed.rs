@@ -12,7 +12,7 @@
 //! under another).
 
 use crate::cache::{Map, Snapshot};
-use drover_api::{DaemonSet, Kind, Node, Pod};
+use drover_api::{DaemonSet, Node, Pod};
 use drover_controller::daemon;
 use drover_controller::daemon::fit::counted_on;
 use drover_controller::daemon::pods::target_node;
@@ -226,11 +226,7 @@ pub(super) fn scoped<'v>(
     ds: &DaemonSet,
     scope: &drover_controller::FastSet<String>,
 ) -> (Vec<&'v Node>, Vec<&'v Pod>) {
-    let mut nodes: Vec<&Node> = scope
-        .iter()
-        .filter_map(|n| view.nodes.get(&crate::api::codec::key(Kind::Node, "", n)))
-        .map(|n| &**n)
-        .collect();
+    let mut nodes: Vec<&Node> = scope.iter().filter_map(|n| view.node(n)).collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let (uid, ns) = (ds.metadata.uid.as_str(), ds.metadata.namespace.as_str());
     let mut pods: Vec<&Pod> = scope

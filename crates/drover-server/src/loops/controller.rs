@@ -501,10 +501,7 @@ impl Leading {
             || self.gc_owners.iter().zip(&owners).any(|(a, b)| a != b)
             || self.gc_due.is_some_and(|t| now >= t);
         let owner_exists = |uid: &str| live.contains(uid) || replica_sets.contains(uid);
-        let node_exists = |name: &str| {
-            view.nodes
-                .contains_key(&crate::api::codec::key(Kind::Node, "", name))
-        };
+        let node_exists = |name: &str| view.node(name).is_some();
         // Mirror pods go with their node: the same pods can tell.
         let (gc, mirrors) = if whole {
             let gc = self.pod_gc.plan(

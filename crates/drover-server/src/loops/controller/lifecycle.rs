@@ -31,19 +31,14 @@ impl Leading {
         let mut written = 0u64;
         // Each judged node's last heartbeat, looked up as it is judged
         // (not a copy of every node's on each pass).
-        let ctx = self.ctx.clone();
-        let heartbeats = &ctx.heartbeats;
+        let heartbeats = &self.ctx.heartbeats;
         let (now_i, now_s) = (Instant::now(), SystemTime::now());
         let last = |name: &str| {
             heartbeats
                 .last_heard(name)
                 .map(|i| Timestamp::from(now_s - now_i.saturating_duration_since(i)))
         };
-        let node = |name: &str| {
-            view.nodes
-                .get(&crate::api::codec::key(Kind::Node, "", name))
-                .map(|n| &**n)
-        };
+        let node = |name: &str| view.node(name);
         let changed = match changed {
             Changed::All => None,
             Changed::Nodes(set) => Some(set),
