@@ -642,6 +642,35 @@ impl Manifest {
         validate_manifest(self)
     }
 
+    /// Reads one object of a known kind straight from its JSON (one pass,
+    /// no [`Value`] in between): what the server does with the objects it
+    /// stored itself, whose kind the store key names. The kind's own
+    /// deserializer still checks `apiVersion` and `kind`; what it refuses
+    /// has no path in its error, so a caller that shows the error to a
+    /// user reads the object again with [`Manifest::from_value`].
+    pub fn from_json_of(kind: crate::Kind, json: &[u8]) -> Result<Self, serde_json::Error> {
+        use crate::Kind as K;
+        fn of<T: DeserializeOwned>(json: &[u8]) -> Result<Box<T>, serde_json::Error> {
+            serde_json::from_slice(json).map(Box::new)
+        }
+        let mut manifest = match kind {
+            K::Node => Manifest::Node(of(json)?),
+            K::Pod => Manifest::Pod(of(json)?),
+            K::DaemonSet => Manifest::DaemonSet(of(json)?),
+            K::Deployment => Manifest::Deployment(of(json)?),
+            K::ReplicaSet => Manifest::ReplicaSet(of(json)?),
+            K::ControllerRevision => Manifest::ControllerRevision(of(json)?),
+            K::Event => Manifest::Event(of(json)?),
+            K::PriorityClass => Manifest::PriorityClass(of(json)?),
+            K::ConfigMap => Manifest::ConfigMap(of(json)?),
+            K::Secret => Manifest::Secret(of(json)?),
+            K::Namespace => Manifest::Namespace(of(json)?),
+            K::ServiceAccount => Manifest::ServiceAccount(of(json)?),
+        };
+        manifest.default_namespace();
+        Ok(manifest)
+    }
+
     /// Reads one object from a JSON value, dispatching on `apiVersion` and
     /// `kind` (no namespace defaulting; a `List` is refused).
     pub fn from_value(value: Value) -> Result<Self, DocumentError> {

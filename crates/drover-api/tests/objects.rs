@@ -201,3 +201,74 @@ fn a_port_is_written_as_a_number_or_a_name_even_when_zero() {
         assert_eq!(c["readinessProbe"]["tcpSocket"], json!({"port": port}));
     }
 }
+
+/// The server reads what it stored in one pass by the kind its key names
+/// (`Manifest::from_json_of`); that must be the object the two-step read
+/// of any JSON (`Manifest::from_value`) gives, for every kind and for the
+/// manifests users bring, and a JSON of another kind must be refused.
+#[test]
+fn a_stored_object_reads_the_same_in_one_pass_as_through_a_json_value() {
+    let mut objects: Vec<serde_json::Value> = Vec::new();
+    for text in [
+        include_str!("data/01-example-daemonset.yaml"),
+        include_str!("data/02-node-monitoring-daemonset.yaml"),
+        include_str!("data/03-busybox-rolling.yaml"),
+        include_str!("data/04-node-exporter.yaml"),
+        include_str!("data/05-fluentd.yaml"),
+        include_str!("data/06-fluentd-elasticsearch.yaml"),
+        include_str!("data/07-affinity-gpu.yaml"),
+        include_str!("data/08-static-pod.yaml"),
+        include_str!("data/09-pod-nodename.yaml"),
+        include_str!("data/10-deployment-antiaffinity.yaml"),
+    ] {
+        for m in parse_manifests(text).unwrap() {
+            objects.push(serde_json::to_value(&m).unwrap());
+        }
+    }
+    objects.extend([
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}},
+               "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+               "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                          "capacity": {"cpu": "2", "memory": "1Gi"}}}),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+               "uid": "u", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+               "name": "d", "uid": "x", "controller": true}]},
+               "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+               "resources": {"requests": {"cpu": "100m"}}}]},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+               "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+        json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "d-1"},
+               "revision": 3, "data": {"spec": {"template": {}}}}),
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default"},
+               "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Started", "count": 2}),
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+               "value": 1000}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"k": "dg=="}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}}),
+    ]);
+    let mut kinds = std::collections::BTreeSet::new();
+    for value in objects {
+        let two_steps = Manifest::from_value(value.clone()).unwrap();
+        let kind = drover_api::Kind::parse(two_steps.kind()).unwrap();
+        kinds.insert(two_steps.kind());
+        let json = serde_json::to_vec(&value).unwrap();
+        let one_pass = Manifest::from_json_of(kind, &json).unwrap();
+        assert_eq!(one_pass, two_steps, "{}", two_steps.reference());
+        // The same bytes under the key of another kind are refused.
+        let other = if kind == drover_api::Kind::Pod {
+            drover_api::Kind::Node
+        } else {
+            drover_api::Kind::Pod
+        };
+        assert!(
+            Manifest::from_json_of(other, &json).is_err(),
+            "{} read as a {other:?}",
+            two_steps.reference()
+        );
+    }
+    assert_eq!(kinds.len(), drover_api::Kind::ALL.len(), "{kinds:?}");
+}

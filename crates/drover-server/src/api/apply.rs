@@ -217,17 +217,17 @@ fn plan(
                 meta.uid = new_uid();
                 meta.creation_timestamp = Some(now_rfc3339());
                 meta.generation = Some(1);
-                let value = encode_for_write(&new)?;
+                let value = encode_for_write(&mut new)?;
                 let size = value.len();
                 add(op::Op::Create(pb::Create { key: k, value }), size)?;
                 Applied::Created(new)
             }
             Some((o, rev)) => {
-                let new = merge_for_update(m, &o);
+                let mut new = merge_for_update(m, &o);
                 if encode(&new)? == encode(&o)? {
                     Applied::Unchanged(o)
                 } else {
-                    let value = encode_for_write(&new)?;
+                    let value = encode_for_write(&mut new)?;
                     let size = value.len();
                     let update = pb::Update {
                         key: k,

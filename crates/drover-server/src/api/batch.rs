@@ -206,10 +206,10 @@ fn prepare(at: usize, w: Write) -> Result<Ready, ApiError> {
                 object: None,
             })
         }
-        Write::Update(m) => {
+        Write::Update(mut m) => {
             validate_manifest(&m).map_err(|e| ApiError::invalid(vec![e]))?;
             let rev = revision_of(m.metadata())?;
-            let value = encode_for_write(&m)?;
+            let value = encode_for_write(&mut m)?;
             Ok(Ready {
                 at,
                 bytes: value.len(),

@@ -41,6 +41,13 @@ pub fn kind_of_key(key: &str) -> Option<Kind> {
 
 /// Reads a stored object, with its resourceVersion filled in.
 pub fn decode(kv: &KeyValue) -> Result<Manifest, ApiError> {
+    // One pass for the kind its key names (every object the server
+    // wrote); the two-step read below only for an unknown key or to say
+    // where a corrupt object is wrong.
+    if let Some(Ok(mut m)) = kind_of_key(&kv.key).map(|k| Manifest::from_json_of(k, &kv.value)) {
+        m.metadata_mut().resource_version = kv.mod_revision.to_string();
+        return Ok(m);
+    }
     let value: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::Internal(format!("stored object {} is corrupt: {e}", kv.key)))?;
     let mut m = Manifest::from_value(value)
@@ -66,16 +73,27 @@ pub fn revision_of(meta: &drover_api::ObjectMeta) -> Result<u64, ApiError> {
 
 /// The stored form: JSON without resourceVersion.
 pub fn encode(m: &Manifest) -> Result<Vec<u8>, ApiError> {
+    if m.metadata().resource_version.is_empty() {
+        return to_json(m);
+    }
     let mut m = m.clone();
-    m.metadata_mut().resource_version.clear();
-    serde_json::to_vec(&m)
-        .map_err(|e| ApiError::Internal(format!("cannot encode {}: {e}", m.reference())))
+    encode_owned(&mut m)
+}
+
+/// [`encode`] of an object the caller may change: its resourceVersion is
+/// taken out for the encoding and put back, instead of the whole object
+/// copied (a pod's every status write came through a copy).
+fn encode_owned(m: &mut Manifest) -> Result<Vec<u8>, ApiError> {
+    let rv = std::mem::take(&mut m.metadata_mut().resource_version);
+    let out = to_json(m);
+    m.metadata_mut().resource_version = rv;
+    out
 }
 
 /// The stored form of an object about to be written, refused (BadRequest)
 /// when it is larger than [`MAX_OBJECT_BYTES`].
-pub fn encode_for_write(m: &Manifest) -> Result<Vec<u8>, ApiError> {
-    let v = encode(m)?;
+pub fn encode_for_write(m: &mut Manifest) -> Result<Vec<u8>, ApiError> {
+    let v = encode_owned(m)?;
     if v.len() > MAX_OBJECT_BYTES {
         return Err(ApiError::BadRequest(format!(
             "{}: the object is {} bytes encoded, more than the limit of {MAX_OBJECT_BYTES} bytes (1.5 MiB); make it smaller (keep large data in an image or a volume, not in the object's fields or annotations)",

@@ -95,7 +95,7 @@ impl Objects {
         let w = self
             .write(op::Op::Update(pb::Update {
                 key: key.to_string(),
-                value: encode_for_write(&m)?,
+                value: encode_for_write(&mut m)?,
                 expected_revision: expected,
                 upsert: false,
             }))
@@ -259,8 +259,9 @@ impl Objects {
                 ))
             })?;
         let k = key(kind, m.namespace(), m.name());
-        self.swap(&k, m.clone(), rev).await.map_err(|e| match e {
-            ApiError::Conflict(_) => ApiError::conflict(kind, m.name()),
+        let name = m.name().to_string();
+        self.swap(&k, m, rev).await.map_err(|e| match e {
+            ApiError::Conflict(_) => ApiError::conflict(kind, &name),
             e => e,
         })
     }

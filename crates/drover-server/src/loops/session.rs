@@ -64,12 +64,20 @@ pub fn node_from_hello(hello: Node, existing: Option<Node>, now: &str) -> Node {
 
 /// Parses and checks the Node of a hello.
 pub fn hello_node(hello: &pb::Hello) -> Result<Node, ApiError> {
-    let v: Value = serde_json::from_slice(&hello.node)
-        .map_err(|e| ApiError::BadRequest(format!("hello.node: not JSON: {e}")))?;
-    let Manifest::Node(node) =
-        Manifest::from_value(v).map_err(|e| ApiError::BadRequest(format!("hello.node: {e}")))?
-    else {
-        return Err(ApiError::BadRequest("hello.node: must be a Node".into()));
+    // One pass for a well-formed Node (every join); the two-step read
+    // says where a bad one is wrong.
+    let node = match Manifest::from_json_of(Kind::Node, &hello.node) {
+        Ok(Manifest::Node(node)) => node,
+        _ => {
+            let v: Value = serde_json::from_slice(&hello.node)
+                .map_err(|e| ApiError::BadRequest(format!("hello.node: not JSON: {e}")))?;
+            match Manifest::from_value(v)
+                .map_err(|e| ApiError::BadRequest(format!("hello.node: {e}")))?
+            {
+                Manifest::Node(node) => node,
+                _ => return Err(ApiError::BadRequest("hello.node: must be a Node".into())),
+            }
+        }
     };
     drover_api::validation::validate_node(&node).map_err(|e| ApiError::invalid(vec![e]))?;
     Ok(*node)
@@ -542,5 +550,41 @@ mod tests {
         assert!(peer.announced);
         assert!(peer.supports("newer"));
         assert!(!peer.supports(caps::POD_CONFIG));
+    }
+
+    #[test]
+    fn a_hello_node_is_read_and_checked_and_a_bad_one_says_where() {
+        let hello = |node: &str| pb::Hello {
+            node: node.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let node = hello_node(&hello(
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","labels":{"zone":"a"}},
+                "status":{"capacity":{"cpu":"2"}}}"#,
+        ))
+        .unwrap();
+        assert_eq!(node.metadata.name, "n1");
+        assert_eq!(node.metadata.labels["zone"], "a");
+        let refused = |node: &str| match hello_node(&hello(node)) {
+            Err(e @ (ApiError::BadRequest(_) | ApiError::Invalid { .. })) => e.to_string(),
+            other => panic!("{node}: {other:?}"),
+        };
+        assert!(refused("{not json").contains("hello.node: not JSON"));
+        assert!(
+            refused(r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}"#)
+                .contains("must be a Node")
+        );
+        // A field of the wrong type: the two-step read names it.
+        let typo = refused(
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","labels":["zone"]}}"#,
+        );
+        assert!(typo.contains("metadata.labels"), "{typo}");
+        // Read, then refused by the Node's own rules.
+        assert!(matches!(
+            hello_node(&hello(
+                r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"Not_A_Name"}}"#
+            )),
+            Err(ApiError::Invalid { .. })
+        ));
     }
 }
