@@ -306,7 +306,8 @@ def main():
     ap.add_argument("--bin", default="target/release/drover")
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--strategies", default=",".join(STRATEGIES),
-                    help="among " + ", ".join(f"{k} ({v[0]})" for k, v in STRATEGIES.items()))
+                    # argparse formats help with %: a percentage in a strategy's name must be %%.
+                    help="among " + ", ".join(f"{k} ({v[0]})" for k, v in STRATEGIES.items()).replace("%", "%%"))
     ap.add_argument("--cap", type=int, default=600, help="seconds a rollout may take before it is stopped")
     ap.add_argument("--max-seconds", type=int, default=2400, help="the whole run")
     ap.add_argument("--keep-workdir", action="store_true")
