@@ -389,6 +389,30 @@ async fn a_pass_judges_only_the_nodes_that_changed() {
     let metrics = &objects.ctx().metrics;
     let judged = || metrics.controller_nodes_judged.get();
     let planned = || metrics.controller_daemon_nodes_planned.get();
+    // Passes done (an idle leader passes at least once a second).
+    let passes = || {
+        metrics
+            .render(&drover_server::metrics::Facts::default())
+            .lines()
+            .find_map(|l| l.strip_prefix("drover_controller_pass_duration_seconds_count "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // The pass that wrote the nodes Ready also created their pods, so the
+    // wait above can end before the next pass judges those 40 nodes again
+    // (changed, and written by the last plan). Count from a settled
+    // controller: two passes done and no node judged since the last mark
+    // (so one whole pass judged none).
+    let mut mark = (judged(), passes());
+    eventually("a whole pass that judges no node", || {
+        let now = (judged(), passes());
+        let settled = now.0 == mark.0 && now.1 >= mark.1 + 2;
+        if now.0 != mark.0 {
+            mark = now;
+        }
+        async move { settled }
+    })
+    .await;
     let (judged_before, planned_before) = (judged(), planned());
     objects.apply(&node("n07", "core"), false).await.unwrap();
     eventually("the relabelled node lost its pod", || async {
